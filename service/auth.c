@@ -1,0 +1,368 @@
+/* auth: wallet sign-in.
+ *
+ * A signed request is checked in two halves that run at once: signature recovery (from the cache,
+ * or on the libuv threadpool) and the revocation lookup in Redis. The work callback reads only
+ * its own copies (hashes, signature) and the shared secp256k1 context, which recovery only
+ * reads. The request waits for both halves; its arena holds the state until then. */
+#include "auth.h"
+
+#include <secp256k1.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "address.h"
+#include "app.h"
+#include "keys.h"
+#include "router.h"
+#include "sig.h"
+#include "sigcache.h"
+#include "signin.h"
+#include "store.h"
+
+/* Messages of the current epoch and the two before it (the oldest only to name "expired"). */
+#define EPOCHS 3
+
+typedef struct epoch_msg {
+    int64_t epoch;
+    char *text;
+    size_t len;
+    uint8_t hash[32];
+} epoch_msg;
+
+struct auth {
+    app *app;
+    secp256k1_context *ctx;
+    uint8_t *secret;
+    size_t secret_len;
+    epoch_msg msgs[EPOCHS]; /* [0] current, [1] previous, [2] the one before */
+    sigcache *cache;
+    auth_stats stats;
+};
+
+typedef struct auth_ctx {
+    uv_work_t work;
+    request *req;
+    auth *au;
+    auth_next next;
+    int mode;
+    eth_sig sig;
+    uint8_t sig65[65];
+    bool have_addr;
+    uint8_t addr[20];
+    int pending; /* halves still running */
+    /* threadpool inputs (copies) and outputs */
+    const secp256k1_context *ctx;
+    uint8_t hashes[EPOCHS][32];
+    int64_t epochs[EPOCHS];
+    int tries; /* how many hashes the work may try */
+    uint8_t rec[EPOCHS][20];
+    bool rec_ok[EPOCHS];
+    /* results */
+    bool cached;
+    int store_status;
+    bool revoked;
+    int64_t matched_epoch;
+    char revocation_id[SIG_REVOCATION_ID_SIZE];
+} auth_ctx;
+
+static int64_t now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec;
+}
+
+static int set_message(auth *au, epoch_msg *m, int64_t epoch)
+{
+    size_t cap = strlen(au->app->cfg.auth_domain) + SIGNIN_MESSAGE_EXTRA;
+    char *text = realloc(m->text, cap);
+    if (!text)
+        return -1;
+    m->text = text;
+    m->len = signin_message(au->app->cfg.auth_domain, au->secret, au->secret_len,
+                            au->app->cfg.auth_epoch_seconds, epoch, text, cap);
+    m->epoch = epoch;
+    sig_personal_hash(text, m->len, m->hash);
+    return m->len ? 0 : -1;
+}
+
+/* Keeps msgs[] on the current epoch; cheap when it has not changed. */
+static int refresh(auth *au)
+{
+    int64_t e = signin_epoch(now_seconds(), au->app->cfg.auth_epoch_seconds);
+    if (au->msgs[0].text && au->msgs[0].epoch == e)
+        return 0;
+    for (int i = 0; i < EPOCHS; i++)
+        if (set_message(au, &au->msgs[i], e - i) != 0)
+            return -1;
+    return 0;
+}
+
+int auth_new(auth **out, app *a, char *err, size_t err_len)
+{
+    auth *au = calloc(1, sizeof *au);
+    if (!au) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    au->app = a;
+    const char *secret = a->cfg.auth_secret;
+    if (!*secret && a->cfg.dev)
+        secret = "entityd-development-secret-do-not-use-in-production";
+    au->secret_len = strlen(secret);
+    au->secret = (uint8_t *)strdup(secret);
+    au->ctx = secp256k1_context_create(SECP256K1_CONTEXT_NONE);
+    au->cache = sigcache_new((size_t)a->cfg.sig_cache_size);
+    if (!au->secret || !au->ctx || !au->cache || refresh(au) != 0) {
+        snprintf(err, err_len, "cannot set up the signature verifier");
+        auth_free(au);
+        return -1;
+    }
+    *out = au;
+    return 0;
+}
+
+void auth_free(auth *au)
+{
+    if (!au)
+        return;
+    if (au->ctx)
+        secp256k1_context_destroy(au->ctx);
+    sigcache_free(au->cache);
+    for (int i = 0; i < EPOCHS; i++)
+        free(au->msgs[i].text);
+    free(au->secret);
+    free(au);
+}
+
+void auth_current_message(auth *au, auth_message *out)
+{
+    refresh(au);
+    int64_t es = au->app->cfg.auth_epoch_seconds;
+    out->text = au->msgs[0].text;
+    out->len = au->msgs[0].len;
+    out->epoch = au->msgs[0].epoch;
+    out->issued_at_ms = out->epoch * es * 1000;
+    out->renew_after_ms = (out->epoch + 1) * es * 1000;
+    out->expires_at_ms = (out->epoch + 2) * es * 1000;
+}
+
+int64_t auth_signature_expiry(const auth *au, int64_t epoch)
+{
+    return (epoch + 2) * au->app->cfg.auth_epoch_seconds;
+}
+
+int64_t auth_request_epoch(const request *req)
+{
+    return req->auth ? req->auth->matched_epoch : 0;
+}
+
+const char *auth_request_revocation_id(const request *req)
+{
+    return req->auth ? req->auth->revocation_id : "";
+}
+
+const auth_stats *auth_get_stats(const auth *au)
+{
+    return &au->stats;
+}
+
+static void unauthenticated(request *req, const char *message)
+{
+    request_fail(req, 401, "unauthenticated", message, NULL);
+}
+
+/* Both halves are in: decide. */
+static void finish(auth_ctx *ac)
+{
+    request *req = ac->req;
+    auth *au = ac->au;
+    if (ac->store_status == STORE_TIMEOUT) {
+        request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
+        return;
+    }
+    if (ac->store_status != STORE_OK) {
+        request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
+        return;
+    }
+    int matched = -1;
+    if (ac->have_addr) {
+        for (int i = 0; i < 2 && matched < 0; i++)
+            if (ac->rec_ok[i] && !memcmp(ac->rec[i], ac->addr, 20))
+                matched = i;
+        if (matched < 0) {
+            bool expired = ac->rec_ok[2] && !memcmp(ac->rec[2], ac->addr, 20);
+            if (expired) {
+                au->stats.expired++;
+                unauthenticated(req, "The signature is over an expired sign-in message; sign "
+                                     "the current one from GET /api/auth/message.");
+            } else {
+                au->stats.mismatch++;
+                unauthenticated(req, "The signature does not match the address for the current "
+                                     "sign-in message.");
+            }
+            return;
+        }
+    } else if (ac->rec_ok[0]) {
+        /* Without an address the message cannot be told apart: the current epoch's speaks. */
+        matched = 0;
+    } else {
+        au->stats.mismatch++;
+        unauthenticated(req, "The signature does not recover to an address.");
+        return;
+    }
+    if (!ac->cached)
+        sigcache_put(au->cache, ac->sig65, ac->epochs[matched], ac->rec[matched]);
+    if (ac->revoked) {
+        au->stats.revoked++;
+        unauthenticated(req, "The signature has been revoked.");
+        return;
+    }
+    au->stats.ok++;
+    ac->matched_epoch = ac->epochs[matched];
+    address_format_lower(ac->rec[matched], req->caller);
+    req->signed_in = true;
+    ac->next(req);
+}
+
+static void half_done(auth_ctx *ac)
+{
+    if (--ac->pending == 0)
+        finish(ac);
+}
+
+static void on_revocation(void *data, int status, redisReply *reply)
+{
+    auth_ctx *ac = data;
+    ac->store_status = status;
+    if (status == STORE_OK) {
+        if (reply->type == REDIS_REPLY_INTEGER)
+            ac->revoked = reply->integer != 0;
+        else
+            ac->store_status = STORE_UNAVAILABLE;
+    }
+    half_done(ac);
+}
+
+static void work_recover(uv_work_t *w)
+{
+    auth_ctx *ac = w->data;
+    for (int i = 0; i < ac->tries; i++) {
+        ac->rec_ok[i] = sig_recover(ac->ctx, &ac->sig, ac->hashes[i], ac->rec[i]) == 0;
+        /* With an address, stop at the first epoch that matches it. */
+        if (ac->have_addr && ac->rec_ok[i] && !memcmp(ac->rec[i], ac->addr, 20))
+            break;
+    }
+}
+
+static void after_recover(uv_work_t *w, int status)
+{
+    auth_ctx *ac = w->data;
+    ac->au->stats.queue_depth--;
+    if (status != 0) /* cancelled: cannot happen as nothing cancels, but never hang */
+        memset(ac->rec_ok, 0, sizeof ac->rec_ok);
+    half_done(ac);
+}
+
+void auth_authenticate(request *req, int mode, auth_next next)
+{
+    auth *au = req->app->auth;
+    size_t alen = 0, slen = 0;
+    const char *address = request_param(req, "address", &alen);
+    const char *signature = request_param(req, "signature", &slen);
+    if (address && alen == 0)
+        address = NULL;
+    if (signature && slen == 0)
+        signature = NULL;
+
+    uint8_t addr[20];
+    if (address) {
+        int e = address_parse(address, alen, addr);
+        if (e != ADDRESS_OK) {
+            request_fail_field(req, "address",
+                               e == ADDRESS_ECHECKSUM
+                                   ? "The address fails its EIP-55 checksum."
+                                   : "The address must be 0x followed by 40 hex digits.");
+            return;
+        }
+    } else if (mode == AUTH_REQUIRED || mode == AUTH_OPTIONAL) {
+        request_fail_field(req, "address", "The address query parameter is required.");
+        return;
+    }
+    if (!signature) {
+        if (mode == AUTH_OPTIONAL) {
+            next(req);
+            return;
+        }
+        au->stats.missing++;
+        unauthenticated(req, "A signature is required: sign the message from GET "
+                             "/api/auth/message and pass address and signature.");
+        return;
+    }
+
+    auth_ctx *ac = arena_alloc(&req->pool, sizeof *ac);
+    if (!ac || refresh(au) != 0) {
+        request_fail_internal(req, "auth context");
+        return;
+    }
+    int perr = sig_parse(signature, slen, &ac->sig);
+    if (perr != SIG_OK) {
+        au->stats.malformed++;
+        char msg[160];
+        snprintf(msg, sizeof msg, "The signature is malformed: %s", sig_strerror(perr));
+        unauthenticated(req, msg);
+        return;
+    }
+    req->auth = ac;
+    ac->req = req;
+    ac->au = au;
+    ac->next = next;
+    ac->mode = mode;
+    ac->ctx = au->ctx;
+    ac->have_addr = address != NULL;
+    if (address)
+        memcpy(ac->addr, addr, 20);
+    memcpy(ac->sig65, ac->sig.r, 32);
+    memcpy(ac->sig65 + 32, ac->sig.s, 32);
+    ac->sig65[64] = (uint8_t)ac->sig.recid;
+    sig_revocation_id(&ac->sig, ac->revocation_id);
+    for (int i = 0; i < EPOCHS; i++) {
+        memcpy(ac->hashes[i], au->msgs[i].hash, 32);
+        ac->epochs[i] = au->msgs[i].epoch;
+    }
+
+    /* The cache answers for the epochs still accepted (current and previous). */
+    for (int i = 0; i < 2; i++) {
+        uint8_t cached[20];
+        if (sigcache_get(au->cache, ac->sig65, ac->epochs[i], cached) &&
+            (!ac->have_addr || !memcmp(cached, ac->addr, 20))) {
+            memcpy(ac->rec[i], cached, 20);
+            ac->rec_ok[i] = true;
+            ac->cached = true;
+            break;
+        }
+    }
+
+    ac->pending = ac->cached ? 1 : 2;
+    if (!ac->cached) {
+        /* Without an address only the current epoch is tried; with one, up to the expired
+         * epoch so that the answer can say "expired". */
+        ac->tries = ac->have_addr ? EPOCHS : 1;
+        ac->work.data = ac;
+        au->stats.queued++;
+        au->stats.queue_depth++;
+        if (uv_queue_work(req->app->loop, &ac->work, work_recover, after_recover) != 0) {
+            au->stats.queue_depth--;
+            ac->pending--;
+        }
+    } else {
+        au->stats.cache_hits++;
+    }
+    char key[KEYS_REVOKED_SIZE];
+    const char *argv[2] = {"EXISTS", key};
+    size_t lens[2] = {6, keys_revoked(key, ac->revocation_id)};
+    store_command(req->app->store, on_revocation, ac, 2, argv, lens);
+}

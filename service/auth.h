@@ -1,0 +1,48 @@
+/* auth: wallet sign-in: the epoch's message, signature checks on the threadpool, revocation. */
+#ifndef ENTITYD_AUTH_H
+#define ENTITYD_AUTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "request.h"
+
+struct app;
+typedef struct auth auth;
+
+typedef void (*auth_next)(request *req);
+
+typedef struct auth_stats {
+    uint64_t ok, missing, malformed, mismatch, expired, revoked, cache_hits, queued;
+    int64_t queue_depth; /* checks on the threadpool right now */
+} auth_stats;
+
+/* The current epoch's message, for GET /api/auth/message. */
+typedef struct auth_message {
+    const char *text;
+    size_t len;
+    int64_t epoch;
+    int64_t issued_at_ms, expires_at_ms, renew_after_ms;
+} auth_message;
+
+/* Creates the process's verifier (one secp256k1 context). Returns 0 or -1 with err set. */
+int auth_new(auth **out, struct app *a, char *err, size_t err_len);
+void auth_free(auth *au);
+
+/* Runs the route's sign-in step (enum auth_mode), then next(req) with req->caller set; or
+ * answers 400/401/503/504 itself. */
+void auth_authenticate(request *req, int mode, auth_next next);
+
+/* The message callers sign now. Valid until the next call. */
+void auth_current_message(auth *au, auth_message *out);
+
+/* Expiry (Unix seconds) of a signature over the message of `epoch`. */
+int64_t auth_signature_expiry(const auth *au, int64_t epoch);
+/* The epoch of the message the request's signature was verified against (after auth). */
+int64_t auth_request_epoch(const request *req);
+/* The r||s id of the request's verified signature (after auth), for revocation. */
+const char *auth_request_revocation_id(const request *req);
+
+const auth_stats *auth_get_stats(const auth *au);
+
+#endif

@@ -1,0 +1,35 @@
+/* buf: a growable byte buffer, the one owner of its memory. */
+#ifndef ENTITYD_BUF_H
+#define ENTITYD_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+typedef struct buf {
+    char *data; /* NUL-terminated when len > 0 or after buf_cstr() */
+    size_t len;
+    size_t cap;
+} buf;
+
+#define BUF_INIT                                                                                   \
+    {                                                                                              \
+        NULL, 0, 0                                                                                 \
+    }
+
+/* Ensures room for `extra` more bytes plus a NUL. Returns 0, or -1 on allocation failure. */
+int buf_reserve(buf *b, size_t extra);
+/* Appends bytes; the buffer stays NUL-terminated. Returns 0 or -1. */
+int buf_append(buf *b, const void *data, size_t len);
+int buf_append_str(buf *b, const char *s);
+int buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends `s` escaped as the inside of a JSON string (no quotes added). */
+int buf_append_json_escaped(buf *b, const char *s, size_t len);
+/* Drops the first n bytes. */
+void buf_consume(buf *b, size_t n);
+/* Empties the buffer; frees its memory when it grew beyond `keep` bytes. */
+void buf_reset(buf *b, size_t keep);
+void buf_free(buf *b);
+/* Always a valid C string, "" for an empty buffer. */
+const char *buf_cstr(const buf *b);
+
+#endif

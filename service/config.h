@@ -1,0 +1,42 @@
+/* config: the one configuration table, read from environment variables and flags. */
+#ifndef ENTITYD_CONFIG_H
+#define ENTITYD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct config {
+    int64_t port;
+    char *host;
+    char *redis_url;
+    int64_t redis_timeout_ms;
+    char *auth_secret;
+    char *auth_domain;
+    int64_t auth_epoch_seconds;
+    char *platform_admins;
+    char *entity_creation;
+    int64_t max_body_bytes;
+    char *log_level;
+    int64_t max_connections;
+    int64_t header_timeout_ms;
+    int64_t idle_timeout_ms;
+    int64_t shutdown_timeout_ms;
+    int64_t sig_cache_size;
+    bool dev;
+} config;
+
+enum config_result {
+    CONFIG_OK = 0,
+    CONFIG_EXIT_OK,  /* --help or --version printed: exit 0 */
+    CONFIG_EINVALID, /* a value or flag is wrong: message in err */
+};
+
+/* Fills `cfg` from defaults, then the environment, then argv (flags win). On CONFIG_EINVALID a
+ * sentence is written to err. Strings in cfg are owned by cfg: release with config_free(). */
+int config_load(config *cfg, int argc, char **argv, char *err, size_t err_len);
+void config_free(config *cfg);
+/* Writes the --help text, generated from the table. */
+void config_print_help(FILE *out);
+
+#endif

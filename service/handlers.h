@@ -1,0 +1,15 @@
+/* handlers: every route's handler, one file per resource. */
+#ifndef ENTITYD_HANDLERS_H
+#define ENTITYD_HANDLERS_H
+
+#include "request.h"
+
+/* handlers_health.c */
+void health_live(request *req);
+void health_ready(request *req);
+
+/* handlers_auth.c */
+void auth_message_get(request *req);
+void auth_revoke_post(request *req);
+
+#endif

@@ -1,0 +1,24 @@
+/* handlers_health: liveness and readiness probes. */
+#include "app.h"
+#include "handlers.h"
+#include "server.h"
+#include "store.h"
+
+void health_live(request *req)
+{
+    request_reply(req, 200, json_pack("{s:b, s:s}", "success", 1, "status", "ok"));
+}
+
+void health_ready(request *req)
+{
+    if (req->app->server->draining) {
+        request_fail(req, 503, "unavailable", "The service is shutting down.", NULL);
+        return;
+    }
+    if (!store_ready(req->app->store)) {
+        request_fail(req, 503, "unavailable",
+                     "The data store is not connected or its scripts are not loaded.", NULL);
+        return;
+    }
+    request_reply(req, 200, json_pack("{s:b, s:s}", "success", 1, "status", "ready"));
+}

@@ -1,0 +1,333 @@
+/* http: llhttp callbacks, the request-size limits, and ordered (pipelined) responses. */
+#include "http.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "app.h"
+#include "dispatch.h"
+#include "server.h"
+
+#define MAX_URL_BYTES    (8 * 1024)
+#define MAX_HEADER_BYTES (16 * 1024)
+
+static llhttp_settings_t settings;
+
+static conn *conn_of(llhttp_t *p)
+{
+    return p->data;
+}
+
+static int on_message_begin(llhttp_t *p)
+{
+    conn *c = conn_of(p);
+    c->in_message = true;
+    c->header_bytes = 0;
+    c->req.start_ns = request_now_ns();
+    /* A request has started: from now on its header block must arrive in time. */
+    server_conn_timer(c, (uint64_t)c->srv->app->cfg.header_timeout_ms);
+    return 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t len)
+{
+    conn *c = conn_of(p);
+    if (c->req.url.len + len > MAX_URL_BYTES) {
+        c->err_status = 414;
+        return -1;
+    }
+    return buf_append(&c->req.url, at, len);
+}
+
+static int count_header_bytes(conn *c, size_t len)
+{
+    c->header_bytes += len;
+    if (c->header_bytes > MAX_HEADER_BYTES) {
+        c->err_status = 431;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+    conn *c = conn_of(p);
+    if (count_header_bytes(c, len) != 0)
+        return -1;
+    return buf_append(&c->hname, at, len);
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
+{
+    conn *c = conn_of(p);
+    if (count_header_bytes(c, len) != 0)
+        return -1;
+    return buf_append(&c->hval, at, len);
+}
+
+static void trim(const char **s, size_t *len)
+{
+    while (*len && (**s == ' ' || **s == '\t')) {
+        (*s)++;
+        (*len)--;
+    }
+    while (*len && ((*s)[*len - 1] == ' ' || (*s)[*len - 1] == '\t'))
+        (*len)--;
+}
+
+static bool is_json_media_type(const char *v, size_t len)
+{
+    const char *semi = memchr(v, ';', len);
+    size_t mlen = semi ? (size_t)(semi - v) : len;
+    trim(&v, &mlen);
+    return mlen == 16 && strncasecmp(v, "application/json", 16) == 0;
+}
+
+static bool request_id_acceptable(const char *v, size_t len)
+{
+    if (len == 0 || len > REQ_ID_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        if (ch < 0x21 || ch > 0x7e || ch == '"' || ch == '\\')
+            return false;
+    }
+    return true;
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+    conn *c = conn_of(p);
+    const char *name = buf_cstr(&c->hname), *v = buf_cstr(&c->hval);
+    size_t nlen = c->hname.len, vlen = c->hval.len;
+    trim(&v, &vlen);
+    if (nlen == 12 && !strncasecmp(name, "content-type", 12)) {
+        c->req.has_content_type = true;
+        c->req.json_content_type = is_json_media_type(v, vlen);
+    } else if (nlen == 12 && !strncasecmp(name, "x-request-id", 12)) {
+        if (request_id_acceptable(v, vlen)) {
+            memcpy(c->req.request_id, v, vlen);
+            c->req.request_id[vlen] = '\0';
+        }
+    } else if (nlen == 6 && !strncasecmp(name, "expect", 6)) {
+        c->req.expect_continue = vlen == 12 && !strncasecmp(v, "100-continue", 12);
+    }
+    buf_reset(&c->hname, 1024);
+    buf_reset(&c->hval, 1024);
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    conn *c = conn_of(p);
+    c->req.method = p->method;
+    uint64_t max = (uint64_t)c->srv->app->cfg.max_body_bytes;
+    bool has_length = (p->flags & F_CONTENT_LENGTH) != 0;
+    /* Refused from the declared length alone, before a byte of the body is buffered. */
+    if (has_length && p->content_length > max) {
+        c->err_status = 413;
+        return -1;
+    }
+    bool expects_body = (has_length && p->content_length > 0) || (p->flags & F_CHUNKED);
+    if (c->req.expect_continue && expects_body) {
+        buf_append_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+        server_conn_flush(c);
+    }
+    /* The header block is in; the body may trickle in until the idle timeout. */
+    server_conn_timer(c, (uint64_t)c->srv->app->cfg.idle_timeout_ms);
+    return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+    conn *c = conn_of(p);
+    c->req.body_total += len;
+    /* Chunked bodies have no declared length: the running total decides. */
+    if (c->req.body_total > (uint64_t)c->srv->app->cfg.max_body_bytes) {
+        c->err_status = 413;
+        return -1;
+    }
+    return buf_append(&c->req.body, at, len);
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    conn *c = conn_of(p);
+    c->in_message = false;
+    if (!llhttp_should_keep_alive(p))
+        c->close_after = true;
+    /* One request at a time: stop here, answer, then resume with the rest of the input. */
+    return HPE_PAUSED;
+}
+
+static void settings_init(void)
+{
+    static int done;
+    if (done)
+        return;
+    llhttp_settings_init(&settings);
+    settings.on_message_begin = on_message_begin;
+    settings.on_url = on_url;
+    settings.on_header_field = on_header_field;
+    settings.on_header_value = on_header_value;
+    settings.on_header_value_complete = on_header_value_complete;
+    settings.on_headers_complete = on_headers_complete;
+    settings.on_body = on_body;
+    settings.on_message_complete = on_message_complete;
+    done = 1;
+}
+
+void http_conn_init(conn *c)
+{
+    settings_init();
+    llhttp_init(&c->parser, HTTP_REQUEST, &settings);
+    c->parser.data = c; /* llhttp_init zeroes data */
+    c->req.conn = c;
+    c->req.app = c->srv->app;
+}
+
+void http_conn_deinit(conn *c)
+{
+    dispatch_request_reset(&c->req);
+    buf_free(&c->pending_in);
+    buf_free(&c->out);
+    buf_free(&c->writing);
+    buf_free(&c->hname);
+    buf_free(&c->hval);
+}
+
+static void parse_error(conn *c, llhttp_errno_t e)
+{
+    c->close_after = true;
+    c->in_request = true;
+    switch (c->err_status) {
+    case 413:
+        request_fail(&c->req, 413, "payload_too_large", "The request body is larger than allowed.",
+                     NULL);
+        break;
+    case 414:
+        request_fail(&c->req, 414, "uri_too_long", "The request line is longer than 8 KiB.", NULL);
+        break;
+    case 431:
+        request_fail(&c->req, 431, "headers_too_large", "The request headers exceed 16 KiB.", NULL);
+        break;
+    default: {
+        char msg[160];
+        snprintf(msg, sizeof msg, "The HTTP request is malformed (%s).",
+                 llhttp_errno_name(e) + 4 /* drop "HPE_" */);
+        request_fail(&c->req, 400, "invalid_request", msg, NULL);
+    }
+    }
+}
+
+/* Runs the parser over data until it is consumed, a request is in flight, or the connection
+ * is to close. Returns how many bytes were consumed. */
+static size_t run(conn *c, const char *data, size_t len)
+{
+    size_t off = 0;
+    c->in_execute = true;
+    while (off < len && !c->in_request && !c->close_after && !c->closing) {
+        llhttp_errno_t e = llhttp_execute(&c->parser, data + off, len - off);
+        if (e == HPE_OK) {
+            off = len;
+        } else if (e == HPE_PAUSED) {
+            off = (size_t)(llhttp_get_error_pos(&c->parser) - data);
+            llhttp_resume(&c->parser);
+            c->in_request = true;
+            server_conn_timer_stop(c);
+            dispatch_request(&c->req);
+        } else if (e == HPE_PAUSED_UPGRADE) {
+            /* No protocol upgrades here: answer what was asked, then close. */
+            off = len;
+            c->close_after = true;
+        } else {
+            parse_error(c, e);
+            off = len;
+        }
+    }
+    c->in_execute = false;
+    return off;
+}
+
+void http_conn_feed(conn *c, const char *data, size_t len)
+{
+    if (c->closing)
+        return;
+    if (c->in_request || c->close_after || c->pending_in.len) {
+        buf_append(&c->pending_in, data, len);
+        if (!c->in_request && !c->close_after) {
+            size_t off = run(c, c->pending_in.data, c->pending_in.len);
+            buf_consume(&c->pending_in, off);
+        }
+    } else {
+        size_t off = run(c, data, len);
+        if (off < len && !c->close_after)
+            buf_append(&c->pending_in, data + off, len - off);
+    }
+    server_conn_flush(c);
+    server_conn_reading(c);
+}
+
+void http_conn_request_done(conn *c)
+{
+    dispatch_request_reset(&c->req);
+    c->in_request = false;
+    if (c->in_execute)
+        return; /* the parser loop on the stack continues by itself */
+    if (c->pending_in.len && !c->close_after && !c->closing) {
+        size_t off = run(c, c->pending_in.data, c->pending_in.len);
+        buf_consume(&c->pending_in, off);
+    }
+    server_conn_flush(c);
+    server_conn_reading(c);
+}
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 413:
+        return "Payload Too Large";
+    case 414:
+        return "URI Too Long";
+    case 415:
+        return "Unsupported Media Type";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "Unknown";
+    }
+}
+
+void http_queue_response(conn *c, int status, const char *request_id, const char *content_type,
+                         const char *extra_headers, const char *body, size_t body_len)
+{
+    buf_printf(&c->out,
+               "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nX-Request-Id: "
+               "%s\r\n%s%s\r\n",
+               status, reason(status), content_type, body_len, request_id,
+               extra_headers ? extra_headers : "", c->close_after ? "Connection: close\r\n" : "");
+    buf_append(&c->out, body, body_len);
+}

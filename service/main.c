@@ -1,0 +1,114 @@
+/* main: wires configuration, logging, the Redis store, sign-in and the server onto one loop. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "app.h"
+#include "auth.h"
+#include "log.h"
+#include "server.h"
+#include "store.h"
+#include "version.h"
+
+static app the_app;
+static server the_server;
+static uv_signal_t sig_term, sig_int;
+static uv_timer_t log_timer;
+
+static void on_log_timer(uv_timer_t *t)
+{
+    (void)t;
+    log_flush();
+}
+
+static void on_drained(server *srv)
+{
+    app *a = srv->app;
+    log_event(LOG_INFO, "drained: closing", NULL);
+    store_close(a->store);
+    uv_close((uv_handle_t *)&sig_term, NULL);
+    uv_close((uv_handle_t *)&sig_int, NULL);
+    uv_close((uv_handle_t *)&log_timer, NULL);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    (void)s;
+    if (the_server.draining)
+        return;
+    log_event(LOG_INFO, "shutdown requested: draining", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    log_flush();
+    server_drain(&the_server);
+}
+
+/* Many idle keep-alive connections need many descriptors: take what the hard limit allows. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    char err[256];
+    app *a = &the_app;
+    int rc = config_load(&a->cfg, argc, argv, err, sizeof err);
+    if (rc == CONFIG_EXIT_OK) {
+        config_free(&a->cfg);
+        return 0;
+    }
+    if (rc != CONFIG_OK) {
+        fprintf(stderr, "entityd: %s\n", err);
+        config_free(&a->cfg);
+        return 2;
+    }
+    log_set_level(log_level_parse(a->cfg.log_level));
+    signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
+    a->loop = uv_default_loop();
+    a->server = &the_server;
+
+    if (a->cfg.dev && !*a->cfg.auth_secret)
+        log_event(LOG_WARN, "dev mode: using a fixed, public AUTH_SECRET; never in production",
+                  NULL);
+    if (auth_new(&a->auth, a, err, sizeof err) != 0 || store_new(&a->store, a, err, sizeof err)) {
+        fprintf(stderr, "entityd: %s\n", err);
+        return 1;
+    }
+    rc = server_start(&the_server, a);
+    if (rc != 0) {
+        fprintf(stderr, "entityd: cannot listen on %s:%lld: %s\n", a->cfg.host,
+                (long long)a->cfg.port, uv_strerror(rc));
+        return 1;
+    }
+    the_server.on_drained = on_drained;
+    buf *l = log_begin(LOG_INFO, "listening");
+    if (l) {
+        log_str(l, "version", ENTITYD_VERSION);
+        log_str(l, "host", a->cfg.host);
+        log_int(l, "port", the_server.port);
+        log_end(l);
+    }
+    log_flush();
+
+    uv_signal_init(a->loop, &sig_term);
+    uv_signal_init(a->loop, &sig_int);
+    uv_signal_start(&sig_term, on_signal, SIGTERM);
+    uv_signal_start(&sig_int, on_signal, SIGINT);
+    uv_timer_init(a->loop, &log_timer);
+    uv_timer_start(&log_timer, on_log_timer, 200, 200);
+
+    uv_run(a->loop, UV_RUN_DEFAULT);
+
+    log_event(LOG_INFO, "stopped", NULL);
+    log_flush();
+    auth_free(a->auth);
+    uv_loop_close(a->loop);
+    config_free(&a->cfg);
+    return 0;
+}

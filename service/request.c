@@ -1,0 +1,167 @@
+/* request: answering a request (envelope, headers, log line) and reading its parameters. */
+#include "request.h"
+
+#include <llhttp.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "app.h"
+#include "http.h"
+#include "log.h"
+#include "router.h"
+#include "server.h"
+
+uint64_t request_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+const char *request_param(const request *req, const char *key, size_t *len)
+{
+    size_t klen = strlen(key);
+    for (size_t i = 0; i < req->nparams; i++)
+        if (req->params[i].key_len == klen && !memcmp(req->params[i].key, key, klen)) {
+            if (len)
+                *len = req->params[i].val_len;
+            return req->params[i].val;
+        }
+    return NULL;
+}
+
+slice request_path_param(const request *req, size_t n)
+{
+    slice s = {"", 0};
+    if (n < req->npath_params)
+        s = req->path_params[n];
+    return s;
+}
+
+static void ensure_request_id(request *req)
+{
+    static unsigned long long counter;
+    static unsigned prefix;
+    if (req->request_id[0])
+        return;
+    if (!prefix) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        prefix = (unsigned)(ts.tv_nsec ^ (ts.tv_sec << 11) ^ (unsigned long)uv_os_getpid());
+        prefix |= 1;
+    }
+    snprintf(req->request_id, sizeof req->request_id, "%08x-%012llx", prefix, ++counter);
+}
+
+static void log_request(request *req)
+{
+    buf *l = log_begin(req->status >= 500 ? LOG_ERROR : LOG_INFO, "request");
+    if (!l)
+        return;
+    log_str(l, "request_id", req->request_id);
+    log_str(l, "method", llhttp_method_name((llhttp_method_t)req->method));
+    log_str(l, "route", req->route ? req->route->pattern : "-");
+    log_int(l, "status", req->status);
+    uint64_t start = req->start_ns ? req->start_ns : request_now_ns();
+    log_double(l, "duration_ms", (double)(request_now_ns() - start) / 1e6);
+    log_str(l, "caller", req->caller[0] ? req->caller : NULL);
+    log_end(l);
+}
+
+/* Queues the bytes (unless the client is gone), logs, and hands the connection back. */
+static void finish(request *req, int status, const char *ctype, const char *extra, const char *body,
+                   size_t len)
+{
+    conn *c = req->conn;
+    ensure_request_id(req);
+    req->status = status;
+    req->answered = true;
+    if (!c->closing) {
+        if (c->srv->draining)
+            c->close_after = true;
+        http_queue_response(c, status, req->request_id, ctype, extra, body, len);
+    }
+    log_request(req);
+    http_conn_request_done(c);
+}
+
+static buf scratch = BUF_INIT;
+
+static int dump_cb(const char *s, size_t len, void *data)
+{
+    return buf_append(data, s, len);
+}
+
+static const char *extra_headers_for(int status)
+{
+    return status == 503 ? "Retry-After: 1\r\n" : NULL;
+}
+
+void request_reply(request *req, int status, json_t *body)
+{
+    buf_reset(&scratch, 1 << 20);
+    if (!body || json_dump_callback(body, dump_cb, &scratch, JSON_COMPACT) != 0) {
+        json_decref(body);
+        request_fail_internal(req, "response encoding failed");
+        return;
+    }
+    json_decref(body);
+    finish(req, status, "application/json; charset=utf-8", extra_headers_for(status), scratch.data,
+           scratch.len);
+}
+
+static void fail_with_headers(request *req, int status, const char *code, const char *message,
+                              const char *field, const char *extra)
+{
+    buf_reset(&scratch, 1 << 20);
+    buf_append_str(&scratch, "{\"success\":false,\"error\":{\"code\":\"");
+    buf_append_str(&scratch, code);
+    buf_append_str(&scratch, "\",\"message\":\"");
+    buf_append_json_escaped(&scratch, message, strlen(message));
+    buf_append_str(&scratch, "\"");
+    if (field) {
+        buf_append_str(&scratch, ",\"field\":\"");
+        buf_append_json_escaped(&scratch, field, strlen(field));
+        buf_append_str(&scratch, "\"");
+    }
+    buf_append_str(&scratch, "}}");
+    finish(req, status, "application/json; charset=utf-8",
+           extra ? extra : extra_headers_for(status), scratch.data, scratch.len);
+}
+
+void request_fail(request *req, int status, const char *code, const char *message,
+                  const char *field)
+{
+    fail_with_headers(req, status, code, message, field, NULL);
+}
+
+void request_fail_allow(request *req, const char *allow)
+{
+    char extra[160];
+    snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
+    fail_with_headers(req, 405, "method_not_allowed", "This path does not accept that method.",
+                      NULL, extra);
+}
+
+void request_fail_field(request *req, const char *field, const char *message)
+{
+    request_fail(req, 400, "invalid_request", message, field);
+}
+
+void request_fail_internal(request *req, const char *what)
+{
+    ensure_request_id(req);
+    buf *l = log_begin(LOG_ERROR, "internal error");
+    if (l) {
+        log_str(l, "request_id", req->request_id);
+        log_str(l, "detail", what);
+        log_end(l);
+    }
+    request_fail(req, 500, "internal", "An internal error occurred.", NULL);
+}
+
+void request_reply_raw(request *req, int status, const char *ctype, const char *body, size_t len)
+{
+    finish(req, status, ctype, NULL, body, len);
+}

@@ -1,0 +1,487 @@
+/* store: the one pipelined Redis connection: deadlines, reconnects, Lua scripts by SHA.
+ *
+ * Every command is an op: hiredis owns the op as privdata until its callback runs (with a reply,
+ * or NULL when the connection goes), and always runs it exactly once. The deadline list holds
+ * ops not yet answered, oldest first; the tick answers expired ones with STORE_TIMEOUT and
+ * leaves them to hiredis, whose late callback then only frees them. */
+#include "store.h"
+
+#include <hiredis/adapters/libuv.h>
+#include <hiredis/async.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "log.h"
+#include "lua_scripts.h"
+
+enum state { ST_DOWN, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_CLOSED };
+
+typedef struct store_op {
+    struct store_op *prev, *next; /* deadline list, while unanswered */
+    store *st;
+    store_cb cb; /* NULL once answered */
+    void *data;
+    uint64_t deadline_ms;
+    int script; /* -1, or the script to resend with EVAL on NOSCRIPT */
+    int argc;
+    char **argv; /* for script ops: a private copy, in the same allocation as the op */
+    size_t *lens;
+} store_op;
+
+struct store {
+    app *app;
+    redisAsyncContext *ac;
+    int state;
+    char host[256];
+    int port;
+    char user[128], password[256];
+    int db;
+    store_op *head, *tail;
+    uv_timer_t tick;
+    uv_timer_t reconnect;
+    unsigned backoff_ms;
+    uint64_t last_progress_ms;
+    size_t outstanding; /* ops handed to hiredis and not yet called back */
+    int handshake_left;
+    char shas[LUA_SCRIPT_COUNT][41];
+    store_stats stats;
+    int handles_open;
+};
+
+#define TICK_MS        20
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 2000
+
+static void start_connect(store *st);
+
+static uint64_t now_ms(store *st)
+{
+    return uv_now(st->app->loop);
+}
+
+static void list_unlink(store *st, store_op *op)
+{
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        st->head = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    else
+        st->tail = op->prev;
+    op->prev = op->next = NULL;
+}
+
+static void list_push(store *st, store_op *op)
+{
+    op->prev = st->tail;
+    op->next = NULL;
+    if (st->tail)
+        st->tail->next = op;
+    else
+        st->head = op;
+    st->tail = op;
+}
+
+/* Answers an op once; hiredis may still hold it. */
+static void op_answer(store_op *op, int status, redisReply *reply)
+{
+    store_cb cb = op->cb;
+    op->cb = NULL;
+    list_unlink(op->st, op);
+    if (status == STORE_TIMEOUT)
+        op->st->stats.timeouts++;
+    if (reply && reply->type == REDIS_REPLY_ERROR)
+        op->st->stats.errors++;
+    cb(op->data, status, reply);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    store *st = t->data;
+    uint64_t now = now_ms(st);
+    while (st->head && st->head->deadline_ms <= now)
+        op_answer(st->head, STORE_TIMEOUT, NULL);
+    /* A connection that answers nothing for long is as good as dead (a silent network). */
+    uint64_t stall = (uint64_t)st->app->cfg.redis_timeout_ms * 2;
+    if (stall < 5000)
+        stall = 5000;
+    if (st->outstanding && st->ac && now - st->last_progress_ms > stall) {
+        log_event(LOG_WARN, "redis stalled: reconnecting", NULL);
+        st->last_progress_ms = now;
+        redisAsyncDisconnect(st->ac);
+    }
+    if (!st->head && !st->outstanding)
+        uv_timer_stop(&st->tick);
+}
+
+static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    store_op *op = privdata;
+    store *st = op->st;
+    redisReply *reply = r;
+    st->outstanding--;
+    if (reply)
+        st->last_progress_ms = now_ms(st);
+    if (op->cb) {
+        if (reply && op->script >= 0 && reply->type == REDIS_REPLY_ERROR &&
+            !strncmp(reply->str, "NOSCRIPT", 8) && ac == st->ac && st->state == ST_READY) {
+            /* Redis lost its script cache (restart, flush, failover): send the source. */
+            const char **argv = (const char **)op->argv;
+            argv[0] = "EVAL";
+            argv[1] = lua_scripts[op->script].source;
+            op->lens[0] = 4;
+            op->lens[1] = strlen(lua_scripts[op->script].source);
+            int s = op->script;
+            op->script = -1;
+            if (redisAsyncCommandArgv(ac, on_reply, op, op->argc, argv, op->lens) == REDIS_OK) {
+                st->outstanding++;
+                return;
+            }
+            op->script = s;
+        }
+        op_answer(op, reply ? STORE_OK : STORE_UNAVAILABLE, reply);
+    }
+    free(op);
+}
+
+static store_op *op_new(store *st, store_cb cb, void *data, size_t extra)
+{
+    store_op *op = malloc(sizeof *op + extra);
+    if (!op)
+        return NULL;
+    memset(op, 0, sizeof *op);
+    op->st = st;
+    op->cb = cb;
+    op->data = data;
+    op->script = -1;
+    op->deadline_ms = now_ms(st) + (uint64_t)st->app->cfg.redis_timeout_ms;
+    return op;
+}
+
+static void submit(store *st, store_op *op, int argc, const char **argv, const size_t *lens)
+{
+    if (redisAsyncCommandArgv(st->ac, on_reply, op, argc, argv, lens) != REDIS_OK) {
+        store_cb cb = op->cb;
+        void *data = op->data;
+        free(op);
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    st->stats.commands++;
+    if (st->outstanding++ == 0)
+        st->last_progress_ms = now_ms(st);
+    list_push(st, op);
+    if (!uv_is_active((uv_handle_t *)&st->tick))
+        uv_timer_start(&st->tick, on_tick, TICK_MS, TICK_MS);
+}
+
+void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
+                   const size_t *lens)
+{
+    if (st->state != ST_READY) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    store_op *op = op_new(st, cb, data, 0);
+    if (!op) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    submit(st, op, argc, argv, lens);
+}
+
+void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
+                  const char **argv, const size_t *lens)
+{
+    if (st->state != ST_READY) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    /* One allocation: the op, then argv pointers, lengths and the bytes, kept for a resend. */
+    int total = argc + 3;
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++)
+        bytes += lens[i];
+    size_t extra = (size_t)total * (sizeof(char *) + sizeof(size_t)) + bytes + 16;
+    store_op *op = op_new(st, cb, data, extra);
+    if (!op) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    op->argv = (char **)(op + 1);
+    op->lens = (size_t *)(op->argv + total);
+    char *p = (char *)(op->lens + total);
+    char *nk = p;
+    p += snprintf(nk, 16, "%d", nkeys) + 1;
+    op->argv[0] = "EVALSHA";
+    op->lens[0] = 7;
+    op->argv[1] = st->shas[script];
+    op->lens[1] = 40;
+    op->argv[2] = nk;
+    op->lens[2] = strlen(nk);
+    for (int i = 0; i < argc; i++) {
+        memcpy(p, argv[i], lens[i]);
+        op->argv[3 + i] = p;
+        op->lens[3 + i] = lens[i];
+        p += lens[i];
+    }
+    op->argc = total;
+    op->script = script;
+    submit(st, op, total, (const char **)op->argv, op->lens);
+}
+
+bool store_ready(const store *st)
+{
+    return st->state == ST_READY;
+}
+
+bool store_connected(const store *st)
+{
+    return st->state == ST_HANDSHAKE || st->state == ST_READY;
+}
+
+const store_stats *store_get_stats(const store *st)
+{
+    return &st->stats;
+}
+
+/* --- connection life --- */
+
+static void schedule_reconnect(store *st)
+{
+    if (st->state == ST_CLOSED)
+        return;
+    st->state = ST_DOWN;
+    unsigned delay = st->backoff_ms;
+    st->backoff_ms = st->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : st->backoff_ms * 2;
+    uv_timer_start(&st->reconnect, (uv_timer_cb)start_connect, delay, 0);
+}
+
+static void on_handshake_reply(void *data, int status, redisReply *reply)
+{
+    store *st = data;
+    if (st->state != ST_HANDSHAKE)
+        return;
+    if (status == STORE_UNAVAILABLE)
+        return; /* the connection is already going; on_disconnect retries */
+    if (status == STORE_TIMEOUT || reply->type == REDIS_REPLY_ERROR) {
+        buf *l = log_begin(LOG_ERROR, "redis handshake failed");
+        if (l) {
+            log_str(l, "detail", status == STORE_OK ? reply->str : "no reply in time");
+            log_end(l);
+        }
+        if (st->ac)
+            redisAsyncDisconnect(st->ac);
+        return;
+    }
+    if (--st->handshake_left == 0) {
+        st->state = ST_READY;
+        st->backoff_ms = BACKOFF_MIN_MS;
+        log_event(LOG_INFO, "redis ready", NULL);
+    }
+}
+
+/* Sends AUTH, SELECT and SCRIPT LOAD for every script; ready after the last answer. */
+static void handshake(store *st)
+{
+    st->state = ST_HANDSHAKE;
+    st->handshake_left = 0;
+    const char *argv[3];
+    size_t lens[3];
+    store_op *op;
+    if (st->password[0]) {
+        int argc = 0;
+        argv[argc] = "AUTH";
+        lens[argc++] = 4;
+        if (st->user[0]) {
+            argv[argc] = st->user;
+            lens[argc++] = strlen(st->user);
+        }
+        argv[argc] = st->password;
+        lens[argc++] = strlen(st->password);
+        if ((op = op_new(st, on_handshake_reply, st, 0))) {
+            st->handshake_left++;
+            submit(st, op, argc, argv, lens);
+        }
+    }
+    char dbs[16];
+    snprintf(dbs, sizeof dbs, "%d", st->db);
+    argv[0] = "SELECT";
+    lens[0] = 6;
+    argv[1] = dbs;
+    lens[1] = strlen(dbs);
+    if ((op = op_new(st, on_handshake_reply, st, 0))) {
+        st->handshake_left++;
+        submit(st, op, 2, argv, lens);
+    }
+    for (int i = 0; i < LUA_SCRIPT_COUNT; i++) {
+        argv[0] = "SCRIPT";
+        lens[0] = 6;
+        argv[1] = "LOAD";
+        lens[1] = 4;
+        argv[2] = lua_scripts[i].source;
+        lens[2] = strlen(lua_scripts[i].source);
+        if ((op = op_new(st, on_handshake_reply, st, 0))) {
+            st->handshake_left++;
+            submit(st, op, 3, argv, lens);
+        }
+    }
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+    store *st = ac->data;
+    if (status != REDIS_OK) {
+        /* hiredis frees the context after this callback. */
+        st->ac = NULL;
+        if (log_enabled(LOG_DEBUG))
+            log_event(LOG_DEBUG, "redis connect failed", ac->errstr);
+        schedule_reconnect(st);
+        return;
+    }
+    log_event(LOG_INFO, "redis connected", NULL);
+    handshake(st);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+    store *st = ac->data;
+    st->ac = NULL;
+    st->stats.disconnects++;
+    if (st->state == ST_CLOSED)
+        return;
+    log_event(LOG_WARN, "redis disconnected", status == REDIS_OK ? NULL : ac->errstr);
+    schedule_reconnect(st);
+}
+
+static void start_connect(store *st)
+{
+    if (st->state == ST_CLOSED)
+        return;
+    st->state = ST_CONNECTING;
+    st->stats.reconnects++;
+    redisAsyncContext *ac = redisAsyncConnect(st->host, st->port);
+    if (!ac || ac->err) {
+        if (ac)
+            redisAsyncFree(ac);
+        schedule_reconnect(st);
+        return;
+    }
+    ac->data = st;
+    if (redisLibuvAttach(ac, st->app->loop) != REDIS_OK) {
+        redisAsyncFree(ac);
+        schedule_reconnect(st);
+        return;
+    }
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    st->ac = ac;
+}
+
+static int parse_url(store *st, const char *url, char *err, size_t err_len)
+{
+    const char *p = url;
+    if (!strncmp(p, "redis://", 8))
+        p += 8;
+    else {
+        snprintf(err, err_len, "REDIS_URL must start with redis://");
+        return -1;
+    }
+    const char *at = strrchr(p, '@');
+    if (at) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        const char *pw = colon ? colon + 1 : p;
+        size_t ulen = colon ? (size_t)(colon - p) : 0;
+        size_t plen = (size_t)(at - pw);
+        if (ulen >= sizeof st->user || plen >= sizeof st->password) {
+            snprintf(err, err_len, "REDIS_URL credentials are too long");
+            return -1;
+        }
+        memcpy(st->user, p, ulen);
+        st->user[ulen] = '\0';
+        memcpy(st->password, pw, plen);
+        st->password[plen] = '\0';
+        p = at + 1;
+    }
+    const char *slash = strchr(p, '/');
+    size_t hostport = slash ? (size_t)(slash - p) : strlen(p);
+    const char *colon = memchr(p, ':', hostport);
+    size_t hlen = colon ? (size_t)(colon - p) : hostport;
+    if (hlen == 0 || hlen >= sizeof st->host) {
+        snprintf(err, err_len, "REDIS_URL has no valid host");
+        return -1;
+    }
+    memcpy(st->host, p, hlen);
+    st->host[hlen] = '\0';
+    st->port = 6379;
+    if (colon) {
+        char *end;
+        long port = strtol(colon + 1, &end, 10);
+        if (end != p + hostport || port < 1 || port > 65535) {
+            snprintf(err, err_len, "REDIS_URL has an invalid port");
+            return -1;
+        }
+        st->port = (int)port;
+    }
+    st->db = 0;
+    if (slash && slash[1]) {
+        char *end;
+        long db = strtol(slash + 1, &end, 10);
+        if (*end || db < 0 || db > 100000) {
+            snprintf(err, err_len, "REDIS_URL has an invalid database number");
+            return -1;
+        }
+        st->db = (int)db;
+    }
+    return 0;
+}
+
+int store_new(store **out, app *a, char *err, size_t err_len)
+{
+    store *st = calloc(1, sizeof *st);
+    if (!st) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    st->app = a;
+    if (parse_url(st, a->cfg.redis_url, err, err_len) != 0) {
+        free(st);
+        return -1;
+    }
+    for (int i = 0; i < LUA_SCRIPT_COUNT; i++)
+        memcpy(st->shas[i], lua_scripts[i].sha1, 41);
+    uv_timer_init(a->loop, &st->tick);
+    uv_timer_init(a->loop, &st->reconnect);
+    st->tick.data = st->reconnect.data = st;
+    st->backoff_ms = BACKOFF_MIN_MS;
+    st->state = ST_DOWN;
+    start_connect(st);
+    *out = st;
+    return 0;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    store *st = h->data;
+    if (--st->handles_open == 0)
+        free(st);
+}
+
+void store_close(store *st)
+{
+    st->state = ST_CLOSED;
+    if (st->ac) {
+        redisAsyncContext *ac = st->ac;
+        st->ac = NULL;
+        /* Runs every pending callback with NULL, then on_disconnect. */
+        redisAsyncFree(ac);
+    }
+    while (st->head)
+        op_answer(st->head, STORE_UNAVAILABLE, NULL);
+    st->handles_open = 2;
+    uv_close((uv_handle_t *)&st->tick, on_timer_closed);
+    uv_close((uv_handle_t *)&st->reconnect, on_timer_closed);
+}

@@ -1,0 +1,46 @@
+/* store: the one pipelined Redis connection: deadlines, reconnects, Lua scripts by SHA. */
+#ifndef ENTITYD_STORE_H
+#define ENTITYD_STORE_H
+
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct app;
+typedef struct store store;
+
+enum store_status {
+    STORE_OK = 0,      /* reply is Redis's answer (which may be an error reply) */
+    STORE_UNAVAILABLE, /* not connected, or the connection dropped: reply is NULL */
+    STORE_TIMEOUT,     /* no answer within REDIS_TIMEOUT_MS: reply is NULL; a late one is dropped */
+};
+
+/* Called exactly once per command. `reply` is valid only during the call. */
+typedef void (*store_cb)(void *data, int status, redisReply *reply);
+
+typedef struct store_stats {
+    uint64_t commands, errors, timeouts, reconnects, disconnects;
+} store_stats;
+
+/* Parses REDIS_URL and starts connecting (retrying with backoff for as long as it runs).
+ * Returns 0, or -1 with a sentence in err when the URL is malformed. */
+int store_new(store **out, struct app *a, char *err, size_t err_len);
+/* Closes the connection: pending commands are answered STORE_UNAVAILABLE; no reconnect. The
+ * store is freed once hiredis lets go of it. */
+void store_close(store *st);
+/* Connected, authenticated and every script loaded. */
+bool store_ready(const store *st);
+const store_stats *store_get_stats(const store *st);
+bool store_connected(const store *st);
+
+/* Sends one command; argv/lens are copied by hiredis before this returns. When the store is
+ * not ready, cb runs before this returns, with STORE_UNAVAILABLE. */
+void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
+                   const size_t *lens);
+/* Runs a script by its id (lua_scripts.h) with EVALSHA; argv holds nkeys keys then the
+ * arguments. A NOSCRIPT answer is retried once with the script's source. */
+void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
+                  const char **argv, const size_t *lens);
+
+#endif
