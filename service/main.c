@@ -107,6 +107,7 @@ int main(int argc, char **argv)
 
     log_event(LOG_INFO, "stopped", NULL);
     log_flush();
+    store_free(a->store);
     auth_free(a->auth);
     uv_loop_close(a->loop);
     config_free(&a->cfg);

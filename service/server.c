@@ -244,7 +244,8 @@ static void on_drain_timeout(uv_timer_t *t)
     log_event(LOG_WARN, "shutdown timeout: closing connections with requests in flight", NULL);
     for (conn *c = srv->conns; c; c = c->next)
         server_conn_close(c);
-    if (srv->nconns == 0 && srv->on_drained) {
+    /* Answers still owed are failed by the store as it closes; their conns are freed then. */
+    if (srv->on_drained) {
         void (*cb)(server *) = srv->on_drained;
         srv->on_drained = NULL;
         cb(srv);
@@ -257,10 +258,11 @@ void server_drain(server *srv)
         return;
     srv->draining = 1;
     uv_close((uv_handle_t *)&srv->listener, NULL);
+    /* Idle connections go now; the others close after their current answer (request.c marks
+     * answers given while draining Connection: close). */
     conn *next;
     for (conn *c = srv->conns; c; c = next) {
         next = c->next;
-        c->close_after = true;
         if (conn_idle(c))
             server_conn_close(c);
     }

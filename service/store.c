@@ -466,12 +466,13 @@ int store_new(store **out, app *a, char *err, size_t err_len)
 static void on_timer_closed(uv_handle_t *h)
 {
     store *st = h->data;
-    if (--st->handles_open == 0)
-        free(st);
+    st->handles_open--;
 }
 
 void store_close(store *st)
 {
+    if (st->state == ST_CLOSED)
+        return;
     st->state = ST_CLOSED;
     if (st->ac) {
         redisAsyncContext *ac = st->ac;
@@ -484,4 +485,10 @@ void store_close(store *st)
     st->handles_open = 2;
     uv_close((uv_handle_t *)&st->tick, on_timer_closed);
     uv_close((uv_handle_t *)&st->reconnect, on_timer_closed);
+}
+
+void store_free(store *st)
+{
+    if (st)
+        free(st);
 }

@@ -26,9 +26,11 @@ typedef struct store_stats {
 /* Parses REDIS_URL and starts connecting (retrying with backoff for as long as it runs).
  * Returns 0, or -1 with a sentence in err when the URL is malformed. */
 int store_new(store **out, struct app *a, char *err, size_t err_len);
-/* Closes the connection: pending commands are answered STORE_UNAVAILABLE; no reconnect. The
- * store is freed once hiredis lets go of it. */
+/* Closes the connection: pending commands are answered STORE_UNAVAILABLE, later ones too; no
+ * reconnect. The store stays valid for late callers until store_free(). */
 void store_close(store *st);
+/* Frees the store; only after the loop has stopped. */
+void store_free(store *st);
 /* Connected, authenticated and every script loaded. */
 bool store_ready(const store *st);
 const store_stats *store_get_stats(const store *st);
