@@ -3,9 +3,7 @@
 
 #define MS_PER_DAY 86400000LL
 
-/* Calendar arithmetic after H. Hinnant's days_from_civil / civil_from_days: eras of 400 years
- * starting in March, so the leap day is the last day of its year and needs no special case.
- * Pure integer code keeps the result independent of the C library, TZ and locale. */
+/* C division truncates toward zero; dates before 1970 need it to round down. */
 static int64_t floor_div(int64_t a, int64_t b)
 {
     int64_t q = a / b;
@@ -13,6 +11,9 @@ static int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
+/* The well-known days_from_civil / civil_from_days algorithms: eras of 400 years starting in
+ * March, so the leap day is the last day of its year and needs no special case. Pure integer
+ * code keeps the result independent of the C library, TZ and locale. */
 static int64_t days_from_civil(int64_t y, int m, int d)
 {
     y -= m <= 2;

@@ -1,7 +1,6 @@
 /* entityd-sign: signs the service's sign-in message (EIP-191 personal_sign) with wallet keys. */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -84,6 +83,9 @@ struct bytes {
     char *data;
     size_t len;
 };
+
+__attribute__((noreturn, format(printf, 1, 2))) static void die_usage(const char *fmt, ...);
+__attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...);
 
 static void die_usage(const char *fmt, ...)
 {
@@ -639,7 +641,7 @@ static struct bytes fetch_message(const char *url_text)
     struct url u;
     char req[2048];
     struct bytes resp, msg;
-    int fd, n, status;
+    int fd, n, status = 0;
     size_t vlen;
     const char *v;
 
