@@ -40,6 +40,8 @@ struct auth {
     epoch_msg msgs[EPOCHS]; /* [0] current, [1] previous, [2] the one before */
     sigcache *cache;
     auth_stats stats;
+    char (*platform)[ADDRESS_STRING_SIZE]; /* PLATFORM_ADMINS, lowercase */
+    size_t nplatform;
 };
 
 typedef struct auth_ctx {
@@ -101,6 +103,50 @@ static int refresh(auth *au)
     return 0;
 }
 
+/* Parses the comma-separated PLATFORM_ADMINS. */
+static int parse_platform_admins(auth *au, const char *list, char *err, size_t err_len)
+{
+    size_t cap = 1;
+    for (const char *p = list; *p; p++)
+        cap += *p == ',';
+    au->platform = calloc(cap, sizeof *au->platform);
+    if (!au->platform)
+        return -1;
+    for (const char *p = list; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        while (len && (*p == ' ' || *p == '\t')) {
+            p++;
+            len--;
+        }
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
+        if (len) {
+            uint8_t a[ADDRESS_SIZE];
+            if (address_parse(p, len, a) != ADDRESS_OK) {
+                snprintf(err, err_len, "PLATFORM_ADMINS holds an invalid address: \"%.*s\"",
+                         (int)(len > 60 ? 60 : len), p);
+                return -1;
+            }
+            address_format_lower(a, au->platform[au->nplatform++]);
+        }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+bool auth_is_platform_admin(const auth *au, const char *caller)
+{
+    if (!caller || !*caller)
+        return false;
+    for (size_t i = 0; i < au->nplatform; i++)
+        if (!strcmp(au->platform[i], caller))
+            return true;
+    return false;
+}
+
 int auth_new(auth **out, app *a, char *err, size_t err_len)
 {
     auth *au = calloc(1, sizeof *au);
@@ -116,6 +162,10 @@ int auth_new(auth **out, app *a, char *err, size_t err_len)
     au->secret = (uint8_t *)strdup(secret);
     au->ctx = secp256k1_context_create(SECP256K1_CONTEXT_NONE);
     au->cache = sigcache_new((size_t)a->cfg.sig_cache_size);
+    if (parse_platform_admins(au, a->cfg.platform_admins, err, err_len) != 0) {
+        auth_free(au);
+        return -1;
+    }
     if (!au->secret || !au->ctx || !au->cache || refresh(au) != 0) {
         snprintf(err, err_len, "cannot set up the signature verifier");
         auth_free(au);
@@ -132,6 +182,7 @@ void auth_free(auth *au)
     if (au->ctx)
         secp256k1_context_destroy(au->ctx);
     sigcache_free(au->cache);
+    free(au->platform);
     for (int i = 0; i < EPOCHS; i++)
         free(au->msgs[i].text);
     free(au->secret);

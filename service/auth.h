@@ -2,6 +2,7 @@
 #ifndef ENTITYD_AUTH_H
 #define ENTITYD_AUTH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,5 +45,8 @@ int64_t auth_request_epoch(const request *req);
 const char *auth_request_revocation_id(const request *req);
 
 const auth_stats *auth_get_stats(const auth *au);
+
+/* True when the lowercase address is in PLATFORM_ADMINS. */
+bool auth_is_platform_admin(const auth *au, const char *caller);
 
 #endif

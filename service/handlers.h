@@ -12,4 +12,15 @@ void health_ready(request *req);
 void auth_message_get(request *req);
 void auth_revoke_post(request *req);
 
+/* handlers_entities.c */
+void entity_get(request *req);
+void entity_post(request *req);
+void entity_users_get(request *req);
+void entity_force_add(request *req);
+
+/* handlers_admins.c */
+void admins_get(request *req);
+void admins_post(request *req);
+void admins_delete(request *req);
+
 #endif

@@ -1,9 +1,27 @@
-/* keys: every Redis key shape entityd uses, and nothing else builds key names.
+/* keys: every Redis key shape entityd uses; nothing else builds key names.
  *
- *   auth:revoked:<r||s hex>   string "1", expires when the signature would have (EXAT)
+ * Per entity, all under the hash tag {c-<uuid>} so one script's keys share a Cluster slot:
+ *   ent:{c-…}                 hash    the entity's fields (names as in the API; booleans "1"/"0",
+ *                                     contracts a JSON array, times in Unix ms, __v an integer)
+ *   ent:{c-…}:owners          set     owner addresses (lowercase)
+ *   ent:{c-…}:admins          set     admin addresses
+ *   ent:{c-…}:members         hash    address -> "<addedAt ms, 16 digits> <chain> <addedBy>"
+ *   ent:{c-…}:members:order   zset    all scores 0; members "<addedAt 16 digits>:<address>", so
+ *                                     lexicographic order is (addedAt, address) and a page is
+ *                                     ZRANGEBYLEX from the cursor: O(log N + page)
  *
- * Keys of one entity will share the hash tag {c-<uuid>} so that multi-key scripts stay within
- * one Redis Cluster slot. */
+ * Across entities (the one exception to the shared tag):
+ *   alias:{<alias>}           string  entity id holding the community URL alias. Uniqueness
+ *                                     needs no cross-slot transaction: a claim is SET-if-free in
+ *                                     the alias's own slot (alias_claim.lua) made BEFORE the
+ *                                     entity write; a failed write releases it
+ *                                     (alias_release.lua, only if still ours); a claim left by a
+ *                                     crash is "stale" when its holder's record names another
+ *                                     alias, and the next claimant takes it over with a
+ *                                     compare-and-set on the stale holder's id.
+ *
+ * Sign-in:
+ *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT) */
 #ifndef ENTITYD_KEYS_H
 #define ENTITYD_KEYS_H
 
@@ -11,8 +29,20 @@
 
 /* "auth:revoked:" + 128 hex + NUL */
 #define KEYS_REVOKED_SIZE (13 + 128 + 1)
+#define KEYS_ENTITY_SIZE  80
+#define KEYS_ALIAS_SIZE   80
+
+typedef struct entity_keys {
+    char entity[KEYS_ENTITY_SIZE], owners[KEYS_ENTITY_SIZE], admins[KEYS_ENTITY_SIZE],
+        members[KEYS_ENTITY_SIZE], order[KEYS_ENTITY_SIZE];
+    size_t entity_len, owners_len, admins_len, members_len, order_len;
+} entity_keys;
 
 /* Writes the revocation key of a signature's r||s id; returns its length. */
 size_t keys_revoked(char out[KEYS_REVOKED_SIZE], const char *revocation_id);
+/* Fills every key of the entity `id` (a validated "c-<uuid>"). */
+void keys_entity(entity_keys *k, const char *id);
+/* The alias index key of a validated alias; returns its length. */
+size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias);
 
 #endif

@@ -9,6 +9,13 @@ const route router_routes[] = {
     {HTTP_GET, "/readyz", health_ready, AUTH_NONE},
     {HTTP_GET, "/api/auth/message", auth_message_get, AUTH_NONE},
     {HTTP_POST, "/api/auth/revoke", auth_revoke_post, AUTH_REQUIRED},
+    {HTTP_POST, "/api/entities", entity_post, AUTH_REQUIRED},
+    {HTTP_GET, "/api/entities/{id}", entity_get, AUTH_OPTIONAL},
+    {HTTP_GET, "/api/entities/{id}/users", entity_users_get, AUTH_REQUIRED},
+    {HTTP_POST, "/api/entities/{id}/force-add", entity_force_add, AUTH_REQUIRED},
+    {HTTP_GET, "/api/entities/{id}/admins", admins_get, AUTH_REQUIRED},
+    {HTTP_POST, "/api/entities/{id}/admins", admins_post, AUTH_REQUIRED},
+    {HTTP_DELETE, "/api/entities/{id}/admins/{address}", admins_delete, AUTH_REQUIRED},
 };
 
 const size_t router_routes_count = sizeof router_routes / sizeof router_routes[0];

@@ -1,0 +1,253 @@
+/* entity: the Entity resource's fields, its JSON shape, body validation and the read rule. */
+#include "entity.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "ids.h"
+#include "isotime.h"
+#include "reply.h"
+
+/* Text fields: body name, stored (and returned) name, kind, required on create and update. */
+typedef struct text_field {
+    const char *body, *stored;
+    int kind;
+    bool required;
+} text_field;
+
+static const text_field text_fields[] = {
+    {"name", "name", TEXT_NAME, true},
+    {"description", "description", TEXT_DESCRIPTION, true},
+    {"twitter", "twitter", TEXT_SOCIAL, true},
+    {"discord", "discord", TEXT_SOCIAL, true},
+    {"website", "website", TEXT_URL, true},
+    {"imageUrl", "imageURL", TEXT_URL, true},
+    {"telegram", "telegram", TEXT_SOCIAL, false},
+    {"instagram", "instagram", TEXT_SOCIAL, false},
+    {"openseaSlug", "openseaSlug", TEXT_SOCIAL, false},
+    {"defaultDyNftThemeId", "defaultDyNftThemeId", TEXT_SOCIAL, false},
+    {"bannerUrl", "bannerURL", TEXT_URL, false},
+};
+#define NTEXT (sizeof text_fields / sizeof text_fields[0])
+
+static int fail(verr *e, const char *field, const char *message)
+{
+    snprintf(e->field, sizeof e->field, "%s", field);
+    snprintf(e->message, sizeof e->message, "%s %s", field, message);
+    return -1;
+}
+
+static bool valid_alias(const char *s, size_t n)
+{
+    if (n < 3 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+int entity_parse_input(request *req, json_t *body, entity_input *in, verr *e)
+{
+    memset(in, 0, sizeof *in);
+    in->fields = json_object();
+    for (size_t i = 0; i < NTEXT; i++) {
+        const char *s;
+        size_t n;
+        int rc = validate_text(body, text_fields[i].body, text_fields[i].required,
+                               text_fields[i].kind, &s, &n, e);
+        if (rc < 0)
+            return -1;
+        if (rc > 0)
+            json_object_set_new(in->fields, text_fields[i].stored, json_stringn(s, n));
+    }
+    json_t *owners = json_object_get(body, "ownerAddresses");
+    if (!owners)
+        return fail(e, "ownerAddresses", "is required.");
+    if (validate_addresses(&req->pool, owners, "ownerAddresses", 1, 50, false, &in->owners,
+                           &in->nowners, e) != 0)
+        return -1;
+    json_t *contracts = json_object_get(body, "contracts");
+    if (contracts) {
+        char(*list)[43];
+        size_t n;
+        if (validate_addresses(&req->pool, contracts, "contracts", 0, 1000, true, &list, &n, e))
+            return -1;
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(arr, json_string(list[i]));
+        char *text = json_dumps(arr, JSON_COMPACT);
+        json_decref(arr);
+        json_object_set_new(in->fields, "contracts", json_string(text ? text : "[]"));
+        free(text);
+    }
+    const char *alias;
+    size_t alen;
+    int rc = validate_text(body, "communityURLAlias", false, TEXT_SOCIAL, &alias, &alen, e);
+    if (rc < 0)
+        return -1;
+    if (rc > 0) {
+        if (alen && !valid_alias(alias, alen))
+            return fail(e, "communityURLAlias",
+                        "must be empty or 3 to 64 characters of a-z, 0-9 and '-'.");
+        in->has_alias = true;
+        memcpy(in->alias, alias, alen);
+        in->alias[alen] = '\0';
+        json_object_set_new(in->fields, "communityURLAlias", json_stringn(alias, alen));
+    }
+    bool b;
+    if ((rc = validate_bool(body, "public", &b, e)) < 0)
+        return -1;
+    if (rc > 0)
+        json_object_set_new(in->fields, "public", json_string(b ? "1" : "0"));
+    if ((rc = validate_bool(body, "isEnabled", &in->enabled, e)) < 0)
+        return -1;
+    in->has_enabled = rc > 0;
+    if (in->has_enabled)
+        json_object_set_new(in->fields, "isEnabled", json_string(in->enabled ? "1" : "0"));
+    if ((rc = validate_int(body, "__v", 0, INT64_MAX, &in->v, e)) < 0)
+        return -1;
+    in->has_v = rc > 0;
+
+    /* The entity to update: body id or query entityID; both given must agree. */
+    json_t *id = json_object_get(body, "id");
+    size_t qlen = 0;
+    const char *qid = request_param(req, "entityID", &qlen);
+    if (id && !json_is_null(id)) {
+        if (!json_is_string(id) || !ids_valid(json_string_value(id), json_string_length(id), 'c'))
+            return fail(e, "id", "must be an entity id (c- followed by a lowercase UUIDv4).");
+        memcpy(in->id, json_string_value(id), IDS_SIZE);
+        in->has_id = true;
+    }
+    if (qid) {
+        if (!ids_valid(qid, qlen, 'c'))
+            return fail(e, "entityID", "must be an entity id (c- followed by a lowercase UUIDv4).");
+        if (in->has_id && strcmp(in->id, qid) != 0)
+            return fail(e, "id", "differs from the entityID query parameter.");
+        memcpy(in->id, qid, IDS_SIZE);
+        in->has_id = true;
+    }
+    return 0;
+}
+
+void entity_fill_defaults(entity_input *in)
+{
+    for (size_t i = 0; i < NTEXT; i++)
+        if (!json_object_get(in->fields, text_fields[i].stored))
+            json_object_set_new(in->fields, text_fields[i].stored, json_string(""));
+    static const char *const defaults[][2] = {
+        {"contracts", "[]"}, {"communityURLAlias", ""}, {"public", "1"}, {"isEnabled", "1"}};
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+        if (!json_object_get(in->fields, defaults[i][0]))
+            json_object_set_new(in->fields, defaults[i][0], json_string(defaults[i][1]));
+    json_object_set_new(in->fields, "__v", json_string("0"));
+}
+
+const redisReply *entity_hash_get(const redisReply *hash, const char *name)
+{
+    if (!hash || hash->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    size_t n = strlen(name);
+    for (size_t i = 0; i + 1 < hash->elements; i += 2) {
+        const redisReply *k = hash->element[i];
+        if (k->type == REDIS_REPLY_STRING && k->len == n && !memcmp(k->str, name, n))
+            return hash->element[i + 1];
+    }
+    return NULL;
+}
+
+static json_t *field_string(const redisReply *hash, const char *name)
+{
+    return reply_string(entity_hash_get(hash, name));
+}
+
+static int64_t field_int(const redisReply *hash, const char *name)
+{
+    const redisReply *r = entity_hash_get(hash, name);
+    return r && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+}
+
+static json_t *field_time(const redisReply *hash, const char *name)
+{
+    char iso[ISOTIME_STRING_SIZE];
+    isotime_format(field_int(hash, name), iso);
+    return json_string(iso);
+}
+
+static bool field_flag(const redisReply *hash, const char *name)
+{
+    const redisReply *r = entity_hash_get(hash, name);
+    return !(r && r->type == REDIS_REPLY_STRING && r->len == 1 && r->str[0] == '0');
+}
+
+json_t *entity_to_json(const redisReply *hash, const redisReply *owners)
+{
+    if (!hash || hash->type != REDIS_REPLY_ARRAY || !owners || owners->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    json_t *o = json_object();
+    json_object_set_new(o, "id", field_string(hash, "id"));
+    json_object_set_new(o, "name", field_string(hash, "name"));
+    json_object_set_new(o, "description", field_string(hash, "description"));
+    json_t *own = json_array();
+    for (size_t i = 0; i < owners->elements; i++)
+        json_array_append_new(own, reply_string(owners->element[i]));
+    json_object_set_new(o, "ownerAddress", own);
+    const redisReply *c = entity_hash_get(hash, "contracts");
+    json_t *contracts =
+        c && c->type == REDIS_REPLY_STRING ? json_loadb(c->str, c->len, 0, NULL) : NULL;
+    json_object_set_new(o, "contracts", json_is_array(contracts) ? contracts : json_array());
+    if (contracts && !json_is_array(contracts))
+        json_decref(contracts);
+    static const char *const texts[] = {"twitter",          "discord",   "website",
+                                        "telegram",         "instagram", "openseaSlug",
+                                        "imageURL",         "bannerURL", "defaultDyNftThemeId",
+                                        "communityURLAlias"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        json_object_set_new(o, texts[i], field_string(hash, texts[i]));
+    json_object_set_new(o, "public", json_boolean(field_flag(hash, "public")));
+    json_object_set_new(o, "isEnabled", json_boolean(field_flag(hash, "isEnabled")));
+    json_object_set_new(o, "createdAt", field_time(hash, "createdAt"));
+    json_object_set_new(o, "modifiedAt", field_time(hash, "modifiedAt"));
+    json_object_set_new(o, "createdBy", field_string(hash, "createdBy"));
+    json_object_set_new(o, "__v", json_integer(field_int(hash, "__v")));
+    return o;
+}
+
+int entity_role_parse(const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_STRING)
+        return ROLE_NONE;
+    if (!strcmp(r->str, "owner"))
+        return ROLE_OWNER;
+    if (!strcmp(r->str, "admin"))
+        return ROLE_ADMIN;
+    if (!strcmp(r->str, "member"))
+        return ROLE_MEMBER;
+    return ROLE_NONE;
+}
+
+int entity_read_rule(bool enabled, bool is_public, int role, bool platform, bool signed_in,
+                     bool unsigned_ok)
+{
+    if (!enabled)
+        return platform || role == ROLE_OWNER ? 0 : 404;
+    if (is_public)
+        return signed_in || unsigned_ok ? 0 : 401;
+    if (!signed_in)
+        return 401;
+    return platform || role != ROLE_NONE ? 0 : 403;
+}
+
+void entity_fail_read(request *req, int status)
+{
+    if (status == 401)
+        request_fail(req, 401, "unauthenticated",
+                     "Sign in (address and signature) to read this entity.", NULL);
+    else if (status == 403)
+        request_fail(req, 403, "forbidden",
+                     "This entity is private to its owners, admins and members.", NULL);
+    else
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+}

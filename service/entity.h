@@ -1,0 +1,49 @@
+/* entity: the Entity resource's fields, its JSON shape, body validation and the read rule. */
+#ifndef ENTITYD_ENTITY_H
+#define ENTITYD_ENTITY_H
+
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "request.h"
+#include "validate.h"
+
+/* What a create-or-update body asks for, validated. Views point into the body JSON. */
+typedef struct entity_input {
+    json_t *fields;     /* stored name -> string value, only what the body gives */
+    char (*owners)[43]; /* deduplicated lowercase owners */
+    size_t nowners;
+    bool has_alias;
+    char alias[65]; /* "" clears */
+    bool has_enabled, enabled;
+    bool has_v;
+    int64_t v;
+    bool has_id;
+    char id[40];
+} entity_input;
+
+/* Validates a create-or-update body (CONTRACT §3.2). On error fills e and returns -1. `fields`
+ * is a new reference the caller releases. */
+int entity_parse_input(request *req, json_t *body, entity_input *in, verr *e);
+/* Adds the defaults of a new entity to in->fields for every field the body left out. */
+void entity_fill_defaults(entity_input *in);
+
+/* Builds the Entity JSON from a script's {flat hash, owners}; NULL when malformed. */
+json_t *entity_to_json(const redisReply *hash, const redisReply *owners);
+
+/* Finds a field of a flat HGETALL reply; NULL when absent. */
+const redisReply *entity_hash_get(const redisReply *hash, const char *name);
+
+enum entity_role { ROLE_NONE = 0, ROLE_MEMBER, ROLE_ADMIN, ROLE_OWNER };
+int entity_role_parse(const redisReply *r);
+
+/* The contract's read rule. Returns 0 when reading is allowed, else the HTTP status (401, 403,
+ * 404) to answer with. `unsigned_ok`: a public, enabled entity may be read without sign-in. */
+int entity_read_rule(bool enabled, bool is_public, int role, bool platform, bool signed_in,
+                     bool unsigned_ok);
+/* Answers the status entity_read_rule chose. */
+void entity_fail_read(request *req, int status);
+
+#endif

@@ -1,0 +1,119 @@
+/* handlers_admins: an entity's admins, listed by its owners and admins, managed by its owners. */
+#include <string.h>
+
+#include "app.h"
+#include "auth.h"
+#include "handlers.h"
+#include "ids.h"
+#include "keys.h"
+#include "lua_scripts.h"
+#include "reply.h"
+#include "store.h"
+#include "validate.h"
+
+static bool path_entity_id(request *req, char out[IDS_SIZE])
+{
+    slice id = request_path_param(req, 0);
+    if (!ids_valid(id.s, id.len, 'c')) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return false;
+    }
+    memcpy(out, id.s, id.len);
+    out[id.len] = '\0';
+    return true;
+}
+
+/* Every admin route answers with the full, sorted list. */
+static void on_admins(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    if (reply_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_ARRAY) {
+        request_fail_internal(req, "admins: unexpected reply");
+        return;
+    }
+    json_t *list = json_array();
+    for (size_t i = 0; i < r->elements; i++)
+        json_array_append_new(list, reply_string(r->element[i]));
+    json_t *out = reply_ok();
+    json_object_set_new(out, "admins", list);
+    request_reply(req, 200, out);
+}
+
+/* Runs an admin script: keys entity, owners, admins; args caller, platform, extra... */
+static void run(request *req, const char *id, int script, const char **extra, size_t nextra)
+{
+    entity_keys k;
+    keys_entity(&k, id);
+    size_t argc = 5 + nextra;
+    const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
+    size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
+    if (!argv || !lens) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    const char *head[] = {k.entity, k.owners, k.admins, req->caller,
+                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0"};
+    for (size_t i = 0; i < argc; i++) {
+        argv[i] = i < 5 ? head[i] : extra[i - 5];
+        lens[i] = strlen(argv[i]);
+    }
+    store_script(req->app->store, script, on_admins, req, 3, (int)argc, argv, lens);
+}
+
+void admins_get(request *req)
+{
+    char id[IDS_SIZE];
+    if (path_entity_id(req, id))
+        run(req, id, LUA_ADMINS_LIST, NULL, 0);
+}
+
+void admins_post(request *req)
+{
+    char id[IDS_SIZE];
+    if (!path_entity_id(req, id))
+        return;
+    json_t *body = validate_body(req);
+    if (!body)
+        return;
+    json_t *list = json_object_get(body, "addresses");
+    verr e;
+    char(*addrs)[43];
+    size_t n;
+    if (!list) {
+        json_decref(body);
+        request_fail_field(req, "addresses", "addresses is required.");
+        return;
+    }
+    int rc = validate_addresses(&req->pool, list, "addresses", 1, 100, false, &addrs, &n, &e);
+    json_decref(body);
+    if (rc != 0) {
+        validate_fail(req, &e);
+        return;
+    }
+    const char **extra = arena_alloc(&req->pool, n * sizeof *extra);
+    if (!extra) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        extra[i] = addrs[i];
+    run(req, id, LUA_ADMINS_ADD, extra, n);
+}
+
+void admins_delete(request *req)
+{
+    char id[IDS_SIZE];
+    if (!path_entity_id(req, id))
+        return;
+    slice a = request_path_param(req, 1);
+    char lower[43];
+    verr e;
+    if (validate_address(a.s, a.len, "address", lower, &e) != 0) {
+        request_fail(req, 404, "not_found", "No such admin address.", NULL);
+        return;
+    }
+    const char *extra[] = {lower};
+    run(req, id, LUA_ADMINS_REMOVE, extra, 1);
+}

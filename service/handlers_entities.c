@@ -1,0 +1,539 @@
+/* handlers_entities: read, create and update entities; list and force-add members. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "app.h"
+#include "auth.h"
+#include "entity.h"
+#include "handlers.h"
+#include "hex.h"
+#include "ids.h"
+#include "isotime.h"
+#include "keys.h"
+#include "lua_scripts.h"
+#include "reply.h"
+#include "store.h"
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Copies the path's entity id into out, or answers 404 and returns false. */
+static bool path_entity_id(request *req, char out[IDS_SIZE])
+{
+    slice id = request_path_param(req, 0);
+    if (!ids_valid(id.s, id.len, 'c')) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return false;
+    }
+    memcpy(out, id.s, id.len);
+    out[id.len] = '\0';
+    return true;
+}
+
+static bool is_platform(request *req)
+{
+    return auth_is_platform_admin(req->app->auth, req->caller);
+}
+
+/* ---- GET /api/entities/{id} ---- */
+
+static void on_entity_read(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    if (reply_store_failed(req, status, r))
+        return;
+    if (r->type == REDIS_REPLY_NIL) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+        request_fail_internal(req, "entity_read: unexpected reply");
+        return;
+    }
+    const redisReply *hash = r->element[0];
+    const redisReply *pub = entity_hash_get(hash, "public");
+    const redisReply *en = entity_hash_get(hash, "isEnabled");
+    bool is_public = !(pub && pub->len == 1 && pub->str[0] == '0');
+    bool enabled = !(en && en->len == 1 && en->str[0] == '0');
+    int rule = entity_read_rule(enabled, is_public, entity_role_parse(r->element[2]),
+                                is_platform(req), req->signed_in, true);
+    if (rule) {
+        entity_fail_read(req, rule);
+        return;
+    }
+    json_t *ent = entity_to_json(hash, r->element[1]);
+    if (!ent) {
+        request_fail_internal(req, "entity_read: malformed entity");
+        return;
+    }
+    json_t *out = reply_ok();
+    json_object_set_new(out, "data", ent);
+    request_reply(req, 200, out);
+}
+
+void entity_get(request *req)
+{
+    char id[IDS_SIZE];
+    if (!path_entity_id(req, id))
+        return;
+    entity_keys k;
+    keys_entity(&k, id);
+    const char *argv[] = {k.entity, k.owners, k.admins, k.members, req->caller};
+    size_t lens[] = {k.entity_len, k.owners_len, k.admins_len, k.members_len, strlen(req->caller)};
+    store_script(req->app->store, LUA_ENTITY_READ, on_entity_read, req, 4, 5, argv, lens);
+}
+
+/* ---- POST /api/entities: create or update ---- */
+
+typedef struct post_state {
+    json_t *body;
+    entity_input in;
+    char id[IDS_SIZE];
+    bool creating;
+    bool claimed_new; /* this request took the alias: release it if the write fails */
+    bool stale_checked;
+    char holder[IDS_SIZE];
+    char *fields_json, *owners_json;
+} post_state;
+
+static void post_done(post_state *st)
+{
+    json_decref(st->body);
+    json_decref(st->in.fields);
+    free(st->fields_json);
+    free(st->owners_json);
+    st->body = st->in.fields = NULL;
+    st->fields_json = st->owners_json = NULL;
+}
+
+static void on_ignored(void *data, int status, redisReply *r)
+{
+    (void)data, (void)status, (void)r;
+}
+
+static void alias_release(request *req, const char *alias, const char *id)
+{
+    char key[KEYS_ALIAS_SIZE];
+    size_t klen = keys_alias(key, alias);
+    const char *argv[] = {key, id};
+    size_t lens[] = {klen, strlen(id)};
+    store_script(req->app->store, LUA_ALIAS_RELEASE, on_ignored, NULL, 1, 2, argv, lens);
+}
+
+static void on_write(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    post_state *st = req->state;
+    bool failed = status != STORE_OK || !r || r->type == REDIS_REPLY_ERROR;
+    if (failed && st->claimed_new)
+        alias_release(req, st->in.alias, st->id);
+    if (reply_store_failed(req, status, r)) {
+        post_done(st);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
+        post_done(st);
+        request_fail_internal(req, "entity write: unexpected reply");
+        return;
+    }
+    if (!st->creating && r->elements >= 3 && r->element[2]->type == REDIS_REPLY_STRING) {
+        const char *old = r->element[2]->str;
+        if (*old && st->in.has_alias && strcmp(old, st->in.alias) != 0)
+            alias_release(req, old, st->id);
+    }
+    json_t *ent = entity_to_json(r->element[0], r->element[1]);
+    post_done(st);
+    if (!ent) {
+        request_fail_internal(req, "entity write: malformed entity");
+        return;
+    }
+    json_t *out = reply_ok();
+    json_object_set_new(out, "data", ent);
+    request_reply(req, st->creating ? 201 : 200, out);
+}
+
+static void write_entity(request *req)
+{
+    post_state *st = req->state;
+    entity_keys k;
+    keys_entity(&k, st->id);
+    json_t *owners = json_array();
+    for (size_t i = 0; i < st->in.nowners; i++)
+        json_array_append_new(owners, json_string(st->in.owners[i]));
+    st->owners_json = json_dumps(owners, JSON_COMPACT);
+    st->fields_json = json_dumps(st->in.fields, JSON_COMPACT);
+    json_decref(owners);
+    if (!st->owners_json || !st->fields_json) {
+        post_done(st);
+        request_fail_internal(req, "entity write: encoding");
+        return;
+    }
+    if (st->creating) {
+        const char *argv[] = {k.entity, k.owners, st->fields_json, st->owners_json};
+        size_t lens[] = {k.entity_len, k.owners_len, strlen(st->fields_json),
+                         strlen(st->owners_json)};
+        store_script(req->app->store, LUA_ENTITY_CREATE, on_write, req, 2, 4, argv, lens);
+        return;
+    }
+    char v[24] = "";
+    if (st->in.has_v)
+        snprintf(v, sizeof v, "%lld", (long long)st->in.v);
+    const char *platform = is_platform(req) ? "1" : "0";
+    const char *argv[] = {k.entity, k.owners, k.admins,        req->caller,
+                          platform, v,        st->fields_json, st->owners_json};
+    size_t lens[] = {k.entity_len,
+                     k.owners_len,
+                     k.admins_len,
+                     strlen(req->caller),
+                     1,
+                     strlen(v),
+                     strlen(st->fields_json),
+                     strlen(st->owners_json)};
+    store_script(req->app->store, LUA_ENTITY_UPDATE, on_write, req, 3, 8, argv, lens);
+}
+
+static void claim_alias(request *req);
+
+static void alias_taken(request *req)
+{
+    post_done(req->state);
+    request_fail(req, 409, "conflict", "That communityURLAlias belongs to another entity.",
+                 "communityURLAlias");
+}
+
+/* The holder's own record says whether its claim is live or left over from a failed write. */
+static void on_holder(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    post_state *st = req->state;
+    if (reply_store_failed(req, status, r)) {
+        post_done(st);
+        return;
+    }
+    if (r->type == REDIS_REPLY_STRING && !strcmp(r->str, st->in.alias)) {
+        alias_taken(req);
+        return;
+    }
+    st->stale_checked = true;
+    claim_alias(req);
+}
+
+static void on_claim(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    post_state *st = req->state;
+    if (reply_store_failed(req, status, r)) {
+        post_done(st);
+        return;
+    }
+    if (r->type != REDIS_REPLY_STRING) {
+        post_done(st);
+        request_fail_internal(req, "alias_claim: unexpected reply");
+        return;
+    }
+    if (!strcmp(r->str, "+") || !strcmp(r->str, "=")) {
+        st->claimed_new = r->str[0] == '+';
+        write_entity(req);
+        return;
+    }
+    if (st->stale_checked || !ids_valid(r->str, r->len, 'c')) {
+        alias_taken(req);
+        return;
+    }
+    memcpy(st->holder, r->str, IDS_SIZE);
+    entity_keys hk;
+    keys_entity(&hk, st->holder);
+    const char *argv[] = {"HGET", hk.entity, "communityURLAlias"};
+    size_t lens[] = {4, hk.entity_len, 17};
+    store_command(req->app->store, on_holder, req, 3, argv, lens);
+}
+
+static void claim_alias(request *req)
+{
+    post_state *st = req->state;
+    char key[KEYS_ALIAS_SIZE];
+    size_t klen = keys_alias(key, st->in.alias);
+    const char *stale = st->stale_checked ? st->holder : "";
+    const char *argv[] = {key, st->id, stale};
+    size_t lens[] = {klen, strlen(st->id), strlen(stale)};
+    store_script(req->app->store, LUA_ALIAS_CLAIM, on_claim, req, 1, 3, argv, lens);
+}
+
+void entity_post(request *req)
+{
+    post_state *st = arena_alloc(&req->pool, sizeof *st);
+    if (!st) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    req->state = st;
+    st->body = validate_body(req);
+    if (!st->body)
+        return;
+    verr e;
+    if (entity_parse_input(req, st->body, &st->in, &e) != 0) {
+        post_done(st);
+        validate_fail(req, &e);
+        return;
+    }
+    bool platform = is_platform(req);
+    if (st->in.has_enabled && !platform) {
+        post_done(st);
+        request_fail(req, 403, "forbidden", "Only platform admins may change isEnabled.", NULL);
+        return;
+    }
+    char now[24];
+    snprintf(now, sizeof now, "%lld", (long long)now_ms());
+    st->creating = !st->in.has_id;
+    if (st->creating) {
+        if (!strcmp(req->app->cfg.entity_creation, "platform") && !platform) {
+            post_done(st);
+            request_fail(req, 403, "forbidden", "Only platform admins may create entities.", NULL);
+            return;
+        }
+        if (ids_new(st->id, 'c') != 0) {
+            post_done(st);
+            request_fail_internal(req, "no randomness for an id");
+            return;
+        }
+        /* The creator owns what it creates. */
+        bool listed = false;
+        for (size_t i = 0; i < st->in.nowners && !listed; i++)
+            listed = !strcmp(st->in.owners[i], req->caller);
+        if (!listed) {
+            char(*more)[43] = arena_alloc(&req->pool, (st->in.nowners + 1) * sizeof *more);
+            if (!more) {
+                post_done(st);
+                request_fail_internal(req, "out of memory");
+                return;
+            }
+            memcpy(more, st->in.owners, st->in.nowners * sizeof *more);
+            memcpy(more[st->in.nowners++], req->caller, 43);
+            st->in.owners = more;
+        }
+        entity_fill_defaults(&st->in);
+        json_object_set_new(st->in.fields, "id", json_string(st->id));
+        json_object_set_new(st->in.fields, "createdAt", json_string(now));
+        json_object_set_new(st->in.fields, "createdBy", json_string(req->caller));
+    } else {
+        memcpy(st->id, st->in.id, IDS_SIZE);
+    }
+    json_object_set_new(st->in.fields, "modifiedAt", json_string(now));
+    if (st->in.has_alias && st->in.alias[0])
+        claim_alias(req);
+    else
+        write_entity(req);
+}
+
+/* ---- GET /api/entities/{id}/users ---- */
+
+#define ORDER_ENTRY_LEN 59 /* 16 digits + ':' + 42-character address */
+
+static bool valid_order_entry(const char *s, size_t len)
+{
+    if (len != ORDER_ENTRY_LEN || s[16] != ':' || s[17] != '0' || s[18] != 'x')
+        return false;
+    for (size_t i = 0; i < 16; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    for (size_t i = 19; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+static void on_members_page(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    if (reply_store_failed(req, status, r))
+        return;
+    if (r->type == REDIS_REPLY_NIL) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
+        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2 ||
+        r->element[2]->type != REDIS_REPLY_ARRAY || r->element[3]->type != REDIS_REPLY_ARRAY) {
+        request_fail_internal(req, "members_page: unexpected reply");
+        return;
+    }
+    const redisReply *flags = r->element[0];
+    bool enabled =
+        !(flags->element[0]->type == REDIS_REPLY_STRING && !strcmp(flags->element[0]->str, "0"));
+    bool is_public =
+        !(flags->element[1]->type == REDIS_REPLY_STRING && !strcmp(flags->element[1]->str, "0"));
+    int rule = entity_read_rule(enabled, is_public, entity_role_parse(r->element[1]),
+                                is_platform(req), req->signed_in, false);
+    if (rule) {
+        entity_fail_read(req, rule);
+        return;
+    }
+    const redisReply *entries = r->element[2], *records = r->element[3];
+    json_t *users = json_array();
+    for (size_t i = 0; i < entries->elements && i < records->elements; i++) {
+        const redisReply *en = entries->element[i], *rec = records->element[i];
+        if (en->type != REDIS_REPLY_STRING || en->len != ORDER_ENTRY_LEN ||
+            rec->type != REDIS_REPLY_STRING)
+            continue;
+        /* record: "<addedAt 16 digits> <chain> <addedBy>" */
+        char chain[40] = "", by[43] = "";
+        long long added = 0;
+        if (sscanf(rec->str, "%lld %39s %42s", &added, chain, by) != 3)
+            continue;
+        char iso[ISOTIME_STRING_SIZE];
+        isotime_format(added, iso);
+        json_array_append_new(users,
+                              json_pack("{s:s#, s:s, s:s, s:s}", "address", en->str + 17,
+                                        (size_t)42, "chain", chain, "addedAt", iso, "addedBy", by));
+    }
+    json_t *out = reply_ok();
+    json_object_set_new(out, "users", users);
+    const redisReply *next = r->element[4];
+    if (next->type == REDIS_REPLY_STRING && next->len == ORDER_ENTRY_LEN) {
+        char cursor[2 * ORDER_ENTRY_LEN + 1];
+        hex_encode((const uint8_t *)next->str, next->len, cursor);
+        json_object_set_new(out, "nextCursor", json_string(cursor));
+    } else {
+        json_object_set_new(out, "nextCursor", json_null());
+    }
+    request_reply(req, 200, out);
+}
+
+void entity_users_get(request *req)
+{
+    char id[IDS_SIZE];
+    if (!path_entity_id(req, id))
+        return;
+    size_t len;
+    long limit = 100;
+    const char *lp = request_param(req, "limit", &len);
+    if (lp) {
+        char *end;
+        limit = strtol(lp, &end, 10);
+        if (!len || *end || limit < 1 || limit > 1000) {
+            request_fail_field(req, "limit", "limit must be an integer from 1 to 1000.");
+            return;
+        }
+    }
+    char cursor[ORDER_ENTRY_LEN + 1] = "";
+    const char *cp = request_param(req, "cursor", &len);
+    if (cp && len) {
+        if (len != 2 * ORDER_ENTRY_LEN ||
+            hex_decode(cp, len, (uint8_t *)cursor, ORDER_ENTRY_LEN) != 0 ||
+            !valid_order_entry(cursor, ORDER_ENTRY_LEN)) {
+            request_fail_field(req, "cursor", "cursor must be a nextCursor value from a page.");
+            return;
+        }
+        cursor[ORDER_ENTRY_LEN] = '\0';
+    }
+    char lim[8];
+    snprintf(lim, sizeof lim, "%ld", limit);
+    entity_keys k;
+    keys_entity(&k, id);
+    const char *argv[] = {k.entity, k.owners,    k.admins, k.members,
+                          k.order,  req->caller, cursor,   lim};
+    size_t lens[] = {k.entity_len, k.owners_len,        k.admins_len,   k.members_len,
+                     k.order_len,  strlen(req->caller), strlen(cursor), strlen(lim)};
+    store_script(req->app->store, LUA_MEMBERS_PAGE, on_members_page, req, 5, 8, argv, lens);
+}
+
+/* ---- POST /api/entities/{id}/force-add ---- */
+
+static bool valid_chain(const char *s, size_t n)
+{
+    if (n < 1 || n > 32)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '_' || s[i] == '-'))
+            return false;
+    return true;
+}
+
+static void on_force_add(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    if (reply_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        request_fail_internal(req, "force_add: unexpected reply");
+        return;
+    }
+    json_t *out = reply_ok();
+    json_object_set_new(out, "added", json_integer(r->element[0]->integer));
+    json_object_set_new(out, "existing", json_integer(r->element[1]->integer));
+    request_reply(req, 200, out);
+}
+
+void entity_force_add(request *req)
+{
+    char id[IDS_SIZE];
+    if (!path_entity_id(req, id))
+        return;
+    json_t *body = validate_body(req);
+    if (!body)
+        return;
+    verr e;
+    char(*addrs)[43];
+    size_t n;
+    json_t *list = json_object_get(body, "addresses");
+    if (!list) {
+        json_decref(body);
+        request_fail_field(req, "addresses", "addresses is required.");
+        return;
+    }
+    if (validate_addresses(&req->pool, list, "addresses", 1, 1000, false, &addrs, &n, &e) != 0) {
+        json_decref(body);
+        validate_fail(req, &e);
+        return;
+    }
+    const char *chain_key = json_object_get(body, "Chain") ? "Chain" : "chain";
+    json_t *chain = json_object_get(body, chain_key);
+    if (!json_is_string(chain) ||
+        !valid_chain(json_string_value(chain), json_string_length(chain))) {
+        json_decref(body);
+        request_fail_field(req, "Chain",
+                           "Chain must be 1 to 32 characters of A-Z, a-z, 0-9, _ and -.");
+        return;
+    }
+    char chain_buf[33];
+    snprintf(chain_buf, sizeof chain_buf, "%s", json_string_value(chain));
+    json_decref(body);
+
+    entity_keys k;
+    keys_entity(&k, id);
+    char added_at[24];
+    snprintf(added_at, sizeof added_at, "%016lld", (long long)now_ms());
+    size_t argc = 9 + n;
+    const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
+    size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
+    if (!argv || !lens) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    const char *head[] = {k.entity,
+                          k.owners,
+                          k.admins,
+                          k.members,
+                          k.order,
+                          req->caller,
+                          is_platform(req) ? "1" : "0",
+                          chain_buf,
+                          added_at};
+    for (size_t i = 0; i < 9; i++) {
+        argv[i] = head[i];
+        lens[i] = strlen(head[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        argv[9 + i] = addrs[i];
+        lens[9 + i] = 42;
+    }
+    store_script(req->app->store, LUA_FORCE_ADD, on_force_add, req, 5, (int)argc, argv, lens);
+}

@@ -1,0 +1,16 @@
+-- entity_create: a new entity with its owners, all or nothing.
+-- KEYS: entity, owners   ARGV: fields (JSON object of hash fields), owners (JSON array)
+-- Returns {flat hash, sorted owners}.
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return fail('CONFLICT', 'An entity with this id exists.')
+end
+local fields = cjson.decode(ARGV[1])
+local owners = cjson.decode(ARGV[2])
+local flat = {}
+for k, v in pairs(fields) do
+  flat[#flat + 1] = k
+  flat[#flat + 1] = v
+end
+redis.call('HSET', KEYS[1], unpack(flat))
+redis.call('SADD', KEYS[2], unpack(owners))
+return entity_reply(KEYS[1], KEYS[2])

@@ -1,0 +1,26 @@
+-- entity_update: changes an entity as its owner (or a platform admin), compare-and-set on __v.
+-- KEYS: entity, owners, admins
+-- ARGV: caller, platform ('1'/'0'), expected __v ('' when not given), fields (JSON object of
+--       hash fields to set), owners (JSON array; replaces the set)
+-- Returns {flat hash, sorted owners, the alias held before}.
+local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
+local denied = write_gate(KEYS[1], role, ARGV[2], 'owners')
+if denied then return denied end
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], '__v') ~= ARGV[3] then
+  return fail('CONFLICT', 'The entity has changed since that __v; read it again.')
+end
+local old_alias = redis.call('HGET', KEYS[1], 'communityURLAlias') or ''
+local fields = cjson.decode(ARGV[4])
+local owners = cjson.decode(ARGV[5])
+local flat = {}
+for k, v in pairs(fields) do
+  flat[#flat + 1] = k
+  flat[#flat + 1] = v
+end
+if #flat > 0 then redis.call('HSET', KEYS[1], unpack(flat)) end
+redis.call('HINCRBY', KEYS[1], '__v', 1)
+redis.call('DEL', KEYS[2])
+redis.call('SADD', KEYS[2], unpack(owners))
+local reply = entity_reply(KEYS[1], KEYS[2])
+reply[3] = old_alias
+return reply
