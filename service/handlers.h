@@ -23,4 +23,12 @@ void admins_get(request *req);
 void admins_post(request *req);
 void admins_delete(request *req);
 
+/* handlers_skills.c */
+void skills_get(request *req);
+void skills_post(request *req);
+void skills_post_multiple(request *req);
+
+/* handlers_levels.c */
+void level_update(request *req);
+
 #endif

@@ -30,6 +30,11 @@ void keys_entity(entity_keys *k, const char *id)
     k->admins_len = put(k->admins, sizeof k->admins, "ent:{", id, "}:admins");
     k->members_len = put(k->members, sizeof k->members, "ent:{", id, "}:members");
     k->order_len = put(k->order, sizeof k->order, "ent:{", id, "}:members:order");
+    k->skills_len = put(k->skills, sizeof k->skills, "ent:{", id, "}:skills");
+    k->skill_order_len = put(k->skill_order, sizeof k->skill_order, "ent:{", id, "}:skills:order");
+    k->skill_names_len = put(k->skill_names, sizeof k->skill_names, "ent:{", id, "}:skills:names");
+    k->levels_len = put(k->levels, sizeof k->levels, "ent:{", id, "}:levels");
+    k->level_order_len = put(k->level_order, sizeof k->level_order, "ent:{", id, "}:levels:order");
 }
 
 size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias)

@@ -9,6 +9,12 @@
  *   ent:{c-…}:members:order   zset    all scores 0; members "<addedAt 16 digits>:<address>", so
  *                                     lexicographic order is (addedAt, address) and a page is
  *                                     ZRANGEBYLEX from the cursor: O(log N + page)
+ *   ent:{c-…}:skills          hash    skill id -> skill record (JSON; createdAt in ms)
+ *   ent:{c-…}:skills:order    zset    skill ids scored by createdAt (ties by id)
+ *   ent:{c-…}:skills:names    hash    normalized name (trimmed, ASCII lowercase) -> skill id
+ *   ent:{c-…}:levels          hash    level id -> level record (JSON of strings: XP and scores
+ *                                     as decimal strings so no precision is lost in Lua)
+ *   ent:{c-…}:levels:order    zset    level ids scored by XP (ties by id)
  *
  * Across entities (the one exception to the shared tag):
  *   alias:{<alias>}           string  entity id holding the community URL alias. Uniqueness
@@ -34,8 +40,11 @@
 
 typedef struct entity_keys {
     char entity[KEYS_ENTITY_SIZE], owners[KEYS_ENTITY_SIZE], admins[KEYS_ENTITY_SIZE],
-        members[KEYS_ENTITY_SIZE], order[KEYS_ENTITY_SIZE];
-    size_t entity_len, owners_len, admins_len, members_len, order_len;
+        members[KEYS_ENTITY_SIZE], order[KEYS_ENTITY_SIZE], skills[KEYS_ENTITY_SIZE],
+        skill_order[KEYS_ENTITY_SIZE], skill_names[KEYS_ENTITY_SIZE], levels[KEYS_ENTITY_SIZE],
+        level_order[KEYS_ENTITY_SIZE];
+    size_t entity_len, owners_len, admins_len, members_len, order_len, skills_len, skill_order_len,
+        skill_names_len, levels_len, level_order_len;
 } entity_keys;
 
 /* Writes the revocation key of a signature's r||s id; returns its length. */

@@ -16,6 +16,10 @@ const route router_routes[] = {
     {HTTP_GET, "/api/entities/{id}/admins", admins_get, AUTH_REQUIRED},
     {HTTP_POST, "/api/entities/{id}/admins", admins_post, AUTH_REQUIRED},
     {HTTP_DELETE, "/api/entities/{id}/admins/{address}", admins_delete, AUTH_REQUIRED},
+    {HTTP_POST, "/api/entities/{id}/levels/{lvID}/update", level_update, AUTH_RECOVER},
+    {HTTP_GET, "/api/skills", skills_get, AUTH_REQUIRED},
+    {HTTP_POST, "/api/skills", skills_post, AUTH_REQUIRED},
+    {HTTP_POST, "/api/skills/multiple", skills_post_multiple, AUTH_REQUIRED},
 };
 
 const size_t router_routes_count = sizeof router_routes / sizeof router_routes[0];

@@ -1,0 +1,299 @@
+/* handlers_skills: an entity's skill tree: list skills and levels, add one skill or several. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "app.h"
+#include "auth.h"
+#include "entity.h"
+#include "handlers.h"
+#include "ids.h"
+#include "isotime.h"
+#include "keys.h"
+#include "listfield.h"
+#include "lua_scripts.h"
+#include "reply.h"
+#include "skilltree.h"
+#include "store.h"
+
+/* ---- GET /api/skills?entityID= ---- */
+
+static void on_skills_read(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    if (reply_store_failed(req, status, r))
+        return;
+    if (r->type == REDIS_REPLY_NIL) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2 ||
+        r->element[2]->type != REDIS_REPLY_ARRAY || r->element[3]->type != REDIS_REPLY_ARRAY) {
+        request_fail_internal(req, "skills_read: unexpected reply");
+        return;
+    }
+    const redisReply *flags = r->element[0];
+    bool enabled =
+        !(flags->element[0]->type == REDIS_REPLY_STRING && !strcmp(flags->element[0]->str, "0"));
+    bool is_public =
+        !(flags->element[1]->type == REDIS_REPLY_STRING && !strcmp(flags->element[1]->str, "0"));
+    int rule = entity_read_rule(enabled, is_public, entity_role_parse(r->element[1]),
+                                auth_is_platform_admin(req->app->auth, req->caller), req->signed_in,
+                                false);
+    if (rule) {
+        entity_fail_read(req, rule);
+        return;
+    }
+    const char *id = req->state;
+    json_t *skills = json_array(), *levels = json_array();
+    for (size_t i = 0; i < r->element[2]->elements; i++) {
+        json_t *s = skilltree_skill_json(r->element[2]->element[i]);
+        if (s)
+            json_array_append_new(skills, s);
+    }
+    for (size_t i = 0; i < r->element[3]->elements; i++) {
+        json_t *l = skilltree_level_json(r->element[3]->element[i], id);
+        if (l)
+            json_array_append_new(levels, l);
+    }
+    json_t *out = reply_ok();
+    json_object_set_new(
+        out, "data",
+        json_pack("{s:s, s:o, s:o}", "entityID", id, "skills", skills, "levels", levels));
+    request_reply(req, 200, out);
+}
+
+void skills_get(request *req)
+{
+    size_t len;
+    const char *id = request_param(req, "entityID", &len);
+    if (!id || !ids_valid(id, len, 'c')) {
+        request_fail_field(req, "entityID",
+                           "entityID must be an entity id (c- followed by a lowercase UUIDv4).");
+        return;
+    }
+    req->state = (void *)id;
+    entity_keys k;
+    keys_entity(&k, id);
+    const char *argv[] = {k.entity,      k.owners, k.admins,      k.members,  k.skills,
+                          k.skill_order, k.levels, k.level_order, req->caller};
+    size_t lens[] = {k.entity_len,  k.owners_len,      k.admins_len,
+                     k.members_len, k.skills_len,      k.skill_order_len,
+                     k.levels_len,  k.level_order_len, strlen(req->caller)};
+    store_script(req->app->store, LUA_SKILLS_READ, on_skills_read, req, 8, 9, argv, lens);
+}
+
+/* ---- POST /api/skills (one, or several) ---- */
+
+typedef struct add_state {
+    bool many;
+} add_state;
+
+static void on_skills_added(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    add_state *st = req->state;
+    if (reply_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        request_fail_internal(req, "skills_add: unexpected reply");
+        return;
+    }
+    json_t *list = json_array();
+    for (size_t i = 0; i < r->elements; i++) {
+        json_t *s = skilltree_skill_json(r->element[i]);
+        if (s)
+            json_array_append_new(list, s);
+    }
+    json_t *out = reply_ok();
+    if (st->many) {
+        json_object_set_new(out, "data", list);
+    } else {
+        json_object_set(out, "data", json_array_get(list, 0));
+        json_decref(list);
+    }
+    request_reply(req, 201, out);
+}
+
+/* Reads names (and descriptions) in any accepted form into new arrays. */
+static int read_many(json_t *body, json_t **names, json_t **descs, verr *e)
+{
+    json_t *n = json_object_get(body, "names");
+    if (!n) {
+        snprintf(e->field, sizeof e->field, "names");
+        snprintf(e->message, sizeof e->message, "names is required.");
+        return -1;
+    }
+    if (!(*names = listfield_array(n, "names", false, e)))
+        return -1;
+    size_t count = json_array_size(*names);
+    if (count < 1 || count > 100) {
+        snprintf(e->field, sizeof e->field, "names");
+        snprintf(e->message, sizeof e->message, "names must hold 1 to 100 names.");
+        return -1;
+    }
+    json_t *d = json_object_get(body, "descriptions");
+    if (!d) {
+        *descs = json_array();
+        for (size_t i = 0; i < count; i++)
+            json_array_append_new(*descs, json_string(""));
+        return 0;
+    }
+    if (!(*descs = listfield_array(d, "descriptions", false, e)))
+        return -1;
+    if (json_array_size(*descs) != count) {
+        snprintf(e->field, sizeof e->field, "descriptions");
+        snprintf(e->message, sizeof e->message, "descriptions must hold as many items as names.");
+        return -1;
+    }
+    return 0;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void add_skills(request *req, bool many)
+{
+    add_state *st = arena_alloc(&req->pool, sizeof *st);
+    json_t *body = validate_body(req);
+    if (!body || !st) {
+        json_decref(body);
+        if (!st)
+            request_fail_internal(req, "out of memory");
+        return;
+    }
+    req->state = st;
+    verr e;
+    json_t *names = NULL, *descs = NULL;
+    if (!many && !json_object_get(body, "name") && json_object_get(body, "names"))
+        many = true;
+    st->many = many;
+    json_t *eid = json_object_get(body, "entityID");
+    if (!json_is_string(eid) || !ids_valid(json_string_value(eid), json_string_length(eid), 'c')) {
+        json_decref(body);
+        request_fail_field(req, "entityID",
+                           "entityID must be an entity id (c- followed by a lowercase UUIDv4).");
+        return;
+    }
+    int rc;
+    if (many) {
+        rc = read_many(body, &names, &descs, &e);
+    } else {
+        names = json_array();
+        descs = json_array();
+        json_t *n = json_object_get(body, "name"), *d = json_object_get(body, "description");
+        rc = 0;
+        if (!n) {
+            snprintf(e.field, sizeof e.field, "name");
+            snprintf(e.message, sizeof e.message, "name is required.");
+            rc = -1;
+        }
+        json_array_append(names, n ? n : json_null());
+        if (d)
+            json_array_append(descs, d);
+        else
+            json_array_append_new(descs, json_string(""));
+    }
+    char entity_id[IDS_SIZE];
+    memcpy(entity_id, json_string_value(eid), IDS_SIZE);
+    char created[24];
+    snprintf(created, sizeof created, "%lld", (long long)now_ms());
+
+    size_t count = rc == 0 ? json_array_size(names) : 0;
+    size_t argc = 9 + 3 * count;
+    const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
+    size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
+    if (rc == 0 && (!argv || !lens)) {
+        rc = -1;
+        snprintf(e.field, sizeof e.field, "names");
+        snprintf(e.message, sizeof e.message, "names is too large.");
+    }
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        char fn[32], fd[40];
+        snprintf(fn, sizeof fn, many ? "names[%zu]" : "name", i);
+        snprintf(fd, sizeof fd, many ? "descriptions[%zu]" : "description", i);
+        const char *name, *desc;
+        size_t nlen, dlen;
+        if (validate_text_value(json_array_get(names, i), fn, TEXT_NAME, &name, &nlen, &e) ||
+            validate_text_value(json_array_get(descs, i), fd, TEXT_DESCRIPTION, &desc, &dlen, &e)) {
+            rc = -1;
+            break;
+        }
+        char *sid = arena_alloc(&req->pool, IDS_SIZE);
+        char *norm = arena_strndup(&req->pool, name, nlen);
+        if (!sid || !norm || ids_new(sid, 's') != 0) {
+            rc = -2;
+            break;
+        }
+        for (char *p = norm; *p; p++)
+            if (*p >= 'A' && *p <= 'Z')
+                *p = (char)(*p + 32);
+        json_t *rec = json_pack("{s:s, s:s, s:s#, s:s#, s:s, s:s}", "id", sid, "entityID",
+                                entity_id, "name", name, nlen, "description", desc, dlen,
+                                "createdAt", created, "createdBy", req->caller);
+        char *text = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
+        json_decref(rec);
+        char *stored = text ? arena_strndup(&req->pool, text, strlen(text)) : NULL;
+        free(text);
+        if (!stored) {
+            rc = -2;
+            break;
+        }
+        argv[9 + 3 * i] = sid;
+        argv[10 + 3 * i] = norm;
+        argv[11 + 3 * i] = stored;
+    }
+    json_decref(names);
+    json_decref(descs);
+    json_decref(body);
+    if (rc == -2) {
+        request_fail_internal(req, "skills: out of memory");
+        return;
+    }
+    if (rc != 0) {
+        validate_fail(req, &e);
+        return;
+    }
+    /* A duplicate inside the request is a conflict too; the script checks it again. */
+    for (size_t i = 0; i < count; i++)
+        for (size_t j = i + 1; j < count; j++)
+            if (!strcmp(argv[10 + 3 * i], argv[10 + 3 * j])) {
+                request_fail(req, 409, "conflict", "Two skills in the request have one name.",
+                             NULL);
+                return;
+            }
+    entity_keys k;
+    keys_entity(&k, entity_id);
+    const char *head[] = {k.entity,
+                          k.owners,
+                          k.admins,
+                          k.skills,
+                          k.skill_order,
+                          k.skill_names,
+                          req->caller,
+                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+                          arena_strndup(&req->pool, created, strlen(created))};
+    for (size_t i = 0; i < 9; i++)
+        argv[i] = head[i];
+    for (size_t i = 0; i < argc; i++)
+        lens[i] = argv[i] ? strlen(argv[i]) : 0;
+    store_script(req->app->store, LUA_SKILLS_ADD, on_skills_added, req, 6, (int)argc, argv, lens);
+}
+
+void skills_post(request *req)
+{
+    size_t len;
+    const char *m = request_param(req, "multiple", &len);
+    add_skills(req, m && !strcmp(m, "true"));
+}
+
+void skills_post_multiple(request *req)
+{
+    add_skills(req, true);
+}
