@@ -1,6 +1,7 @@
 /* arena: a bump allocator over a list of chunks. */
 #include "arena.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,8 @@ struct arena_chunk {
 
 void *arena_alloc(arena *a, size_t size)
 {
+    if (size > SIZE_MAX / 2)
+        return NULL; /* no request needs it, and rounding up must not wrap */
     size = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
     arena_chunk *c = a->head;
     if (!c || c->cap - c->used < size) {

@@ -1,17 +1,21 @@
 /* buf: a growable byte buffer. */
 #include "buf.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int buf_reserve(buf *b, size_t extra)
 {
-    if (b->len + extra + 1 <= b->cap)
+    if (extra >= SIZE_MAX - b->len)
+        return -1;
+    size_t need = b->len + extra + 1;
+    if (need <= b->cap)
         return 0;
     size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra + 1) {
-        if (cap > ((size_t)-1) / 2)
+    while (cap < need) {
+        if (cap > SIZE_MAX / 2)
             return -1;
         cap *= 2;
     }
@@ -20,6 +24,7 @@ int buf_reserve(buf *b, size_t extra)
         return -1;
     b->data = p;
     b->cap = cap;
+    b->data[b->len] = '\0'; /* a fresh buffer is a valid empty string too */
     return 0;
 }
 

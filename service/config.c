@@ -143,6 +143,17 @@ void config_print_help(FILE *out)
 int config_load(config *cfg, int argc, char **argv, char *err, size_t err_len)
 {
     memset(cfg, 0, sizeof *cfg);
+    /* --help and --version answer even when the environment holds a bad value. */
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+            config_print_help(stdout);
+            return CONFIG_EXIT_OK;
+        }
+        if (!strcmp(argv[a], "--version")) {
+            printf("entityd %s\n", ENTITYD_VERSION);
+            return CONFIG_EXIT_OK;
+        }
+    }
     for (size_t i = 0; i < NOPTS; i++)
         if (set_value(cfg, &opts[i], opts[i].def, err, err_len) != 0)
             return CONFIG_EINVALID;
@@ -153,14 +164,6 @@ int config_load(config *cfg, int argc, char **argv, char *err, size_t err_len)
     }
     for (int a = 1; a < argc; a++) {
         const char *arg = argv[a];
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            config_print_help(stdout);
-            return CONFIG_EXIT_OK;
-        }
-        if (!strcmp(arg, "--version")) {
-            printf("entityd %s\n", ENTITYD_VERSION);
-            return CONFIG_EXIT_OK;
-        }
         if (strncmp(arg, "--", 2) != 0) {
             snprintf(err, err_len, "unexpected argument \"%s\" (see --help)", arg);
             return CONFIG_EINVALID;

@@ -7,6 +7,7 @@
 /* handlers_health.c */
 void health_live(request *req);
 void health_ready(request *req);
+void metrics_get(request *req);
 
 /* handlers_auth.c */
 void auth_message_get(request *req);

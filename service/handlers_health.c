@@ -1,6 +1,7 @@
 /* handlers_health: liveness and readiness probes. */
 #include "app.h"
 #include "handlers.h"
+#include "metrics.h"
 #include "server.h"
 #include "store.h"
 
@@ -21,4 +22,13 @@ void health_ready(request *req)
         return;
     }
     request_reply(req, 200, json_pack("{s:b, s:s}", "success", 1, "status", "ready"));
+}
+
+void metrics_get(request *req)
+{
+    buf out = BUF_INIT;
+    metrics_render(&out, req->app);
+    request_reply_raw(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf_cstr(&out),
+                      out.len);
+    buf_free(&out);
 }

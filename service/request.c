@@ -9,6 +9,7 @@
 #include "app.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "router.h"
 #include "server.h"
 
@@ -56,6 +57,9 @@ static void ensure_request_id(request *req)
 
 static void log_request(request *req)
 {
+    uint64_t start = req->start_ns ? req->start_ns : request_now_ns();
+    metrics_observe_request(req->route, req->method, req->status,
+                            (double)(request_now_ns() - start) / 1e9);
     buf *l = log_begin(req->status >= 500 ? LOG_ERROR : LOG_INFO, "request");
     if (!l)
         return;
@@ -63,7 +67,6 @@ static void log_request(request *req)
     log_str(l, "method", llhttp_method_name((llhttp_method_t)req->method));
     log_str(l, "route", req->route ? req->route->pattern : "-");
     log_int(l, "status", req->status);
-    uint64_t start = req->start_ns ? req->start_ns : request_now_ns();
     log_double(l, "duration_ms", (double)(request_now_ns() - start) / 1e6);
     log_str(l, "caller", req->caller[0] ? req->caller : NULL);
     log_end(l);

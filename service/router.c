@@ -51,6 +51,22 @@ static bool match_one(const char *pat, const char *path, size_t len, slice *para
     return true;
 }
 
+/* True when the comma-separated list already names the method (whole tokens only). */
+static bool allow_has(const char *allow, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = allow; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == n && !memcmp(p, name, n))
+            return true;
+        if (!comma)
+            break;
+        p = comma + 2;
+    }
+    return false;
+}
+
 int router_match(const route *table, size_t n, int method, const char *path, size_t len,
                  const route **out, slice *params, size_t *nparams, char *allow, size_t allow_len)
 {
@@ -71,7 +87,7 @@ int router_match(const route *table, size_t n, int method, const char *path, siz
         }
         path_known = true;
         const char *name = llhttp_method_name((llhttp_method_t)table[i].method);
-        if (strstr(allow, name) == NULL) {
+        if (allow_len && !allow_has(allow, name)) {
             size_t need = strlen(name) + (alen ? 2 : 0);
             if (alen + need + 1 <= allow_len) {
                 if (alen) {

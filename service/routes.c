@@ -7,6 +7,7 @@
 const route router_routes[] = {
     {HTTP_GET, "/healthz", health_live, AUTH_NONE},
     {HTTP_GET, "/readyz", health_ready, AUTH_NONE},
+    {HTTP_GET, "/metrics", metrics_get, AUTH_NONE},
     {HTTP_GET, "/api/auth/message", auth_message_get, AUTH_NONE},
     {HTTP_POST, "/api/auth/revoke", auth_revoke_post, AUTH_REQUIRED},
     {HTTP_POST, "/api/entities", entity_post, AUTH_REQUIRED},

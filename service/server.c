@@ -6,6 +6,7 @@
 
 #include "app.h"
 #include "log.h"
+#include "metrics.h"
 
 /* Reads land here; whatever must outlive the callback is copied into the connection. */
 static char read_buffer[64 * 1024];
@@ -24,6 +25,7 @@ static void conn_free(conn *c)
     if (c->next)
         c->next->prev = c->prev;
     srv->nconns--;
+    metrics_connection_closed();
     http_conn_deinit(c);
     free(c);
     if (srv->draining && srv->nconns == 0 && srv->on_drained) {
@@ -196,6 +198,7 @@ static void on_connection(uv_stream_t *listener, int status)
         srv->conns->prev = c;
     srv->conns = c;
     srv->nconns++;
+    metrics_connection_opened();
     if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
         server_conn_close(c);
         return;
@@ -205,6 +208,7 @@ static void on_connection(uv_stream_t *listener, int status)
     if (srv->nconns > (size_t)srv->app->cfg.max_connections) {
         c->close_after = true;
         c->in_request = true;
+        metrics_connection_rejected();
         request_fail(&c->req, 503, "unavailable", "Too many connections; try again shortly.", NULL);
         return;
     }

@@ -19,6 +19,7 @@ struct sigcache {
     entry *slots;
     size_t sets; /* a power of two, or 0 */
     uint64_t hits;
+    unsigned next_way;
 };
 
 sigcache *sigcache_new(size_t entries)
@@ -78,7 +79,8 @@ void sigcache_put(sigcache *c, const uint8_t sig[65], int64_t epoch, const uint8
     if (!c->sets)
         return;
     entry *set = set_of(c, sig, epoch);
-    entry *victim = &set[0];
+    /* Oldest epoch first; among equals, a rotating way, so no slot is evicted every time. */
+    entry *victim = &set[c->next_way++ % WAYS];
     for (int i = 0; i < WAYS; i++) {
         if (!set[i].used || (set[i].epoch == epoch && !memcmp(set[i].sig, sig, 65))) {
             victim = &set[i];
