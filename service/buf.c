@@ -62,24 +62,23 @@ int buf_printf(buf *b, const char *fmt, ...)
 int buf_append_json_escaped(buf *b, const char *s, size_t len)
 {
     static const char hexd[] = "0123456789abcdef";
+    size_t run = 0; /* bytes copied as they are since the last escape */
     if (buf_reserve(b, len) != 0)
         return -1;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        char esc[7];
-        size_t n = 0;
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            n = 2;
-        } else if (c == '\n') {
-            memcpy(esc, "\\n", 2);
-            n = 2;
+        if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)
+            continue;
+        if (buf_append(b, s + run, i - run) != 0)
+            return -1;
+        run = i + 1;
+        char esc[6] = {'\\', (char)c, 0, 0, 0, 0};
+        size_t n = 2;
+        if (c == '\n') {
+            esc[1] = 'n';
         } else if (c == '\t') {
-            memcpy(esc, "\\t", 2);
-            n = 2;
+            esc[1] = 't';
         } else if (c < 0x20 || c == 0x7f) {
-            esc[0] = '\\';
             esc[1] = 'u';
             esc[2] = '0';
             esc[3] = '0';
@@ -87,17 +86,10 @@ int buf_append_json_escaped(buf *b, const char *s, size_t len)
             esc[5] = hexd[c & 15];
             n = 6;
         }
-        if (n) {
-            if (buf_append(b, esc, n) != 0)
-                return -1;
-        } else {
-            if (buf_reserve(b, 1) != 0)
-                return -1;
-            b->data[b->len++] = (char)c;
-            b->data[b->len] = '\0';
-        }
+        if (buf_append(b, esc, n) != 0)
+            return -1;
     }
-    return 0;
+    return buf_append(b, s + run, len - run);
 }
 
 void buf_consume(buf *b, size_t n)

@@ -7,7 +7,6 @@
 
 #include "app.h"
 #include "ids.h"
-#include "isotime.h"
 #include "reply.h"
 
 /* Text fields: body name, stored (and returned) name, kind, required on create and update. */
@@ -145,87 +144,38 @@ void entity_fill_defaults(entity_input *in)
     json_object_set_new(in->fields, "__v", json_string("0"));
 }
 
-const redisReply *entity_hash_get(const redisReply *hash, const char *name)
+void entity_role_probe(role_probe *p, const entity_keys *k, const char *caller, store_cmd out[3])
 {
-    if (!hash || hash->type != REDIS_REPLY_ARRAY)
-        return NULL;
-    size_t n = strlen(name);
-    for (size_t i = 0; i + 1 < hash->elements; i += 2) {
-        const redisReply *k = hash->element[i];
-        if (k->type == REDIS_REPLY_STRING && k->len == n && !memcmp(k->str, name, n))
-            return hash->element[i + 1];
+    static const char *const verbs[3] = {"SISMEMBER", "SISMEMBER", "HEXISTS"};
+    const char *keys[3] = {k->owners, k->admins, k->members};
+    size_t klens[3] = {k->owners_len, k->admins_len, k->members_len};
+    for (int i = 0; i < 3; i++) {
+        p->argv[i][0] = verbs[i];
+        p->lens[i][0] = strlen(verbs[i]);
+        p->argv[i][1] = keys[i];
+        p->lens[i][1] = klens[i];
+        p->argv[i][2] = caller;
+        p->lens[i][2] = strlen(caller);
+        out[i].argc = 3;
+        out[i].argv = p->argv[i];
+        out[i].lens = p->lens[i];
     }
-    return NULL;
 }
 
-static json_t *field_string(const redisReply *hash, const char *name)
+int entity_role_from(redisReply *const *r)
 {
-    return reply_string(entity_hash_get(hash, name));
-}
-
-static int64_t field_int(const redisReply *hash, const char *name)
-{
-    const redisReply *r = entity_hash_get(hash, name);
-    return r && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
-}
-
-static json_t *field_time(const redisReply *hash, const char *name)
-{
-    char iso[ISOTIME_STRING_SIZE];
-    isotime_format(field_int(hash, name), iso);
-    return json_string(iso);
-}
-
-static bool field_flag(const redisReply *hash, const char *name)
-{
-    const redisReply *r = entity_hash_get(hash, name);
-    return !(r && r->type == REDIS_REPLY_STRING && r->len == 1 && r->str[0] == '0');
-}
-
-json_t *entity_to_json(const redisReply *hash, const redisReply *owners)
-{
-    if (!hash || hash->type != REDIS_REPLY_ARRAY || !owners || owners->type != REDIS_REPLY_ARRAY)
-        return NULL;
-    json_t *o = json_object();
-    json_object_set_new(o, "id", field_string(hash, "id"));
-    json_object_set_new(o, "name", field_string(hash, "name"));
-    json_object_set_new(o, "description", field_string(hash, "description"));
-    json_t *own = json_array();
-    for (size_t i = 0; i < owners->elements; i++)
-        json_array_append_new(own, reply_string(owners->element[i]));
-    json_object_set_new(o, "ownerAddress", own);
-    const redisReply *c = entity_hash_get(hash, "contracts");
-    json_t *contracts =
-        c && c->type == REDIS_REPLY_STRING ? json_loadb(c->str, c->len, 0, NULL) : NULL;
-    json_object_set_new(o, "contracts", json_is_array(contracts) ? contracts : json_array());
-    if (contracts && !json_is_array(contracts))
-        json_decref(contracts);
-    static const char *const texts[] = {"twitter",          "discord",   "website",
-                                        "telegram",         "instagram", "openseaSlug",
-                                        "imageURL",         "bannerURL", "defaultDyNftThemeId",
-                                        "communityURLAlias"};
-    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
-        json_object_set_new(o, texts[i], field_string(hash, texts[i]));
-    json_object_set_new(o, "public", json_boolean(field_flag(hash, "public")));
-    json_object_set_new(o, "isEnabled", json_boolean(field_flag(hash, "isEnabled")));
-    json_object_set_new(o, "createdAt", field_time(hash, "createdAt"));
-    json_object_set_new(o, "modifiedAt", field_time(hash, "modifiedAt"));
-    json_object_set_new(o, "createdBy", field_string(hash, "createdBy"));
-    json_object_set_new(o, "__v", json_integer(field_int(hash, "__v")));
-    return o;
-}
-
-int entity_role_parse(const redisReply *r)
-{
-    if (!r || r->type != REDIS_REPLY_STRING)
-        return ROLE_NONE;
-    if (!strcmp(r->str, "owner"))
+    if (r[0]->type == REDIS_REPLY_INTEGER && r[0]->integer == 1)
         return ROLE_OWNER;
-    if (!strcmp(r->str, "admin"))
+    if (r[1]->type == REDIS_REPLY_INTEGER && r[1]->integer == 1)
         return ROLE_ADMIN;
-    if (!strcmp(r->str, "member"))
+    if (r[2]->type == REDIS_REPLY_INTEGER && r[2]->integer == 1)
         return ROLE_MEMBER;
     return ROLE_NONE;
+}
+
+bool entity_flag(const redisReply *r)
+{
+    return !(r && r->type == REDIS_REPLY_STRING && r->len == 1 && r->str[0] == '0');
 }
 
 int entity_read_rule(bool enabled, bool is_public, int role, bool platform, bool signed_in,

@@ -7,7 +7,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "keys.h"
 #include "request.h"
+#include "store.h"
 #include "validate.h"
 
 /* What a create-or-update body asks for, validated. Views point into the body JSON. */
@@ -30,14 +32,20 @@ int entity_parse_input(request *req, json_t *body, entity_input *in, verr *e);
 /* Adds the defaults of a new entity to in->fields for every field the body left out. */
 void entity_fill_defaults(entity_input *in);
 
-/* Builds the Entity JSON from a script's {flat hash, owners}; NULL when malformed. */
-json_t *entity_to_json(const redisReply *hash, const redisReply *owners);
-
-/* Finds a field of a flat HGETALL reply; NULL when absent. */
-const redisReply *entity_hash_get(const redisReply *hash, const char *name);
-
 enum entity_role { ROLE_NONE = 0, ROLE_MEMBER, ROLE_ADMIN, ROLE_OWNER };
-int entity_role_parse(const redisReply *r);
+
+/* The three commands that tell the caller's role (SISMEMBER owners, SISMEMBER admins, HEXISTS
+ * members), to run in one MULTI with a read; `p` holds their arguments. */
+typedef struct role_probe {
+    const char *argv[3][3];
+    size_t lens[3][3];
+} role_probe;
+void entity_role_probe(role_probe *p, const entity_keys *k, const char *caller, store_cmd out[3]);
+/* The role from the probes' three replies (owner wins over admin over member). */
+int entity_role_from(redisReply *const *replies);
+
+/* A stored flag ("0" false, anything else or absent true). */
+bool entity_flag(const redisReply *r);
 
 /* The contract's read rule. Returns 0 when reading is allowed, else the HTTP status (401, 403,
  * 404) to answer with. `unsigned_ok`: a public, enabled entity may be read without sign-in. */

@@ -1,4 +1,5 @@
 /* handlers_entities: read, create and update entities; list and force-add members. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,38 +44,50 @@ static bool is_platform(request *req)
 
 /* ---- GET /api/entities/{id} ---- */
 
+/* Read-rule check on HMGET (json|id, isEnabled, public) and the role; answers on refusal. */
+static bool may_read(request *req, redisReply *fields, int role, bool unsigned_ok)
+{
+    if (fields->type != REDIS_REPLY_ARRAY || fields->elements != 3) {
+        request_fail_internal(req, "entity read: unexpected reply");
+        return false;
+    }
+    if (fields->element[0]->type != REDIS_REPLY_STRING) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return false;
+    }
+    int rule = entity_read_rule(entity_flag(fields->element[1]), entity_flag(fields->element[2]),
+                                role, is_platform(req), req->signed_in, unsigned_ok);
+    if (rule) {
+        entity_fail_read(req, rule);
+        return false;
+    }
+    return true;
+}
+
+static void send_entity(request *req, int status, const redisReply *json)
+{
+    static const char head[] = "{\"success\":true,\"data\":";
+    slice parts[3] = {{head, sizeof head - 1}, {json->str, json->len}, {"}", 1}};
+    request_reply_parts(req, status, parts, 3);
+}
+
 static void on_entity_read(void *data, int status, redisReply *r)
 {
     request *req = data;
     if (reply_store_failed(req, status, r))
         return;
-    if (r->type == REDIS_REPLY_NIL) {
-        request_fail(req, 404, "not_found", "No such entity.", NULL);
-        return;
+    int role = ROLE_NONE;
+    redisReply *fields = r;
+    if (req->signed_in) { /* EXEC: fields, then the three role probes */
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
+            request_fail_internal(req, "entity read: unexpected reply");
+            return;
+        }
+        fields = r->element[0];
+        role = entity_role_from(r->element + 1);
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
-        request_fail_internal(req, "entity_read: unexpected reply");
-        return;
-    }
-    const redisReply *hash = r->element[0];
-    const redisReply *pub = entity_hash_get(hash, "public");
-    const redisReply *en = entity_hash_get(hash, "isEnabled");
-    bool is_public = !(pub && pub->len == 1 && pub->str[0] == '0');
-    bool enabled = !(en && en->len == 1 && en->str[0] == '0');
-    int rule = entity_read_rule(enabled, is_public, entity_role_parse(r->element[2]),
-                                is_platform(req), req->signed_in, true);
-    if (rule) {
-        entity_fail_read(req, rule);
-        return;
-    }
-    json_t *ent = entity_to_json(hash, r->element[1]);
-    if (!ent) {
-        request_fail_internal(req, "entity_read: malformed entity");
-        return;
-    }
-    json_t *out = reply_ok();
-    json_object_set_new(out, "data", ent);
-    request_reply(req, 200, out);
+    if (may_read(req, fields, role, true))
+        send_entity(req, 200, fields->element[0]);
 }
 
 void entity_get(request *req)
@@ -84,9 +97,17 @@ void entity_get(request *req)
         return;
     entity_keys k;
     keys_entity(&k, id);
-    const char *argv[] = {k.entity, k.owners, k.admins, k.members, req->caller};
-    size_t lens[] = {k.entity_len, k.owners_len, k.admins_len, k.members_len, strlen(req->caller)};
-    store_script(req->app->store, LUA_ENTITY_READ, on_entity_read, req, 4, 5, argv, lens);
+    const char *argv[] = {"HMGET", k.entity, "json", "isEnabled", "public"};
+    size_t lens[] = {5, k.entity_len, 4, 9, 6};
+    if (!req->signed_in) {
+        /* Unsigned: only a public, enabled entity is readable; no role to look up. */
+        store_command(req->app->store, on_entity_read, req, 5, argv, lens);
+        return;
+    }
+    store_cmd cmds[4] = {{5, argv, lens}};
+    role_probe probe;
+    entity_role_probe(&probe, &k, req->caller, cmds + 1);
+    store_exec(req->app->store, on_entity_read, req, 4, cmds);
 }
 
 /* ---- POST /api/entities: create or update ---- */
@@ -137,25 +158,26 @@ static void on_write(void *data, int status, redisReply *r)
         post_done(st);
         return;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
-        post_done(st);
-        request_fail_internal(req, "entity write: unexpected reply");
-        return;
-    }
-    if (!st->creating && r->elements >= 3 && r->element[2]->type == REDIS_REPLY_STRING) {
-        const char *old = r->element[2]->str;
+    /* create: the entity JSON; update: {entity JSON, the alias held before} */
+    const redisReply *json = r;
+    if (!st->creating) {
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+            r->element[1]->type != REDIS_REPLY_STRING) {
+            post_done(st);
+            request_fail_internal(req, "entity write: unexpected reply");
+            return;
+        }
+        json = r->element[0];
+        const char *old = r->element[1]->str;
         if (*old && st->in.has_alias && strcmp(old, st->in.alias) != 0)
             alias_release(req, old, st->id);
     }
-    json_t *ent = entity_to_json(r->element[0], r->element[1]);
     post_done(st);
-    if (!ent) {
-        request_fail_internal(req, "entity write: malformed entity");
+    if (json->type != REDIS_REPLY_STRING) {
+        request_fail_internal(req, "entity write: unexpected reply");
         return;
     }
-    json_t *out = reply_ok();
-    json_object_set_new(out, "data", ent);
-    request_reply(req, st->creating ? 201 : 200, out);
+    send_entity(req, st->creating ? 201 : 200, json);
 }
 
 static void write_entity(request *req)
@@ -288,8 +310,8 @@ void entity_post(request *req)
         request_fail(req, 403, "forbidden", "Only platform admins may change isEnabled.", NULL);
         return;
     }
-    char now[24];
-    snprintf(now, sizeof now, "%lld", (long long)now_ms());
+    char now[ISOTIME_STRING_SIZE];
+    isotime_format(now_ms(), now);
     st->creating = !st->in.has_id;
     if (st->creating) {
         if (!strcmp(req->app->cfg.entity_creation, "platform") && !platform) {
@@ -353,56 +375,39 @@ static void on_members_page(void *data, int status, redisReply *r)
     request *req = data;
     if (reply_store_failed(req, status, r))
         return;
-    if (r->type == REDIS_REPLY_NIL) {
-        request_fail(req, 404, "not_found", "No such entity.", NULL);
-        return;
-    }
+    /* EXEC: HMGET fields, three role probes, the page */
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2 ||
-        r->element[2]->type != REDIS_REPLY_ARRAY || r->element[3]->type != REDIS_REPLY_ARRAY) {
-        request_fail_internal(req, "members_page: unexpected reply");
+        r->element[4]->type != REDIS_REPLY_ARRAY) {
+        request_fail_internal(req, "members page: unexpected reply");
         return;
     }
-    const redisReply *flags = r->element[0];
-    bool enabled =
-        !(flags->element[0]->type == REDIS_REPLY_STRING && !strcmp(flags->element[0]->str, "0"));
-    bool is_public =
-        !(flags->element[1]->type == REDIS_REPLY_STRING && !strcmp(flags->element[1]->str, "0"));
-    int rule = entity_read_rule(enabled, is_public, entity_role_parse(r->element[1]),
-                                is_platform(req), req->signed_in, false);
-    if (rule) {
-        entity_fail_read(req, rule);
+    if (!may_read(req, r->element[0], entity_role_from(r->element + 1), false))
         return;
-    }
-    const redisReply *entries = r->element[2], *records = r->element[3];
-    json_t *users = json_array();
-    for (size_t i = 0; i < entries->elements && i < records->elements; i++) {
-        const redisReply *en = entries->element[i], *rec = records->element[i];
-        if (en->type != REDIS_REPLY_STRING || en->len != ORDER_ENTRY_LEN ||
-            rec->type != REDIS_REPLY_STRING)
+    long limit = (long)(intptr_t)req->state;
+    const redisReply *page = r->element[4];
+    size_t n = page->elements < (size_t)limit ? page->elements : (size_t)limit;
+    buf *b = reply_scratch();
+    buf_append_str(b, "{\"success\":true,\"users\":[");
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = page->element[i];
+        if (e->type != REDIS_REPLY_STRING || e->len <= ORDER_ENTRY_LEN + 1)
             continue;
-        /* record: "<addedAt 16 digits> <chain> <addedBy>" */
-        char chain[40] = "", by[43] = "";
-        long long added = 0;
-        if (sscanf(rec->str, "%lld %39s %42s", &added, chain, by) != 3)
-            continue;
-        char iso[ISOTIME_STRING_SIZE];
-        isotime_format(added, iso);
-        json_array_append_new(users,
-                              json_pack("{s:s#, s:s, s:s, s:s}", "address", en->str + 17,
-                                        (size_t)42, "chain", chain, "addedAt", iso, "addedBy", by));
+        if (b->data[b->len - 1] != '[')
+            buf_append(b, ",", 1);
+        /* "<addedAt>:<address>:<record JSON>" */
+        buf_append(b, e->str + ORDER_ENTRY_LEN + 1, e->len - ORDER_ENTRY_LEN - 1);
     }
-    json_t *out = reply_ok();
-    json_object_set_new(out, "users", users);
-    const redisReply *next = r->element[4];
-    if (next->type == REDIS_REPLY_STRING && next->len == ORDER_ENTRY_LEN) {
+    buf_append_str(b, "],\"nextCursor\":");
+    if (page->elements > (size_t)limit && n > 0 && page->element[n - 1]->len > ORDER_ENTRY_LEN) {
         char cursor[2 * ORDER_ENTRY_LEN + 1];
-        hex_encode((const uint8_t *)next->str, next->len, cursor);
-        json_object_set_new(out, "nextCursor", json_string(cursor));
+        hex_encode((const uint8_t *)page->element[n - 1]->str, ORDER_ENTRY_LEN, cursor);
+        buf_append(b, "\"", 1);
+        buf_append(b, cursor, 2 * ORDER_ENTRY_LEN);
+        buf_append(b, "\"}", 2);
     } else {
-        json_object_set_new(out, "nextCursor", json_null());
+        buf_append_str(b, "null}");
     }
-    request_reply(req, 200, out);
+    reply_send(req, 200, b);
 }
 
 void entity_users_get(request *req)
@@ -414,9 +419,10 @@ void entity_users_get(request *req)
     long limit = 100;
     const char *lp = request_param(req, "limit", &len);
     if (lp) {
-        char *end;
-        limit = strtol(lp, &end, 10);
-        if (!len || *end || limit < 1 || limit > 1000) {
+        limit = 0;
+        for (size_t i = 0; i < len && limit <= 1000; i++)
+            limit = lp[i] >= '0' && lp[i] <= '9' ? limit * 10 + (lp[i] - '0') : 100000;
+        if (!len || limit < 1 || limit > 1000) {
             request_fail_field(req, "limit", "limit must be an integer from 1 to 1000.");
             return;
         }
@@ -432,15 +438,23 @@ void entity_users_get(request *req)
         }
         cursor[ORDER_ENTRY_LEN] = '\0';
     }
-    char lim[8];
-    snprintf(lim, sizeof lim, "%ld", limit);
+    /* One page past the cursor: "[<cursor>;" sorts after every entry of that member. */
+    char start[ORDER_ENTRY_LEN + 3] = "-", count[8];
+    if (cursor[0])
+        snprintf(start, sizeof start, "[%s;", cursor);
+    snprintf(count, sizeof count, "%ld", limit + 1);
+    req->state = (void *)(intptr_t)limit;
     entity_keys k;
     keys_entity(&k, id);
-    const char *argv[] = {k.entity, k.owners,    k.admins, k.members,
-                          k.order,  req->caller, cursor,   lim};
-    size_t lens[] = {k.entity_len, k.owners_len,        k.admins_len,   k.members_len,
-                     k.order_len,  strlen(req->caller), strlen(cursor), strlen(lim)};
-    store_script(req->app->store, LUA_MEMBERS_PAGE, on_members_page, req, 5, 8, argv, lens);
+    const char *fields[] = {"HMGET", k.entity, "id", "isEnabled", "public"};
+    size_t flens[] = {5, k.entity_len, 2, 9, 6};
+    const char *range[] = {"ZRANGEBYLEX", k.order, start, "+", "LIMIT", "0", count};
+    size_t rlens[] = {11, k.order_len, strlen(start), 1, 5, 1, strlen(count)};
+    store_cmd cmds[5] = {{5, fields, flens}};
+    role_probe probe;
+    entity_role_probe(&probe, &k, req->caller, cmds + 1);
+    cmds[4] = (store_cmd){7, range, rlens};
+    store_exec(req->app->store, on_members_page, req, 5, cmds);
 }
 
 /* ---- POST /api/entities/{id}/force-add ---- */
@@ -509,9 +523,11 @@ void entity_force_add(request *req)
 
     entity_keys k;
     keys_entity(&k, id);
-    char added_at[24];
-    snprintf(added_at, sizeof added_at, "%016lld", (long long)now_ms());
-    size_t argc = 9 + n;
+    char added_at[24], added_iso[ISOTIME_STRING_SIZE];
+    int64_t now = now_ms();
+    snprintf(added_at, sizeof added_at, "%016lld", (long long)now);
+    isotime_format(now, added_iso);
+    size_t argc = 10 + n;
     const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
     size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
     if (!argv || !lens) {
@@ -526,14 +542,16 @@ void entity_force_add(request *req)
                           req->caller,
                           is_platform(req) ? "1" : "0",
                           chain_buf,
-                          added_at};
-    for (size_t i = 0; i < 9; i++) {
+                          added_at,
+                          added_iso};
+    size_t nhead = sizeof head / sizeof head[0];
+    for (size_t i = 0; i < nhead; i++) {
         argv[i] = head[i];
         lens[i] = strlen(head[i]);
     }
     for (size_t i = 0; i < n; i++) {
-        argv[9 + i] = addrs[i];
-        lens[9 + i] = 42;
+        argv[nhead + i] = addrs[i];
+        lens[nhead + i] = 42;
     }
     store_script(req->app->store, LUA_FORCE_ADD, on_force_add, req, 5, (int)argc, argv, lens);
 }

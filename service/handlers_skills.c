@@ -14,55 +14,55 @@
 #include "listfield.h"
 #include "lua_scripts.h"
 #include "reply.h"
-#include "skilltree.h"
 #include "store.h"
 
 /* ---- GET /api/skills?entityID= ---- */
+
+static void append_list(buf *b, const redisReply *list)
+{
+    buf_append(b, "[", 1);
+    for (size_t i = 0; i < list->elements; i++) {
+        if (i)
+            buf_append(b, ",", 1);
+        reply_append(b, list->element[i]);
+    }
+    buf_append(b, "]", 1);
+}
 
 static void on_skills_read(void *data, int status, redisReply *r)
 {
     request *req = data;
     if (reply_store_failed(req, status, r))
         return;
-    if (r->type == REDIS_REPLY_NIL) {
+    /* EXEC: HMGET fields, three role probes, skills, levels (stored API JSON, in order) */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 ||
+        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 3 ||
+        r->element[4]->type != REDIS_REPLY_ARRAY || r->element[5]->type != REDIS_REPLY_ARRAY) {
+        request_fail_internal(req, "skills read: unexpected reply");
+        return;
+    }
+    const redisReply *fields = r->element[0];
+    if (fields->element[0]->type != REDIS_REPLY_STRING) {
         request_fail(req, 404, "not_found", "No such entity.", NULL);
         return;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2 ||
-        r->element[2]->type != REDIS_REPLY_ARRAY || r->element[3]->type != REDIS_REPLY_ARRAY) {
-        request_fail_internal(req, "skills_read: unexpected reply");
-        return;
-    }
-    const redisReply *flags = r->element[0];
-    bool enabled =
-        !(flags->element[0]->type == REDIS_REPLY_STRING && !strcmp(flags->element[0]->str, "0"));
-    bool is_public =
-        !(flags->element[1]->type == REDIS_REPLY_STRING && !strcmp(flags->element[1]->str, "0"));
-    int rule = entity_read_rule(enabled, is_public, entity_role_parse(r->element[1]),
+    int rule = entity_read_rule(entity_flag(fields->element[1]), entity_flag(fields->element[2]),
+                                entity_role_from(r->element + 1),
                                 auth_is_platform_admin(req->app->auth, req->caller), req->signed_in,
                                 false);
     if (rule) {
         entity_fail_read(req, rule);
         return;
     }
-    const char *id = req->state;
-    json_t *skills = json_array(), *levels = json_array();
-    for (size_t i = 0; i < r->element[2]->elements; i++) {
-        json_t *s = skilltree_skill_json(r->element[2]->element[i]);
-        if (s)
-            json_array_append_new(skills, s);
-    }
-    for (size_t i = 0; i < r->element[3]->elements; i++) {
-        json_t *l = skilltree_level_json(r->element[3]->element[i], id);
-        if (l)
-            json_array_append_new(levels, l);
-    }
-    json_t *out = reply_ok();
-    json_object_set_new(
-        out, "data",
-        json_pack("{s:s, s:o, s:o}", "entityID", id, "skills", skills, "levels", levels));
-    request_reply(req, 200, out);
+    buf *b = reply_scratch();
+    buf_append_str(b, "{\"success\":true,\"data\":{\"entityID\":\"");
+    buf_append(b, fields->element[0]->str, fields->element[0]->len);
+    buf_append_str(b, "\",\"skills\":");
+    append_list(b, r->element[4]);
+    buf_append_str(b, ",\"levels\":");
+    append_list(b, r->element[5]);
+    buf_append_str(b, "}}");
+    reply_send(req, 200, b);
 }
 
 void skills_get(request *req)
@@ -74,15 +74,20 @@ void skills_get(request *req)
                            "entityID must be an entity id (c- followed by a lowercase UUIDv4).");
         return;
     }
-    req->state = (void *)id;
     entity_keys k;
     keys_entity(&k, id);
-    const char *argv[] = {k.entity,      k.owners, k.admins,      k.members,  k.skills,
-                          k.skill_order, k.levels, k.level_order, req->caller};
-    size_t lens[] = {k.entity_len,  k.owners_len,      k.admins_len,
-                     k.members_len, k.skills_len,      k.skill_order_len,
-                     k.levels_len,  k.level_order_len, strlen(req->caller)};
-    store_script(req->app->store, LUA_SKILLS_READ, on_skills_read, req, 8, 9, argv, lens);
+    const char *fields[] = {"HMGET", k.entity, "id", "isEnabled", "public"};
+    size_t flens[] = {5, k.entity_len, 2, 9, 6};
+    const char *skills[] = {"ZRANGE", k.skill_order, "0", "-1"};
+    size_t slens[] = {6, k.skill_order_len, 1, 2};
+    const char *levels[] = {"ZRANGE", k.level_order, "0", "-1"};
+    size_t llens[] = {6, k.level_order_len, 1, 2};
+    store_cmd cmds[6] = {{5, fields, flens}};
+    role_probe probe;
+    entity_role_probe(&probe, &k, req->caller, cmds + 1);
+    cmds[4] = (store_cmd){4, skills, slens};
+    cmds[5] = (store_cmd){4, levels, llens};
+    store_exec(req->app->store, on_skills_read, req, 6, cmds);
 }
 
 /* ---- POST /api/skills (one, or several) ---- */
@@ -101,20 +106,15 @@ static void on_skills_added(void *data, int status, redisReply *r)
         request_fail_internal(req, "skills_add: unexpected reply");
         return;
     }
-    json_t *list = json_array();
-    for (size_t i = 0; i < r->elements; i++) {
-        json_t *s = skilltree_skill_json(r->element[i]);
-        if (s)
-            json_array_append_new(list, s);
-    }
-    json_t *out = reply_ok();
+    buf *b = reply_scratch();
+    buf_append_str(b, "{\"success\":true,\"data\":");
     if (st->many) {
-        json_object_set_new(out, "data", list);
+        append_list(b, r);
     } else {
-        json_object_set(out, "data", json_array_get(list, 0));
-        json_decref(list);
+        reply_append(b, r->element[0]);
     }
-    request_reply(req, 201, out);
+    buf_append(b, "}", 1);
+    reply_send(req, 201, b);
 }
 
 /* Reads names (and descriptions) in any accepted form into new arrays. */
@@ -202,8 +202,10 @@ static void add_skills(request *req, bool many)
     }
     char entity_id[IDS_SIZE];
     memcpy(entity_id, json_string_value(eid), IDS_SIZE);
-    char created[24];
-    snprintf(created, sizeof created, "%lld", (long long)now_ms());
+    char created[24], created_iso[ISOTIME_STRING_SIZE];
+    int64_t now = now_ms();
+    snprintf(created, sizeof created, "%lld", (long long)now);
+    isotime_format(now, created_iso);
 
     size_t count = rc == 0 ? json_array_size(names) : 0;
     size_t argc = 9 + 3 * count;
@@ -234,13 +236,23 @@ static void add_skills(request *req, bool many)
         for (char *p = norm; *p; p++)
             if (*p >= 'A' && *p <= 'Z')
                 *p = (char)(*p + 32);
-        json_t *rec = json_pack("{s:s, s:s, s:s#, s:s#, s:s, s:s}", "id", sid, "entityID",
-                                entity_id, "name", name, nlen, "description", desc, dlen,
-                                "createdAt", created, "createdBy", req->caller);
-        char *text = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
-        json_decref(rec);
-        char *stored = text ? arena_strndup(&req->pool, text, strlen(text)) : NULL;
-        free(text);
+        /* The Skill exactly as the API returns it: reads copy it as is. */
+        buf rec = BUF_INIT;
+        buf_append_str(&rec, "{\"id\":\"");
+        buf_append_str(&rec, sid);
+        buf_append_str(&rec, "\",\"entityID\":\"");
+        buf_append_str(&rec, entity_id);
+        buf_append_str(&rec, "\",\"name\":\"");
+        buf_append_json_escaped(&rec, name, nlen);
+        buf_append_str(&rec, "\",\"description\":\"");
+        buf_append_json_escaped(&rec, desc, dlen);
+        buf_append_str(&rec, "\",\"createdAt\":\"");
+        buf_append_str(&rec, created_iso);
+        buf_append_str(&rec, "\",\"createdBy\":\"");
+        buf_append_str(&rec, req->caller);
+        buf_append_str(&rec, "\"}");
+        char *stored = arena_strndup(&req->pool, buf_cstr(&rec), rec.len);
+        buf_free(&rec);
         if (!stored) {
             rc = -2;
             break;

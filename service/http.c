@@ -190,6 +190,8 @@ void http_conn_init(conn *c)
 void http_conn_deinit(conn *c)
 {
     dispatch_request_reset(&c->req);
+    buf_free(&c->req.url); /* the reset keeps small buffers for the next request */
+    buf_free(&c->req.body);
     buf_free(&c->pending_in);
     buf_free(&c->out);
     buf_free(&c->writing);
@@ -321,13 +323,43 @@ static const char *reason(int status)
     }
 }
 
-void http_queue_response(conn *c, int status, const char *request_id, const char *content_type,
-                         const char *extra_headers, const char *body, size_t body_len)
+/* Appends the decimal form of v. */
+static void append_uint(buf *b, size_t v)
 {
-    buf_printf(&c->out,
-               "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nX-Request-Id: "
-               "%s\r\n%s%s\r\n",
-               status, reason(status), content_type, body_len, request_id,
-               extra_headers ? extra_headers : "", c->close_after ? "Connection: close\r\n" : "");
-    buf_append(&c->out, body, body_len);
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    buf_append(b, tmp + i, sizeof tmp - i);
+}
+
+void http_queue_response(conn *c, int status, const char *request_id, const char *content_type,
+                         const char *extra_headers, const slice *parts, size_t n)
+{
+    size_t body_len = 0;
+    for (size_t i = 0; i < n; i++)
+        body_len += parts[i].len;
+    buf *o = &c->out;
+    if (buf_reserve(o, body_len + 256) != 0)
+        return;
+    buf_append_str(o, "HTTP/1.1 ");
+    append_uint(o, (size_t)status);
+    buf_append(o, " ", 1);
+    buf_append_str(o, reason(status));
+    buf_append_str(o, "\r\nContent-Type: ");
+    buf_append_str(o, content_type);
+    buf_append_str(o, "\r\nContent-Length: ");
+    append_uint(o, body_len);
+    buf_append_str(o, "\r\nX-Request-Id: ");
+    buf_append_str(o, request_id);
+    buf_append_str(o, "\r\n");
+    if (extra_headers)
+        buf_append_str(o, extra_headers);
+    if (c->close_after)
+        buf_append_str(o, "Connection: close\r\n");
+    buf_append(o, "\r\n", 2);
+    for (size_t i = 0; i < n; i++)
+        buf_append(o, parts[i].s, parts[i].len);
 }

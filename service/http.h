@@ -45,8 +45,9 @@ void http_conn_request_done(conn *c);
 /* Frees parsing state (the conn's handles are closed by the server). */
 void http_conn_deinit(conn *c);
 
-/* Appends a complete response to c->out. `extra_headers` is raw "Name: v\r\n" lines or NULL. */
+/* Appends a complete response to c->out: the body is the concatenation of n parts.
+ * `extra_headers` is raw "Name: v\r\n" lines or NULL. */
 void http_queue_response(conn *c, int status, const char *request_id, const char *content_type,
-                         const char *extra_headers, const char *body, size_t body_len);
+                         const char *extra_headers, const slice *parts, size_t n);
 
 #endif

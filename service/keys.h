@@ -1,20 +1,25 @@
 /* keys: every Redis key shape entityd uses; nothing else builds key names.
  *
+ * Reads are the hot path, so every resource is also stored as the exact JSON the API returns,
+ * kept in step by the write scripts: a read copies bytes, with no decoding or encoding.
+ *
  * Per entity, all under the hash tag {c-<uuid>} so one script's keys share a Cluster slot:
  *   ent:{c-…}                 hash    the entity's fields (names as in the API; booleans "1"/"0",
- *                                     contracts a JSON array, times in Unix ms, __v an integer)
+ *                                     contracts a JSON array, times ISO, __v an integer) and
+ *                                     "json": the Entity as the API returns it
  *   ent:{c-…}:owners          set     owner addresses (lowercase)
  *   ent:{c-…}:admins          set     admin addresses
- *   ent:{c-…}:members         hash    address -> "<addedAt ms, 16 digits> <chain> <addedBy>"
- *   ent:{c-…}:members:order   zset    all scores 0; members "<addedAt 16 digits>:<address>", so
- *                                     lexicographic order is (addedAt, address) and a page is
- *                                     ZRANGEBYLEX from the cursor: O(log N + page)
- *   ent:{c-…}:skills          hash    skill id -> skill record (JSON; createdAt in ms)
- *   ent:{c-…}:skills:order    zset    skill ids scored by createdAt (ties by id)
+ *   ent:{c-…}:members         hash    address -> member JSON {address, chain, addedAt, addedBy}
+ *   ent:{c-…}:members:order   zset    all scores 0; members "<addedAt ms, 16 digits>:<address>:
+ *                                     <member JSON>", so lexicographic order is (addedAt,
+ *                                     address); a page is ZRANGEBYLEX from "[<cursor>;":
+ *                                     O(log N + page)
+ *   ent:{c-…}:skills          hash    skill id -> Skill JSON
+ *   ent:{c-…}:skills:order    zset    Skill JSONs scored createdAt ms * 1000 + position in batch
  *   ent:{c-…}:skills:names    hash    normalized name (trimmed, ASCII lowercase) -> skill id
- *   ent:{c-…}:levels          hash    level id -> level record (JSON of strings: XP and scores
- *                                     as decimal strings so no precision is lost in Lua)
- *   ent:{c-…}:levels:order    zset    level ids scored by XP (ties by id)
+ *   ent:{c-…}:levels          hash    level id -> Level JSON
+ *   ent:{c-…}:levels:order    zset    Level JSONs scored by XP; a Level JSON begins with its id,
+ *                                     so ties sort by id
  *
  * Across entities (the one exception to the shared tag):
  *   alias:{<alias>}           string  entity id holding the community URL alias. Uniqueness

@@ -33,23 +33,60 @@ int log_enabled(int level)
     return level >= min_level;
 }
 
+/* The time is formatted once per millisecond: a busy loop logs many lines in each. */
+static void append_time(buf *b)
+{
+    static int64_t last_ms = -1;
+    static char ts[ISOTIME_STRING_SIZE];
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    int64_t ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+    if (ms != last_ms) {
+        isotime_format(ms, ts);
+        last_ms = ms;
+    }
+    buf_append(b, ts, ISOTIME_STRING_SIZE - 1);
+}
+
+static void append_key(buf *b, const char *key)
+{
+    buf_append(b, ",\"", 2);
+    buf_append_str(b, key);
+    buf_append(b, "\":", 2);
+}
+
+static void append_int(buf *b, int64_t v)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+    uint64_t u = v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--i] = '-';
+    buf_append(b, tmp + i, sizeof tmp - i);
+}
+
 buf *log_begin(int level, const char *msg)
 {
     if (level < min_level)
         return NULL;
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    char ts[32];
-    isotime_format((int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000, ts);
     line_level = level;
-    buf_printf(&out, "{\"time\":\"%s\",\"level\":\"%s\"", ts, names[level]);
+    buf_append_str(&out, "{\"time\":\"");
+    append_time(&out);
+    buf_append_str(&out, "\",\"level\":\"");
+    buf_append_str(&out, names[level]);
+    buf_append(&out, "\"", 1);
     log_str(&out, "msg", msg);
     return &out;
 }
 
 void log_strn(buf *line, const char *key, const char *value, size_t len)
 {
-    buf_printf(line, ",\"%s\":\"", key);
+    append_key(line, key);
+    buf_append(line, "\"", 1);
     buf_append_json_escaped(line, value, len);
     buf_append(line, "\"", 1);
 }
@@ -57,7 +94,8 @@ void log_strn(buf *line, const char *key, const char *value, size_t len)
 void log_str(buf *line, const char *key, const char *value)
 {
     if (!value) {
-        buf_printf(line, ",\"%s\":null", key);
+        append_key(line, key);
+        buf_append(line, "null", 4);
         return;
     }
     log_strn(line, key, value, strlen(value));
@@ -65,12 +103,23 @@ void log_str(buf *line, const char *key, const char *value)
 
 void log_int(buf *line, const char *key, int64_t value)
 {
-    buf_printf(line, ",\"%s\":%lld", key, (long long)value);
+    append_key(line, key);
+    append_int(line, value);
 }
 
 void log_double(buf *line, const char *key, double value)
 {
-    buf_printf(line, ",\"%s\":%.3f", key, value);
+    /* Three decimals, enough for milliseconds with microsecond detail. */
+    append_key(line, key);
+    if (value < 0 || value > 1e15) {
+        buf_printf(line, "%.3f", value);
+        return;
+    }
+    int64_t thousandths = (int64_t)(value * 1000 + 0.5);
+    append_int(line, thousandths / 1000);
+    char frac[5] = {'.', (char)('0' + thousandths / 100 % 10), (char)('0' + thousandths / 10 % 10),
+                    (char)('0' + thousandths % 10), 0};
+    buf_append(line, frac, 4);
 }
 
 void log_end(buf *line)

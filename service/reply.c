@@ -63,3 +63,25 @@ json_t *reply_string(const redisReply *r)
     json_t *s = json_stringn(r->str, r->len);
     return s ? s : json_string("");
 }
+
+static buf scratch = BUF_INIT;
+
+buf *reply_scratch(void)
+{
+    buf_reset(&scratch, 1 << 20);
+    return &scratch;
+}
+
+void reply_append(buf *b, const redisReply *r)
+{
+    if (r && r->type == REDIS_REPLY_STRING)
+        buf_append(b, r->str, r->len);
+    else
+        buf_append(b, "null", 4);
+}
+
+void reply_send(request *req, int status, buf *b)
+{
+    slice part = {b->data ? b->data : "", b->len};
+    request_reply_parts(req, status, &part, 1);
+}

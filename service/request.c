@@ -13,6 +13,8 @@
 #include "router.h"
 #include "server.h"
 
+#define JSON_TYPE "application/json; charset=utf-8"
+
 uint64_t request_now_ns(void)
 {
     struct timespec ts;
@@ -42,17 +44,25 @@ slice request_path_param(const request *req, size_t n)
 
 static void ensure_request_id(request *req)
 {
+    static const char hexd[] = "0123456789abcdef";
     static unsigned long long counter;
-    static unsigned prefix;
+    static char prefix[9];
     if (req->request_id[0])
         return;
-    if (!prefix) {
+    if (!prefix[0]) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        prefix = (unsigned)(ts.tv_nsec ^ (ts.tv_sec << 11) ^ (unsigned long)uv_os_getpid());
-        prefix |= 1;
+        unsigned p = (unsigned)(ts.tv_nsec ^ (ts.tv_sec << 11) ^ (unsigned long)uv_os_getpid());
+        for (int i = 7; i >= 0; i--, p >>= 4)
+            prefix[i] = hexd[p & 15];
     }
-    snprintf(req->request_id, sizeof req->request_id, "%08x-%012llx", prefix, ++counter);
+    /* "<8 hex: process>-<12 hex: sequence>" */
+    unsigned long long n = ++counter;
+    memcpy(req->request_id, prefix, 8);
+    req->request_id[8] = '-';
+    for (int i = 20; i >= 9; i--, n >>= 4)
+        req->request_id[i] = hexd[n & 15];
+    req->request_id[21] = '\0';
 }
 
 static void log_request(request *req)
@@ -72,9 +82,11 @@ static void log_request(request *req)
     log_end(l);
 }
 
+static const char *extra_headers_for(int status);
+
 /* Queues the bytes (unless the client is gone), logs, and hands the connection back. */
-static void finish(request *req, int status, const char *ctype, const char *extra, const char *body,
-                   size_t len)
+static void finish_parts(request *req, int status, const char *ctype, const char *extra,
+                         const slice *parts, size_t n)
 {
     conn *c = req->conn;
     ensure_request_id(req);
@@ -83,10 +95,22 @@ static void finish(request *req, int status, const char *ctype, const char *extr
     if (!c->closing) {
         if (c->srv->draining)
             c->close_after = true;
-        http_queue_response(c, status, req->request_id, ctype, extra, body, len);
+        http_queue_response(c, status, req->request_id, ctype, extra, parts, n);
     }
     log_request(req);
     http_conn_request_done(c);
+}
+
+static void finish(request *req, int status, const char *ctype, const char *extra, const char *body,
+                   size_t len)
+{
+    slice part = {body, len};
+    finish_parts(req, status, ctype, extra, &part, 1);
+}
+
+void request_reply_parts(request *req, int status, const slice *parts, size_t n)
+{
+    finish_parts(req, status, JSON_TYPE, extra_headers_for(status), parts, n);
 }
 
 static buf scratch = BUF_INIT;
@@ -110,8 +134,7 @@ void request_reply(request *req, int status, json_t *body)
         return;
     }
     json_decref(body);
-    finish(req, status, "application/json; charset=utf-8", extra_headers_for(status), scratch.data,
-           scratch.len);
+    finish(req, status, JSON_TYPE, extra_headers_for(status), scratch.data, scratch.len);
 }
 
 static void fail_with_headers(request *req, int status, const char *code, const char *message,
@@ -129,8 +152,8 @@ static void fail_with_headers(request *req, int status, const char *code, const 
         buf_append_str(&scratch, "\"");
     }
     buf_append_str(&scratch, "}}");
-    finish(req, status, "application/json; charset=utf-8",
-           extra ? extra : extra_headers_for(status), scratch.data, scratch.len);
+    finish(req, status, JSON_TYPE, extra ? extra : extra_headers_for(status), scratch.data,
+           scratch.len);
 }
 
 void request_fail(request *req, int status, const char *code, const char *message,

@@ -74,6 +74,9 @@ uint64_t request_now_ns(void);
 
 /* 405 with the Allow header. */
 void request_fail_allow(request *req, const char *allow);
+/* A JSON answer whose body is the concatenation of parts (pre-rendered JSON pieces); the
+ * parts are copied. */
+void request_reply_parts(request *req, int status, const slice *parts, size_t n);
 /* A non-JSON answer (the metrics text); body is copied. */
 void request_reply_raw(request *req, int status, const char *ctype, const char *body, size_t len);
 #endif

@@ -6,7 +6,6 @@
  * leaves them to hiredis, whose late callback then only frees them. */
 #include "store.h"
 
-#include <hiredis/adapters/libuv.h>
 #include <hiredis/async.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include "app.h"
 #include "log.h"
 #include "lua_scripts.h"
+#include "redis_uv.h"
 
 enum state { ST_DOWN, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_CLOSED };
 
@@ -191,6 +191,35 @@ void store_command(store *st, store_cb cb, void *data, int argc, const char **ar
         return;
     }
     submit(st, op, argc, argv, lens);
+}
+
+void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
+{
+    if (st->state != ST_READY) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    store_op *op = op_new(st, cb, data, 0);
+    if (!op) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    /* MULTI and the QUEUED answers carry no callback: EXEC's reply says it all, and a dropped
+     * connection answers EXEC's op with NULL like any other. */
+    static const char *multi[] = {"MULTI"};
+    static const size_t multi_len[] = {5};
+    int rc = redisAsyncCommandArgv(st->ac, NULL, NULL, 1, multi, multi_len);
+    for (int i = 0; rc == REDIS_OK && i < ncmds; i++)
+        rc = redisAsyncCommandArgv(st->ac, NULL, NULL, cmds[i].argc, cmds[i].argv, cmds[i].lens);
+    if (rc != REDIS_OK) {
+        free(op);
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    st->stats.commands += (uint64_t)ncmds + 1;
+    static const char *exec[] = {"EXEC"};
+    static const size_t exec_len[] = {4};
+    submit(st, op, 1, exec, exec_len);
 }
 
 void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
@@ -371,7 +400,7 @@ static void start_connect(store *st)
         return;
     }
     ac->data = st;
-    if (redisLibuvAttach(ac, st->app->loop) != REDIS_OK) {
+    if (redis_uv_attach(ac, st->app->loop) != REDIS_OK) {
         redisAsyncFree(ac);
         schedule_reconnect(st);
         return;

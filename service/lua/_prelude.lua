@@ -38,11 +38,38 @@ local function write_gate(entity, role, platform, who)
   return nil
 end
 
--- The entity as a reply: {flat hash, sorted owners}.
-local function entity_reply(entity, owners)
+-- A JSON string literal. cjson escapes '/' as '\/'; undo that so stored JSON reads naturally
+-- (safe: a literal backslash is always escaped as '\\' first).
+local function jstr(v)
+  return (string.gsub(cjson.encode(v or ''), '\\/', '/'))
+end
+
+local ENTITY_TEXT = {'twitter', 'discord', 'website', 'telegram', 'instagram', 'openseaSlug',
+  'imageURL', 'bannerURL', 'defaultDyNftThemeId', 'communityURLAlias'}
+
+-- Renders the entity's API JSON from its hash and owners, stores it in the hash's 'json' field
+-- (what reads return as is) and returns it.
+local function render_entity(entity, owners)
+  local h = redis.call('HGETALL', entity)
+  local f = {}
+  for i = 1, #h, 2 do f[h[i]] = h[i + 1] end
   local list = redis.call('SMEMBERS', owners)
   table.sort(list)
-  return {redis.call('HGETALL', entity), list}
+  local own = {}
+  for i, a in ipairs(list) do own[i] = '"' .. a .. '"' end
+  local parts = {'{"id":', jstr(f.id), ',"name":', jstr(f.name), ',"description":',
+    jstr(f.description), ',"ownerAddress":[', table.concat(own, ','), '],"contracts":',
+    f.contracts or '[]'}
+  for _, k in ipairs(ENTITY_TEXT) do
+    parts[#parts + 1] = ',"' .. k .. '":' .. jstr(f[k])
+  end
+  parts[#parts + 1] = ',"public":' .. (f.public == '0' and 'false' or 'true')
+  parts[#parts + 1] = ',"isEnabled":' .. (f.isEnabled == '0' and 'false' or 'true')
+  parts[#parts + 1] = ',"createdAt":' .. jstr(f.createdAt) .. ',"modifiedAt":' ..
+    jstr(f.modifiedAt) .. ',"createdBy":' .. jstr(f.createdBy) .. ',"__v":' .. (f.__v or '0') .. '}'
+  local json = table.concat(parts)
+  redis.call('HSET', entity, 'json', json)
+  return json
 end
 
 local function sorted_members(set)

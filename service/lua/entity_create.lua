@@ -1,6 +1,6 @@
 -- entity_create: a new entity with its owners, all or nothing.
 -- KEYS: entity, owners   ARGV: fields (JSON object of hash fields), owners (JSON array)
--- Returns {flat hash, sorted owners}.
+-- Returns the entity's JSON.
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return fail('CONFLICT', 'An entity with this id exists.')
 end
@@ -13,4 +13,4 @@ for k, v in pairs(fields) do
 end
 redis.call('HSET', KEYS[1], unpack(flat))
 redis.call('SADD', KEYS[2], unpack(owners))
-return entity_reply(KEYS[1], KEYS[2])
+return render_entity(KEYS[1], KEYS[2])

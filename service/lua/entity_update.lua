@@ -2,7 +2,7 @@
 -- KEYS: entity, owners, admins
 -- ARGV: caller, platform ('1'/'0'), expected __v ('' when not given), fields (JSON object of
 --       hash fields to set), owners (JSON array; replaces the set)
--- Returns {flat hash, sorted owners, the alias held before}.
+-- Returns {entity JSON, the alias held before}.
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'owners')
 if denied then return denied end
@@ -21,6 +21,4 @@ if #flat > 0 then redis.call('HSET', KEYS[1], unpack(flat)) end
 redis.call('HINCRBY', KEYS[1], '__v', 1)
 redis.call('DEL', KEYS[2])
 redis.call('SADD', KEYS[2], unpack(owners))
-local reply = entity_reply(KEYS[1], KEYS[2])
-reply[3] = old_alias
-return reply
+return {render_entity(KEYS[1], KEYS[2]), old_alias}

@@ -1,34 +1,40 @@
 -- level_upsert: creates or replaces a level as an owner or admin. Every skill id must be a
 -- skill of the entity, checked here so a level never refers to a skill that does not exist.
 -- KEYS: entity, owners, admins, skills, levels, level order
--- ARGV: caller, platform, level id, XP, record (JSON: strings only, so nothing loses precision;
---       description/endsAt absent = keep the stored value), now (ms), skill id...
--- Returns {created (1/0), stored record}.
+-- ARGV: caller, platform, level id, XP (decimal), entity id, name (JSON string), description
+--       (JSON string, or '' to keep the stored one), skillIds (JSON array), scores (JSON array),
+--       endsAt (JSON string or null, or '' to keep the stored one), now (ISO, JSON string),
+--       skill id...
+-- The Level JSON is assembled here in a fixed key order, numbers copied as the service wrote
+-- them (no Lua number ever holds XP). Returns {created (1/0), Level JSON}.
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
-for i = 7, #ARGV do
+for i = 12, #ARGV do
   if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 0 then
-    return fail('INVALID', 'skillIds[' .. (i - 7) .. '] skillIds[' .. (i - 7) ..
+    return fail('INVALID', 'skillIds[' .. (i - 12) .. '] skillIds[' .. (i - 12) ..
       '] is not a skill of this entity.')
   end
 end
-local rec = cjson.decode(ARGV[5])
 local old = redis.call('HGET', KEYS[5], ARGV[3])
-local created = 1
+local created, desc, ends, since = 1, ARGV[7], ARGV[10], ARGV[11]
 if old then
   created = 0
   local prev = cjson.decode(old)
-  rec.createdAt = prev.createdAt
-  if rec.description == nil then rec.description = prev.description end
-  if rec.endsAt == nil then rec.endsAt = prev.endsAt end
+  if desc == '' then desc = jstr(prev.description) end
+  if ends == '' then
+    ends = prev.endsAt == cjson.null and 'null' or jstr(prev.endsAt)
+  end
+  since = jstr(prev.createdAt)
+  redis.call('ZREM', KEYS[6], old)
 else
-  rec.createdAt = ARGV[6]
-  if rec.description == nil then rec.description = '' end
-  if rec.endsAt == nil then rec.endsAt = '' end
+  if desc == '' then desc = '""' end
+  if ends == '' then ends = 'null' end
 end
-rec.modifiedAt = ARGV[6]
-local stored = cjson.encode(rec)
-redis.call('HSET', KEYS[5], ARGV[3], stored)
-redis.call('ZADD', KEYS[6], tonumber(ARGV[4]), ARGV[3])
-return {created, stored}
+local json = '{"id":' .. jstr(ARGV[3]) .. ',"entityID":' .. jstr(ARGV[5]) .. ',"name":' ..
+  ARGV[6] .. ',"description":' .. desc .. ',"skillIds":' .. ARGV[8] .. ',"scores":' ..
+  ARGV[9] .. ',"endsAt":' .. ends .. ',"XP":' .. ARGV[4] .. ',"createdAt":' .. since ..
+  ',"modifiedAt":' .. ARGV[11] .. '}'
+redis.call('HSET', KEYS[5], ARGV[3], json)
+redis.call('ZADD', KEYS[6], ARGV[4], json)
+return {created, json}

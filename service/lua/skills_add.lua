@@ -1,9 +1,10 @@
 -- skills_add: adds skills as an owner or admin, all or nothing; names are unique per entity
 -- (compared by their normalized form: trimmed, ASCII case folded).
 -- KEYS: entity, owners, admins, skills, skill order, skill names
--- ARGV: caller, platform, createdAt (ms), then per skill: id, normalized name, record (JSON)
--- Returns the records in request order. Order scores are createdAt * 1000 + position, so a
--- batch keeps its request order (exact in a double until the year 2255).
+-- ARGV: caller, platform, createdAt (ms, unused here), then per skill: id, normalized name, Skill JSON
+-- Returns the Skill JSONs in request order. Order scores come from a per-entity sequence
+-- (the entity hash's skillSeq), so skills list in the order they were created, batches in
+-- request order, whatever the clocks of the instances say.
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
@@ -16,11 +17,11 @@ for i = 4, #ARGV, 3 do
   seen[norm] = true
 end
 local out = {}
-local base = tonumber(ARGV[3]) * 1000
+local seq = redis.call('HINCRBY', KEYS[1], 'skillSeq', (#ARGV - 3) / 3) - (#ARGV - 3) / 3
 for i = 4, #ARGV, 3 do
   redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 2])
   redis.call('HSET', KEYS[6], ARGV[i + 1], ARGV[i])
-  redis.call('ZADD', KEYS[5], base + #out, ARGV[i])
+  redis.call('ZADD', KEYS[5], seq + #out, ARGV[i + 2])
   out[#out + 1] = ARGV[i + 2]
 end
 return out
