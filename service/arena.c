@@ -12,6 +12,11 @@ struct arena_chunk {
 };
 
 #define CHUNK_MIN 4000
+/* Standard chunks are kept for the next request rather than freed: one malloc/free pair per
+ * request otherwise (and glibc consolidating its heap for chunks this size). Loop thread only. */
+#define CACHE_MAX 64
+static arena_chunk *cache;
+static int cached;
 
 void *arena_alloc(arena *a, size_t size)
 {
@@ -21,9 +26,13 @@ void *arena_alloc(arena *a, size_t size)
     arena_chunk *c = a->head;
     if (!c || c->cap - c->used < size) {
         size_t cap = size > CHUNK_MIN ? size : CHUNK_MIN;
-        c = malloc(sizeof *c + cap);
-        if (!c)
+        if (cap == CHUNK_MIN && cache) {
+            c = cache;
+            cache = c->next;
+            cached--;
+        } else if (!(c = malloc(sizeof *c + cap))) {
             return NULL;
+        }
         c->used = 0;
         c->cap = cap;
         c->next = a->head;
@@ -50,7 +59,13 @@ void arena_reset(arena *a)
     arena_chunk *c = a->head;
     while (c) {
         arena_chunk *next = c->next;
-        free(c);
+        if (c->cap == CHUNK_MIN && cached < CACHE_MAX) {
+            c->next = cache;
+            cache = c;
+            cached++;
+        } else {
+            free(c);
+        }
         c = next;
     }
     a->head = NULL;

@@ -64,6 +64,7 @@ typedef struct auth_ctx {
     bool rec_ok[EPOCHS];
     /* results */
     bool cached;
+    bool deferred; /* a read: revocation is checked with the handler's read */
     int store_status;
     bool revoked;
     int64_t matched_epoch;
@@ -221,6 +222,33 @@ const auth_stats *auth_get_stats(const auth *au)
     return &au->stats;
 }
 
+static void on_deferred_revocation(void *data, int status, redisReply *reply)
+{
+    request *req = data;
+    if (status == STORE_TIMEOUT)
+        req->auth_veto = 504;
+    else if (status != STORE_OK || reply->type != REDIS_REPLY_INTEGER)
+        req->auth_veto = 503;
+    else if (reply->integer != 0) {
+        req->auth_veto = 401;
+        req->app->auth->stats.revoked++;
+        req->app->auth->stats.ok--;
+    }
+}
+
+void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds)
+{
+    if (!req->revocation_key) {
+        store_exec(req->app->store, cb, req, ncmds, cmds);
+        return;
+    }
+    const char *argv[] = {"EXISTS", req->revocation_key};
+    size_t lens[] = {6, strlen(req->revocation_key)};
+    store_cmd pre = {2, argv, lens};
+    req->revocation_key = NULL;
+    store_exec_after(req->app->store, &pre, on_deferred_revocation, cb, req, ncmds, cmds);
+}
+
 static void unauthenticated(request *req, const char *message)
 {
     request_fail(req, 401, "unauthenticated", message, NULL);
@@ -271,6 +299,16 @@ static void finish(auth_ctx *ac)
         au->stats.revoked++;
         unauthenticated(req, "The signature has been revoked.");
         return;
+    }
+    if (ac->deferred) {
+        /* A read: the revocation check goes with the handler's own read (auth_store_exec). */
+        char *key = arena_alloc(&req->pool, KEYS_REVOKED_SIZE);
+        if (!key) {
+            request_fail_internal(req, "out of memory");
+            return;
+        }
+        keys_revoked(key, ac->revocation_id);
+        req->revocation_key = key;
     }
     au->stats.ok++;
     ac->matched_epoch = ac->epochs[matched];
@@ -397,7 +435,10 @@ void auth_authenticate(request *req, int mode, auth_next next)
         }
     }
 
-    ac->pending = ac->cached ? 1 : 2;
+    /* Reads have nothing to undo: their revocation check rides with the data read, one round
+     * trip. Writes check it first, in parallel with the recovery. */
+    ac->deferred = (req->route->flags & ROUTE_READ_WITH_REVOCATION) != 0;
+    ac->pending = (ac->cached ? 0 : 1) + (ac->deferred ? 0 : 1);
     if (!ac->cached) {
         /* Without an address only the current epoch is tried; with one, up to the expired
          * epoch so that the answer can say "expired". */
@@ -411,6 +452,11 @@ void auth_authenticate(request *req, int mode, auth_next next)
         }
     } else {
         au->stats.cache_hits++;
+    }
+    if (ac->deferred) {
+        if (ac->pending == 0)
+            finish(ac);
+        return;
     }
     char key[KEYS_REVOKED_SIZE];
     const char *argv[2] = {"EXISTS", key};

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "request.h"
+#include "store.h"
 
 struct app;
 typedef struct auth auth;
@@ -45,6 +46,10 @@ int64_t auth_request_epoch(const request *req);
 const char *auth_request_revocation_id(const request *req);
 
 const auth_stats *auth_get_stats(const auth *au);
+
+/* For read handlers: store_exec, with the revocation check the sign-in step left for the read
+ * (GET routes) sent ahead of it in the same write: one round trip for both. */
+void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds);
 
 /* True when the lowercase address is in PLATFORM_ADMINS. */
 bool auth_is_platform_admin(const auth *au, const char *caller);

@@ -75,6 +75,11 @@ void dispatch_request(request *req)
 
 void dispatch_request_reset(request *req)
 {
+    if (req->on_reset) {
+        void (*fn)(void *) = req->on_reset;
+        req->on_reset = NULL;
+        fn(req->on_reset_data);
+    }
     arena_reset(&req->pool);
     buf_reset(&req->url, 1024);
     buf_reset(&req->body, 1024);
@@ -94,5 +99,8 @@ void dispatch_request_reset(request *req)
     req->answered = false;
     req->status = 0;
     req->state = NULL;
+    req->revocation_key = NULL;
+    req->auth_veto = 0;
+    req->method = -1;
     req->auth = NULL;
 }

@@ -107,7 +107,7 @@ void entity_get(request *req)
     store_cmd cmds[4] = {{5, argv, lens}};
     role_probe probe;
     entity_role_probe(&probe, &k, req->caller, cmds + 1);
-    store_exec(req->app->store, on_entity_read, req, 4, cmds);
+    auth_store_exec(req, on_entity_read, 4, cmds);
 }
 
 /* ---- POST /api/entities: create or update ---- */
@@ -120,11 +120,14 @@ typedef struct post_state {
     bool claimed_new; /* this request took the alias: release it if the write fails */
     bool stale_checked;
     char holder[IDS_SIZE];
+    char holder_value[IDS_SIZE + 24]; /* the stale claim as stored, for compare-and-set */
     char *fields_json, *owners_json;
 } post_state;
 
-static void post_done(post_state *st)
+/* The request's reset hook: releases the JSON the post holds. */
+static void post_release(void *data)
 {
+    post_state *st = data;
     json_decref(st->body);
     json_decref(st->in.fields);
     free(st->fields_json);
@@ -155,7 +158,6 @@ static void on_write(void *data, int status, redisReply *r)
     if (failed && st->claimed_new)
         alias_release(req, st->in.alias, st->id);
     if (reply_store_failed(req, status, r)) {
-        post_done(st);
         return;
     }
     /* create: the entity JSON; update: {entity JSON, the alias held before} */
@@ -163,7 +165,6 @@ static void on_write(void *data, int status, redisReply *r)
     if (!st->creating) {
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
             r->element[1]->type != REDIS_REPLY_STRING) {
-            post_done(st);
             request_fail_internal(req, "entity write: unexpected reply");
             return;
         }
@@ -172,7 +173,6 @@ static void on_write(void *data, int status, redisReply *r)
         if (*old && st->in.has_alias && strcmp(old, st->in.alias) != 0)
             alias_release(req, old, st->id);
     }
-    post_done(st);
     if (json->type != REDIS_REPLY_STRING) {
         request_fail_internal(req, "entity write: unexpected reply");
         return;
@@ -192,7 +192,6 @@ static void write_entity(request *req)
     st->fields_json = json_dumps(st->in.fields, JSON_COMPACT);
     json_decref(owners);
     if (!st->owners_json || !st->fields_json) {
-        post_done(st);
         request_fail_internal(req, "entity write: encoding");
         return;
     }
@@ -224,7 +223,6 @@ static void claim_alias(request *req);
 
 static void alias_taken(request *req)
 {
-    post_done(req->state);
     request_fail(req, 409, "conflict", "That communityURLAlias belongs to another entity.",
                  "communityURLAlias");
 }
@@ -235,7 +233,6 @@ static void on_holder(void *data, int status, redisReply *r)
     request *req = data;
     post_state *st = req->state;
     if (reply_store_failed(req, status, r)) {
-        post_done(st);
         return;
     }
     if (r->type == REDIS_REPLY_STRING && !strcmp(r->str, st->in.alias)) {
@@ -246,29 +243,41 @@ static void on_holder(void *data, int status, redisReply *r)
     claim_alias(req);
 }
 
+/* A claim younger than this may belong to a write still on its way (on another instance):
+ * only an older one can be judged left over by a failed write. Well past any write deadline. */
+static long long alias_grace_seconds(const request *req)
+{
+    long long t = 2 * req->app->cfg.redis_timeout_ms / 1000 + 1;
+    return t > 60 ? t : 60;
+}
+
 static void on_claim(void *data, int status, redisReply *r)
 {
     request *req = data;
     post_state *st = req->state;
-    if (reply_store_failed(req, status, r)) {
-        post_done(st);
+    if (reply_store_failed(req, status, r))
         return;
-    }
-    if (r->type != REDIS_REPLY_STRING) {
-        post_done(st);
-        request_fail_internal(req, "alias_claim: unexpected reply");
-        return;
-    }
-    if (!strcmp(r->str, "+") || !strcmp(r->str, "=")) {
+    if (r->type == REDIS_REPLY_STRING && (!strcmp(r->str, "+") || !strcmp(r->str, "="))) {
         st->claimed_new = r->str[0] == '+';
         write_entity(req);
         return;
     }
-    if (st->stale_checked || !ids_valid(r->str, r->len, 'c')) {
+    /* {holder id, claim age in seconds, stored value} */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[2]->type != REDIS_REPLY_STRING ||
+        r->element[2]->len >= sizeof st->holder_value) {
+        request_fail_internal(req, "alias_claim: unexpected reply");
+        return;
+    }
+    const redisReply *holder = r->element[0];
+    if (st->stale_checked || !ids_valid(holder->str, holder->len, 'c') ||
+        strtoll(r->element[1]->str, NULL, 10) < alias_grace_seconds(req)) {
         alias_taken(req);
         return;
     }
-    memcpy(st->holder, r->str, IDS_SIZE);
+    memcpy(st->holder, holder->str, IDS_SIZE);
+    memcpy(st->holder_value, r->element[2]->str, r->element[2]->len + 1);
     entity_keys hk;
     keys_entity(&hk, st->holder);
     const char *argv[] = {"HGET", hk.entity, "communityURLAlias"};
@@ -281,7 +290,7 @@ static void claim_alias(request *req)
     post_state *st = req->state;
     char key[KEYS_ALIAS_SIZE];
     size_t klen = keys_alias(key, st->in.alias);
-    const char *stale = st->stale_checked ? st->holder : "";
+    const char *stale = st->stale_checked ? st->holder_value : "";
     const char *argv[] = {key, st->id, stale};
     size_t lens[] = {klen, strlen(st->id), strlen(stale)};
     store_script(req->app->store, LUA_ALIAS_CLAIM, on_claim, req, 1, 3, argv, lens);
@@ -295,18 +304,19 @@ void entity_post(request *req)
         return;
     }
     req->state = st;
-    st->body = validate_body(req);
-    if (!st->body)
-        return;
+    json_t *body = validate_body(req);
+    if (!body)
+        return; /* answered: st is gone with the request */
+    st->body = body;
+    req->on_reset = post_release;
+    req->on_reset_data = st;
     verr e;
     if (entity_parse_input(req, st->body, &st->in, &e) != 0) {
-        post_done(st);
         validate_fail(req, &e);
         return;
     }
     bool platform = is_platform(req);
     if (st->in.has_enabled && !platform) {
-        post_done(st);
         request_fail(req, 403, "forbidden", "Only platform admins may change isEnabled.", NULL);
         return;
     }
@@ -315,12 +325,10 @@ void entity_post(request *req)
     st->creating = !st->in.has_id;
     if (st->creating) {
         if (!strcmp(req->app->cfg.entity_creation, "platform") && !platform) {
-            post_done(st);
             request_fail(req, 403, "forbidden", "Only platform admins may create entities.", NULL);
             return;
         }
         if (ids_new(st->id, 'c') != 0) {
-            post_done(st);
             request_fail_internal(req, "no randomness for an id");
             return;
         }
@@ -331,7 +339,6 @@ void entity_post(request *req)
         if (!listed) {
             char(*more)[43] = arena_alloc(&req->pool, (st->in.nowners + 1) * sizeof *more);
             if (!more) {
-                post_done(st);
                 request_fail_internal(req, "out of memory");
                 return;
             }
@@ -454,7 +461,7 @@ void entity_users_get(request *req)
     role_probe probe;
     entity_role_probe(&probe, &k, req->caller, cmds + 1);
     cmds[4] = (store_cmd){7, range, rlens};
-    store_exec(req->app->store, on_members_page, req, 5, cmds);
+    auth_store_exec(req, on_members_page, 5, cmds);
 }
 
 /* ---- POST /api/entities/{id}/force-add ---- */

@@ -87,7 +87,7 @@ void skills_get(request *req)
     entity_role_probe(&probe, &k, req->caller, cmds + 1);
     cmds[4] = (store_cmd){4, skills, slens};
     cmds[5] = (store_cmd){4, levels, llens};
-    store_exec(req->app->store, on_skills_read, req, 6, cmds);
+    auth_store_exec(req, on_skills_read, 6, cmds);
 }
 
 /* ---- POST /api/skills (one, or several) ---- */

@@ -33,6 +33,7 @@ static int on_message_begin(llhttp_t *p)
 static int on_url(llhttp_t *p, const char *at, size_t len)
 {
     conn *c = conn_of(p);
+    c->req.method = p->method; /* known once the URL starts: logged even if parsing fails */
     if (c->req.url.len + len > MAX_URL_BYTES) {
         c->err_status = 414;
         return -1;
@@ -185,6 +186,7 @@ void http_conn_init(conn *c)
     c->parser.data = c; /* llhttp_init zeroes data */
     c->req.conn = c;
     c->req.app = c->srv->app;
+    c->req.method = -1; /* none read yet */
 }
 
 void http_conn_deinit(conn *c)
@@ -252,10 +254,22 @@ static size_t run(conn *c, const char *data, size_t len)
     return off;
 }
 
+/* After the client's EOF, nothing more can arrive: once no answer is owed, close. */
+static void close_if_done(conn *c)
+{
+    if (c->eof && !c->in_request)
+        c->close_after = true;
+}
+
 void http_conn_feed(conn *c, const char *data, size_t len)
 {
     if (c->closing)
         return;
+    if (len == 0) {
+        close_if_done(c);
+        server_conn_flush(c);
+        return;
+    }
     if (c->in_request || c->close_after || c->pending_in.len) {
         buf_append(&c->pending_in, data, len);
         if (!c->in_request && !c->close_after) {
@@ -267,6 +281,7 @@ void http_conn_feed(conn *c, const char *data, size_t len)
         if (off < len && !c->close_after)
             buf_append(&c->pending_in, data + off, len - off);
     }
+    close_if_done(c);
     server_conn_flush(c);
     server_conn_reading(c);
 }
@@ -281,6 +296,7 @@ void http_conn_request_done(conn *c)
         size_t off = run(c, c->pending_in.data, c->pending_in.len);
         buf_consume(&c->pending_in, off);
     }
+    close_if_done(c);
     server_conn_flush(c);
     server_conn_reading(c);
 }

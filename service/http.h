@@ -13,8 +13,8 @@ struct server;
 
 typedef struct conn {
     uv_tcp_t tcp;
-    uv_timer_t timer;
     uv_write_t wreq;
+    uint64_t deadline; /* loop time (ms) past which the server's sweep closes it; 0: none */
     struct server *srv;
     struct conn *prev, *next; /* the server's list of open connections */
     llhttp_t parser;
@@ -25,12 +25,13 @@ typedef struct conn {
     buf hname, hval; /* the header being parsed */
     size_t header_bytes;
     int err_status;   /* a limit hit while parsing: 413, 414 or 431 */
-    int handles_open; /* tcp + timer: the conn is freed when both are closed */
     bool in_request;  /* dispatched, not yet answered */
     bool in_execute;  /* parser loop on the stack: answers must not re-enter it */
     bool in_message;  /* between message begin and message complete */
     bool close_after; /* close once everything queued is written */
     bool closing;
+    bool tcp_closed;
+    bool eof; /* the client finished sending */
     bool reading;
     bool write_active;
     bool over_capacity;

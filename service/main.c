@@ -28,6 +28,8 @@ static void on_drained(server *srv)
     app *a = srv->app;
     log_event(LOG_INFO, "drained: closing", NULL);
     store_close(a->store);
+    uv_close((uv_handle_t *)&srv->drain_timer, NULL);
+    uv_close((uv_handle_t *)&srv->sweep_timer, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_close((uv_handle_t *)&sig_int, NULL);
     uv_close((uv_handle_t *)&log_timer, NULL);

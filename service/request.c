@@ -74,7 +74,8 @@ static void log_request(request *req)
     if (!l)
         return;
     log_str(l, "request_id", req->request_id);
-    log_str(l, "method", llhttp_method_name((llhttp_method_t)req->method));
+    log_str(l, "method",
+            req->method >= 0 ? llhttp_method_name((llhttp_method_t)req->method) : NULL);
     log_str(l, "route", req->route ? req->route->pattern : "-");
     log_int(l, "status", req->status);
     log_double(l, "duration_ms", (double)(request_now_ns() - start) / 1e6);
@@ -89,6 +90,25 @@ static void finish_parts(request *req, int status, const char *ctype, const char
                          const slice *parts, size_t n)
 {
     conn *c = req->conn;
+    if (req->auth_veto) {
+        /* The revocation check that ran with the handler's read refused the caller. */
+        int veto = req->auth_veto;
+        req->auth_veto = 0;
+        if (veto == 401)
+            request_fail(req, 401, "unauthenticated", "The signature has been revoked.", NULL);
+        else if (veto == 504)
+            request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
+        else
+            request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
+        return;
+    }
+    if (req->revocation_key && status < 400) {
+        /* A success may not leave before the revocation check: a route flagged to read with
+         * it answered without auth_store_exec. A bug, refused loudly. */
+        req->revocation_key = NULL;
+        request_fail_internal(req, "read route answered before its revocation check");
+        return;
+    }
     ensure_request_id(req);
     req->status = status;
     req->answered = true;

@@ -52,6 +52,14 @@ typedef struct request {
     int status;
     void *state;           /* handler-owned state (usually in the arena) */
     struct auth_ctx *auth; /* the sign-in step's result (arena), NULL when none ran */
+    /* Runs when the request is reset: releases what the handler holds outside the arena.
+     * Answering resets the request, so after an answer a handler touches none of its state. */
+    void (*on_reset)(void *data);
+    /* Sign-in checks finished after the handler started (auth.c): the revocation key still to
+     * check with the handler's read, and the status that then overrides its answer. */
+    const char *revocation_key;
+    int auth_veto;
+    void *on_reset_data;
 } request;
 
 /* Finds a decoded query parameter; NULL when absent. */

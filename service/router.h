@@ -20,8 +20,13 @@ typedef struct route {
     int method;          /* llhttp_method_t */
     const char *pattern; /* "/api/entities/{id}": a {name} segment matches one path segment */
     route_handler handler;
-    int auth; /* enum auth_mode */
+    int auth;  /* enum auth_mode */
+    int flags; /* ROUTE_* */
 } route;
+
+/* The handler reads through auth_store_exec(), so the revocation check may ride with its read
+ * (one round trip) instead of coming first. Only for handlers that change nothing. */
+#define ROUTE_READ_WITH_REVOCATION 1
 
 enum router_result { ROUTER_FOUND = 0, ROUTER_NOT_FOUND, ROUTER_METHOD_NOT_ALLOWED };
 

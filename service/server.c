@@ -12,8 +12,11 @@
 static char read_buffer[64 * 1024];
 static bool read_buffer_busy;
 
-/* Stop reading from a client whose responses pile up unread. */
+/* Stop reading from a client whose responses pile up unread, or who sends far ahead. */
 #define OUT_HIGH_WATER (1u << 20)
+#define IN_HIGH_WATER  (64u * 1024)
+/* How often deadlines are checked: one timer for all connections instead of one each. */
+#define SWEEP_MS 100
 
 static void conn_free(conn *c)
 {
@@ -30,23 +33,24 @@ static void conn_free(conn *c)
     free(c);
     if (srv->draining && srv->nconns == 0 && srv->on_drained) {
         uv_timer_stop(&srv->drain_timer);
+        uv_timer_stop(&srv->sweep_timer);
         void (*cb)(server *) = srv->on_drained;
         srv->on_drained = NULL;
         cb(srv);
     }
 }
 
-/* Frees the connection once its handles are closed and no answer is still owed to it. */
+/* Frees the connection once its socket is closed and no answer is still owed to it. */
 static void conn_release(conn *c)
 {
-    if (c->handles_open == 0 && !c->in_request)
+    if (c->tcp_closed && !c->in_request)
         conn_free(c);
 }
 
-static void on_handle_closed(uv_handle_t *h)
+static void on_tcp_closed(uv_handle_t *h)
 {
     conn *c = h->data;
-    c->handles_open--;
+    c->tcp_closed = true;
     conn_release(c);
 }
 
@@ -56,28 +60,32 @@ void server_conn_close(conn *c)
         return;
     c->closing = true;
     c->reading = false;
-    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
-    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
-}
-
-static void on_timer(uv_timer_t *t)
-{
-    conn *c = t->data;
-    /* An answer still owed has its own deadline (the Redis timeout); wait for it. */
-    if (!c->in_request)
-        server_conn_close(c);
+    c->deadline = 0;
+    uv_close((uv_handle_t *)&c->tcp, on_tcp_closed);
 }
 
 void server_conn_timer(conn *c, uint64_t ms)
 {
     if (!c->closing)
-        uv_timer_start(&c->timer, on_timer, ms, 0);
+        c->deadline = uv_now(c->srv->app->loop) + ms;
 }
 
 void server_conn_timer_stop(conn *c)
 {
-    if (!c->closing)
-        uv_timer_stop(&c->timer);
+    c->deadline = 0;
+}
+
+static void on_sweep(uv_timer_t *t)
+{
+    server *srv = t->data;
+    uint64_t now = uv_now(srv->app->loop);
+    conn *next;
+    for (conn *c = srv->conns; c; c = next) {
+        next = c->next;
+        /* An answer still owed has its own deadline (the Redis timeout); wait for it. */
+        if (c->deadline && now >= c->deadline && !c->in_request)
+            server_conn_close(c);
+    }
 }
 
 static void on_write(uv_write_t *w, int status)
@@ -154,8 +162,16 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     conn *c = s->data;
     if (b->base == read_buffer)
         read_buffer_busy = false;
+    if (n == UV_EOF) {
+        /* The client is done sending; what it sent is still answered, then the conn closes. */
+        uv_read_stop(s);
+        c->reading = false;
+        c->eof = true;
+        http_conn_feed(c, NULL, 0);
+        return;
+    }
     if (n < 0) {
-        /* Peer closed or failed. An answer still owed is dropped when it arrives. */
+        /* The connection failed. An answer still owed is dropped when it arrives. */
         uv_read_stop(s);
         c->reading = false;
         server_conn_close(c);
@@ -167,7 +183,9 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 
 void server_conn_reading(conn *c)
 {
-    bool want = !c->closing && !c->in_request && !c->close_after &&
+    /* Reading goes on while a request is answered (pipelined bytes wait in pending_in): toggling
+     * it would cost two epoll_ctl calls per request. */
+    bool want = !c->closing && !c->close_after && !c->eof && c->pending_in.len < IN_HIGH_WATER &&
                 c->out.len + c->writing.len < OUT_HIGH_WATER;
     if (want && !c->reading) {
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
@@ -190,9 +208,7 @@ static void on_connection(uv_stream_t *listener, int status)
         return;
     c->srv = srv;
     uv_tcp_init(srv->app->loop, &c->tcp);
-    uv_timer_init(srv->app->loop, &c->timer);
-    c->tcp.data = c->timer.data = c;
-    c->handles_open = 2;
+    c->tcp.data = c;
     c->next = srv->conns;
     if (srv->conns)
         srv->conns->prev = c;
@@ -222,7 +238,9 @@ int server_start(server *srv, app *a)
     srv->app = a;
     uv_tcp_init(a->loop, &srv->listener);
     uv_timer_init(a->loop, &srv->drain_timer);
-    srv->listener.data = srv->drain_timer.data = srv;
+    uv_timer_init(a->loop, &srv->sweep_timer);
+    srv->listener.data = srv->drain_timer.data = srv->sweep_timer.data = srv;
+    uv_timer_start(&srv->sweep_timer, on_sweep, SWEEP_MS, SWEEP_MS);
     struct sockaddr_storage addr;
     int rc = uv_ip4_addr(a->cfg.host, (int)a->cfg.port, (struct sockaddr_in *)&addr);
     if (rc != 0)
@@ -249,6 +267,7 @@ static void on_drain_timeout(uv_timer_t *t)
     for (conn *c = srv->conns; c; c = c->next)
         server_conn_close(c);
     /* Answers still owed are failed by the store as it closes; their conns are freed then. */
+    uv_timer_stop(&srv->sweep_timer);
     if (srv->on_drained) {
         void (*cb)(server *) = srv->on_drained;
         srv->on_drained = NULL;
@@ -271,6 +290,7 @@ void server_drain(server *srv)
             server_conn_close(c);
     }
     if (srv->nconns == 0) {
+        uv_timer_stop(&srv->sweep_timer);
         if (srv->on_drained) {
             void (*cb)(server *) = srv->on_drained;
             srv->on_drained = NULL;

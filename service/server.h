@@ -13,7 +13,8 @@ typedef struct server {
     struct app *app;
     uv_tcp_t listener;
     uv_timer_t drain_timer;
-    conn *conns; /* every open connection */
+    uv_timer_t sweep_timer; /* closes connections past their deadline */
+    conn *conns;            /* every open connection */
     size_t nconns;
     int port; /* the bound port (useful with PORT=0) */
     int draining;
@@ -27,7 +28,7 @@ int server_start(server *srv, struct app *app);
 void server_drain(server *srv);
 
 /* Connection plumbing used by the HTTP layer. */
-void server_conn_timer(conn *c, uint64_t ms); /* (re)arms the connection's one timer */
+void server_conn_timer(conn *c, uint64_t ms); /* sets the connection's one deadline */
 void server_conn_timer_stop(conn *c);
 void server_conn_flush(conn *c); /* writes queued responses; closes when asked and done */
 void server_conn_close(conn *c);

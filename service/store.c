@@ -109,9 +109,14 @@ static void on_tick(uv_timer_t *t)
     if (stall < 5000)
         stall = 5000;
     if (st->outstanding && st->ac && now - st->last_progress_ms > stall) {
+        /* Free, not disconnect: hiredis's disconnect waits for every pending reply, and a
+         * silent server sends none. Freeing answers them all (NULL) and the reconnect begins. */
         log_event(LOG_WARN, "redis stalled: reconnecting", NULL);
         st->last_progress_ms = now;
-        redisAsyncDisconnect(st->ac);
+        redisAsyncContext *ac = st->ac;
+        st->ac = NULL;
+        st->state = ST_DOWN;
+        redisAsyncFree(ac); /* on_disconnect schedules the reconnect */
     }
     if (!st->head && !st->outstanding)
         uv_timer_stop(&st->tick);
@@ -195,10 +200,20 @@ void store_command(store *st, store_cb cb, void *data, int argc, const char **ar
 
 void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
 {
+    store_exec_after(st, NULL, NULL, cb, data, ncmds, cmds);
+}
+
+void store_exec_after(store *st, const store_cmd *pre, store_cb pre_cb, store_cb cb, void *data,
+                      int ncmds, const store_cmd *cmds)
+{
     if (st->state != ST_READY) {
+        if (pre)
+            pre_cb(data, STORE_UNAVAILABLE, NULL);
         cb(data, STORE_UNAVAILABLE, NULL);
         return;
     }
+    if (pre)
+        store_command(st, pre_cb, data, pre->argc, pre->argv, pre->lens);
     store_op *op = op_new(st, cb, data, 0);
     if (!op) {
         cb(data, STORE_UNAVAILABLE, NULL);
@@ -279,6 +294,11 @@ const store_stats *store_get_stats(const store *st)
 
 /* --- connection life --- */
 
+static void on_reconnect_timer(uv_timer_t *t)
+{
+    start_connect(t->data);
+}
+
 static void schedule_reconnect(store *st)
 {
     if (st->state == ST_CLOSED)
@@ -286,7 +306,7 @@ static void schedule_reconnect(store *st)
     st->state = ST_DOWN;
     unsigned delay = st->backoff_ms;
     st->backoff_ms = st->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : st->backoff_ms * 2;
-    uv_timer_start(&st->reconnect, (uv_timer_cb)start_connect, delay, 0);
+    uv_timer_start(&st->reconnect, on_reconnect_timer, delay, 0);
 }
 
 static void on_handshake_reply(void *data, int status, redisReply *reply)

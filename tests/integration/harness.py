@@ -14,7 +14,8 @@ Environment: ENTITYD_BIN, ENTITYD_SIGN_BIN (default build/service/... relative t
 ENTITYD_FIXTURES, and ASAN_OPTIONS / UBSAN_OPTIONS, which are passed through to the service.
 ENTITYD_TEST_SLOW (a number) multiplies the generous deadlines; it defaults to 3 for a
 sanitizer build (detected from the binary) and 1 otherwise. ENTITYD_TEST_KEEP_TMP=1 keeps the
-temporary directory (logs of every process) after the run.
+temporary directory (logs of every process) after the run; it is kept anyway when a test
+fails.
 
 Overview:
   Redis(port=None, appendonly=False, appendfsync=None, password=None)
@@ -108,13 +109,16 @@ def tmpdir(prefix):
     return tempfile.mkdtemp(prefix=prefix, dir=_TMP_ROOT)
 
 
+_keep_tmp = bool(os.environ.get('ENTITYD_TEST_KEEP_TMP'))
+
+
 def _cleanup():
     for obj in list(_live):
         try:
             obj._force_kill()
         except Exception:
             pass
-    if not os.environ.get('ENTITYD_TEST_KEEP_TMP'):
+    if not _keep_tmp:
         shutil.rmtree(_TMP_ROOT, ignore_errors=True)
 
 
@@ -1127,6 +1131,10 @@ def main():
     runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2, resultclass=_CountingResult)
     t0 = time.monotonic()
     result = runner.run(suite)
+    global _keep_tmp
+    if not result.wasSuccessful():
+        _keep_tmp = True  # the logs of every process, for the failure's diagnosis
+        print('process logs kept in %s' % _TMP_ROOT)
     _cleanup()
     # A test that fails in its body and again in tearDown counts once.
     failed_ids = {t.id() for t, _ in result.failures + result.errors}

@@ -278,7 +278,8 @@ def load_yaml_subset(text):
 # ------------------------------------------------------------------------------------------
 # the two sides
 
-_ROUTE = re.compile(r'\{\s*HTTP_([A-Z]+)\s*,\s*"([^"]*)"\s*,\s*(\w+)\s*,\s*(AUTH_[A-Z]+)\s*\}')
+_ROUTE = re.compile(r'\{\s*HTTP_([A-Z]+)\s*,\s*"([^"]*)"\s*,\s*(\w+)\s*,\s*(AUTH_[A-Z]+)\s*'
+                    r'(?:,\s*[\w|\s]+)?\}')
 
 
 def parse_routes(source):

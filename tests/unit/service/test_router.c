@@ -69,15 +69,15 @@ static void h_part_update(request *req) {}
 static void h_fixed(request *req) {}
 
 static const route g_table[] = {
-    {HTTP_GET, "/things", h_list, AUTH_NONE},
-    {HTTP_POST, "/things", h_create, AUTH_REQUIRED},
-    {HTTP_GET, "/things/{id}", h_get, AUTH_OPTIONAL},
-    {HTTP_DELETE, "/things/{id}", h_delete, AUTH_REQUIRED},
-    {HTTP_GET, "/things/{id}/parts/{part}", h_part, AUTH_REQUIRED},
-    {HTTP_POST, "/things/{id}/parts/{part}/update", h_part_update, AUTH_RECOVER},
-    {HTTP_GET, "/fixed/{x}", h_fixed, AUTH_NONE},
-    {HTTP_GET, "/fixed/one", h_fixed, AUTH_NONE},
-    {HTTP_POST, "/fixed/one", h_fixed, AUTH_NONE},
+    {HTTP_GET, "/things", h_list, AUTH_NONE, 0},
+    {HTTP_POST, "/things", h_create, AUTH_REQUIRED, 0},
+    {HTTP_GET, "/things/{id}", h_get, AUTH_OPTIONAL, 0},
+    {HTTP_DELETE, "/things/{id}", h_delete, AUTH_REQUIRED, 0},
+    {HTTP_GET, "/things/{id}/parts/{part}", h_part, AUTH_REQUIRED, 0},
+    {HTTP_POST, "/things/{id}/parts/{part}/update", h_part_update, AUTH_RECOVER, 0},
+    {HTTP_GET, "/fixed/{x}", h_fixed, AUTH_NONE, 0},
+    {HTTP_GET, "/fixed/one", h_fixed, AUTH_NONE, 0},
+    {HTTP_POST, "/fixed/one", h_fixed, AUTH_NONE, 0},
 };
 #define G_N (sizeof g_table / sizeof g_table[0])
 
@@ -234,10 +234,10 @@ static void test_match_allow_with_overlapping_method_names(void **state)
     /* "LOCK" is a substring of "UNLOCK", "PATCH" of "PROPPATCH": each is its own method and
      * must appear in Allow. */
     static const route t[] = {
-        {HTTP_UNLOCK, "/res", h_list, AUTH_NONE},
-        {HTTP_LOCK, "/res", h_list, AUTH_NONE},
-        {HTTP_PROPPATCH, "/doc", h_list, AUTH_NONE},
-        {HTTP_PATCH, "/doc", h_list, AUTH_NONE},
+        {HTTP_UNLOCK, "/res", h_list, AUTH_NONE, 0},
+        {HTTP_LOCK, "/res", h_list, AUTH_NONE, 0},
+        {HTTP_PROPPATCH, "/doc", h_list, AUTH_NONE, 0},
+        {HTTP_PATCH, "/doc", h_list, AUTH_NONE, 0},
     };
     match m;
 

@@ -1,0 +1,237 @@
+"""Redis failures: killed, restarted, paused, unreachable at start, script cache lost."""
+
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import RawConn, scaled, http_request_bytes as req_bytes  # noqa: E402
+
+_wallets = []
+
+
+def fresh_wallet():
+    """A wallet never used before in this run (revoke consumes signatures)."""
+    if not _wallets:
+        _wallets.extend(harness.Wallet.random(16))
+    return _wallets.pop()
+
+
+def revoke_path(address, signature):
+    return '/api/auth/revoke?' + harness.auth_query(address, signature)
+
+
+class RedisTest(harness.ServiceTestCase):
+
+    def signed(self, svc):
+        """A fresh (address, signature) over svc's current message."""
+        msg, _ = harness.current_message(svc.port)
+        return fresh_wallet().sign(msg)
+
+    def revoke(self, svc, creds, timeout=10):
+        return svc.request('POST', revoke_path(*creds), timeout=timeout)
+
+    def assertRevokeOk(self, svc, creds):
+        self.assertOk(self.revoke(svc, creds))
+
+    def wait_ready(self, svc, timeout):
+        svc.wait_ready(timeout)
+
+    def log_msgs(self, svc):
+        return [r.get('msg') for r in svc.logs()]
+
+    # ------------------------------------------------------------------------------------
+
+    def test_killed_then_restarted_same_process(self):
+        r = self.redis()
+        svc = self.entityd(redis=r)
+        pid = svc.pid
+        self.assertRevokeOk(svc, self.signed(svc))
+        later = [self.signed(svc) for _ in range(2)]
+
+        r.kill()
+        t0 = time.monotonic()
+        svc.wait_ready(scaled(1), ready=False)
+        self.assertLess(time.monotonic() - t0, scaled(1))
+        self.assertEnvelope(svc.request('GET', '/readyz'), 503, 'unavailable')
+
+        t1 = time.monotonic()
+        resp = self.revoke(svc, later[0])
+        self.assertLess(time.monotonic() - t1, scaled(1))
+        self.assertEnvelope(resp, 503, 'unavailable')
+        # Routes that don't touch Redis keep working.
+        self.assertEqual(svc.request('GET', '/healthz')[0], 200)
+        self.assertEqual(svc.request('GET', '/api/auth/message')[0], 200)
+
+        r.restart()
+        # Backoff is capped at 2 s: well within this bound.
+        self.wait_ready(svc, scaled(8))
+        self.assertRevokeOk(svc, later[1])
+        # The one refused while Redis was down was never revoked: it works now.
+        self.assertRevokeOk(svc, later[0])
+        self.assertEqual(svc.pid, pid)
+        self.assertTrue(svc.alive())
+        harness.wait_for(lambda: self.log_msgs(svc).count('redis ready') >= 2, scaled(3),
+                         what='a second "redis ready" log line')
+        self.assertIn('redis disconnected', self.log_msgs(svc))
+
+    def test_repeated_outages(self):
+        r = self.redis()
+        svc = self.entityd(redis=r)
+        pid = svc.pid
+        for i in range(3):
+            creds = self.signed(svc)
+            if i % 2:
+                r.stop()
+            else:
+                r.kill()
+            svc.wait_ready(scaled(2), ready=False)
+            self.assertEnvelope(self.revoke(svc, creds), 503, 'unavailable')
+            r.restart()
+            self.wait_ready(svc, scaled(8))
+            self.assertRevokeOk(svc, creds)
+        self.assertEqual(svc.pid, pid)
+
+    def test_paused_redis_times_out_then_recovers(self):
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 300})
+        self.assertRevokeOk(svc, self.signed(svc))
+        creds = [self.signed(svc) for _ in range(5)]
+        keep = harness.Client(svc.port, timeout=scaled(10))
+        self.addCleanup(keep.close)
+        self.assertEqual(keep.request('GET', '/healthz')[0], 200)
+
+        r.pause()
+        try:
+            t0 = time.monotonic()
+            st, h, body = keep.request('POST', revoke_path(*creds[0]))
+            elapsed = time.monotonic() - t0
+            self.assertEnvelope((st, h, body), 504, 'timeout')
+            self.assertGreaterEqual(elapsed, 0.25)
+            self.assertLess(elapsed, 0.3 + scaled(0.7), 'took %.2fs' % elapsed)
+            # Several at once, on their own connections: each gets its 504.
+            results = [None] * 3
+
+            def one(i):
+                results[i] = self.revoke(svc, creds[1 + i], timeout=scaled(10))
+            ts = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(scaled(10))
+            for res in results:
+                self.assertIsNotNone(res)
+                self.assertEnvelope(res, 504, 'timeout')
+            # Unrelated routes are not held up.
+            t1 = time.monotonic()
+            self.assertEqual(svc.request('GET', '/healthz')[0], 200)
+            self.assertLess(time.monotonic() - t1, scaled(0.5))
+        finally:
+            r.resume()
+        # The late replies are dropped; the same keep-alive connection carries on.
+        self.wait_ready(svc, scaled(5))
+        self.assertOk(keep.request('POST', revoke_path(*creds[4])))
+        self.assertTrue(keep.same_socket())
+        self.assertOk(self.revoke(svc, self.signed(svc)))
+        self.assertEqual(svc.request('GET', '/healthz')[0], 200)
+
+    def test_request_in_flight_when_redis_dies(self):
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 5000})
+        creds = [self.signed(svc) for _ in range(3)]
+        r.pause()
+        conns = []
+        for i in range(2):
+            c = RawConn(svc.port, timeout=scaled(10))
+            self.addCleanup(c.close)
+            c.send(req_bytes('POST', revoke_path(*creds[i]), {'X-Request-Id': 'inflight-%d' % i}))
+            conns.append(c)
+        # Both are waiting on Redis (nothing comes back yet).
+        for c in conns:
+            self.assertEqual(c.read_available(0.3), b'')
+        t0 = time.monotonic()
+        r.kill()
+        for i, c in enumerate(conns):
+            resp = c.read_response(timeout=scaled(3))
+            self.assertEnvelope(resp, 503, 'unavailable')
+            self.assertEqual(resp.headers['x-request-id'], 'inflight-%d' % i)
+        # Long before the 5 s Redis timeout.
+        self.assertLess(time.monotonic() - t0, scaled(1))
+        r.restart()
+        self.wait_ready(svc, scaled(8))
+        self.assertRevokeOk(svc, creds[2])
+        # The connections that got the 503 are still usable.
+        conns[0].send(req_bytes('GET', '/healthz'))
+        self.assertEqual(conns[0].read_response().status, 200)
+
+    def test_unreachable_at_start_then_appears(self):
+        port = harness.free_port()
+        svc = self.entityd(env={'REDIS_URL': 'redis://127.0.0.1:%d/0' % port}, wait_ready=False)
+        self.assertEnvelope(svc.request('GET', '/readyz'), 503, 'unavailable')
+        self.assertEqual(svc.request('GET', '/healthz')[0], 200)
+        msg, _ = harness.current_message(svc.port)
+        creds = fresh_wallet().sign(msg)
+        self.assertEnvelope(self.revoke(svc, creds), 503, 'unavailable')
+        time.sleep(0.5)  # a few reconnect attempts fail meanwhile
+        r = self.redis(port=port)
+        self.wait_ready(svc, scaled(8))
+        self.assertRevokeOk(svc, creds)
+        self.assertIs(r.port, port)
+
+    def test_script_cache_flushed(self):
+        # Redis forgets the scripts (SCRIPT FLUSH, as after a failover): the revoke script is
+        # resent and still takes effect.
+        r = self.redis()
+        svc = self.entityd(redis=r)
+        creds = self.signed(svc)
+        self.assertEqual(r.cli('SCRIPT', 'FLUSH'), 'OK')
+        self.assertRevokeOk(svc, creds)
+        self.assertEnvelope(self.revoke(svc, creds), 401, 'unauthenticated',
+                            message_contains='revoked')
+        keys = r.cli('KEYS', '*')
+        self.assertEqual(len(keys), 1, keys)
+        ttl = r.cli('TTL', keys[0])
+        self.assertGreater(ttl, 0)
+
+    def test_password_and_database(self):
+        r = self.redis(password='pw-' + 'x' * 12)
+        svc = self.entityd(env={'REDIS_URL': 'redis://:%s@127.0.0.1:%d/3' % (r.password,
+                                                                             r.port)})
+        creds = self.signed(svc)
+        self.assertRevokeOk(svc, creds)
+        # The revocation landed in database 3.
+        self.assertEqual(r.cli('DBSIZE'), 0)
+        self.assertEqual(r.cli('SELECT', '3'), 'OK')
+        # A wrong password: never ready, still alive.
+        bad = self.entityd(env={'REDIS_URL': 'redis://:wrong@127.0.0.1:%d/0' % r.port},
+                           wait_ready=False)
+        time.sleep(0.5)
+        self.assertEnvelope(bad.request('GET', '/readyz'), 503, 'unavailable')
+        self.assertTrue(bad.alive())
+        self.assertIn('redis handshake failed', self.log_msgs(bad))
+
+    def test_silent_redis_is_abandoned(self):
+        # Redis stops answering for longer than the stall limit (max(2 x timeout, 5 s)) while
+        # a command is outstanding: the connection is given up, /readyz says so, and the
+        # service recovers when Redis answers again.
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 300})
+        creds = [self.signed(svc) for _ in range(2)]
+        r.pause()
+        try:
+            self.assertEnvelope(self.revoke(svc, creds[0]), 504, 'timeout')
+            harness.wait_for(lambda: 'redis stalled: reconnecting' in self.log_msgs(svc),
+                             scaled(10), interval=0.1, what='the stall to be detected')
+            # Once abandoned, the connection must no longer count as ready.
+            svc.wait_ready(scaled(2), ready=False)
+            self.assertIn(self.revoke(svc, creds[1])[0], (503, 504))
+        finally:
+            r.resume()
+        self.wait_ready(svc, scaled(8))
+        self.assertRevokeOk(svc, creds[1])
+
+
+if __name__ == '__main__':
+    harness.main()
