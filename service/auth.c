@@ -236,17 +236,18 @@ static void on_deferred_revocation(void *data, int status, redisReply *reply)
     }
 }
 
-void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds)
+void auth_store_script(request *req, int script, store_cb cb, int nkeys, int argc,
+                       const char **argv, const size_t *lens)
 {
-    if (!req->revocation_key) {
-        store_exec(req->app->store, cb, req, ncmds, cmds);
-        return;
+    if (req->revocation_key) {
+        /* Queued first on the one connection, so answered first: the veto is in place before
+         * the handler's callback runs (also when both fail at once). */
+        const char *eargv[] = {"EXISTS", req->revocation_key};
+        size_t elens[] = {6, strlen(req->revocation_key)};
+        req->revocation_key = NULL;
+        store_command(req->app->store, on_deferred_revocation, req, 2, eargv, elens);
     }
-    const char *argv[] = {"EXISTS", req->revocation_key};
-    size_t lens[] = {6, strlen(req->revocation_key)};
-    store_cmd pre = {2, argv, lens};
-    req->revocation_key = NULL;
-    store_exec_after(req->app->store, &pre, on_deferred_revocation, cb, req, ncmds, cmds);
+    store_script(req->app->store, script, cb, req, nkeys, argc, argv, lens);
 }
 
 static void unauthenticated(request *req, const char *message)
@@ -301,7 +302,7 @@ static void finish(auth_ctx *ac)
         return;
     }
     if (ac->deferred) {
-        /* A read: the revocation check goes with the handler's own read (auth_store_exec). */
+        /* A read: the revocation check goes with the handler's own read (auth_store_script). */
         char *key = arena_alloc(&req->pool, KEYS_REVOKED_SIZE);
         if (!key) {
             request_fail_internal(req, "out of memory");

@@ -28,7 +28,7 @@ int buf_reserve(buf *b, size_t extra)
     return 0;
 }
 
-int buf_append(buf *b, const void *data, size_t len)
+int buf_append_slow(buf *b, const void *data, size_t len)
 {
     if (buf_reserve(b, len) != 0)
         return -1;
@@ -39,9 +39,15 @@ int buf_append(buf *b, const void *data, size_t len)
     return 0;
 }
 
-int buf_append_str(buf *b, const char *s)
+int buf_append_uint(buf *b, unsigned long long v)
 {
-    return buf_append(b, s, strlen(s));
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return buf_append(b, tmp + i, sizeof tmp - i);
 }
 
 int buf_printf(buf *b, const char *fmt, ...)

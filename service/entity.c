@@ -144,31 +144,15 @@ void entity_fill_defaults(entity_input *in)
     json_object_set_new(in->fields, "__v", json_string("0"));
 }
 
-void entity_role_probe(role_probe *p, const entity_keys *k, const char *caller, store_cmd out[3])
+int entity_role_parse(const redisReply *r)
 {
-    static const char *const verbs[3] = {"SISMEMBER", "SISMEMBER", "HEXISTS"};
-    const char *keys[3] = {k->owners, k->admins, k->members};
-    size_t klens[3] = {k->owners_len, k->admins_len, k->members_len};
-    for (int i = 0; i < 3; i++) {
-        p->argv[i][0] = verbs[i];
-        p->lens[i][0] = strlen(verbs[i]);
-        p->argv[i][1] = keys[i];
-        p->lens[i][1] = klens[i];
-        p->argv[i][2] = caller;
-        p->lens[i][2] = strlen(caller);
-        out[i].argc = 3;
-        out[i].argv = p->argv[i];
-        out[i].lens = p->lens[i];
-    }
-}
-
-int entity_role_from(redisReply *const *r)
-{
-    if (r[0]->type == REDIS_REPLY_INTEGER && r[0]->integer == 1)
+    if (!r || r->type != REDIS_REPLY_STRING)
+        return ROLE_NONE;
+    if (!strcmp(r->str, "owner"))
         return ROLE_OWNER;
-    if (r[1]->type == REDIS_REPLY_INTEGER && r[1]->integer == 1)
+    if (!strcmp(r->str, "admin"))
         return ROLE_ADMIN;
-    if (r[2]->type == REDIS_REPLY_INTEGER && r[2]->integer == 1)
+    if (!strcmp(r->str, "member"))
         return ROLE_MEMBER;
     return ROLE_NONE;
 }

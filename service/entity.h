@@ -34,15 +34,8 @@ void entity_fill_defaults(entity_input *in);
 
 enum entity_role { ROLE_NONE = 0, ROLE_MEMBER, ROLE_ADMIN, ROLE_OWNER };
 
-/* The three commands that tell the caller's role (SISMEMBER owners, SISMEMBER admins, HEXISTS
- * members), to run in one MULTI with a read; `p` holds their arguments. */
-typedef struct role_probe {
-    const char *argv[3][3];
-    size_t lens[3][3];
-} role_probe;
-void entity_role_probe(role_probe *p, const entity_keys *k, const char *caller, store_cmd out[3]);
-/* The role from the probes' three replies (owner wins over admin over member). */
-int entity_role_from(redisReply *const *replies);
+/* A script's role answer: "owner", "admin", "member" or "". */
+int entity_role_parse(const redisReply *r);
 
 /* A stored flag ("0" false, anything else or absent true). */
 bool entity_flag(const redisReply *r);

@@ -44,19 +44,12 @@ static bool is_platform(request *req)
 
 /* ---- GET /api/entities/{id} ---- */
 
-/* Read-rule check on HMGET (json|id, isEnabled, public) and the role; answers on refusal. */
-static bool may_read(request *req, redisReply *fields, int role, bool unsigned_ok)
+/* The read rule over a read's flags and role; answers on refusal. */
+static bool may_read(request *req, const redisReply *enabled, const redisReply *is_public, int role,
+                     bool unsigned_ok)
 {
-    if (fields->type != REDIS_REPLY_ARRAY || fields->elements != 3) {
-        request_fail_internal(req, "entity read: unexpected reply");
-        return false;
-    }
-    if (fields->element[0]->type != REDIS_REPLY_STRING) {
-        request_fail(req, 404, "not_found", "No such entity.", NULL);
-        return false;
-    }
-    int rule = entity_read_rule(entity_flag(fields->element[1]), entity_flag(fields->element[2]),
-                                role, is_platform(req), req->signed_in, unsigned_ok);
+    int rule = entity_read_rule(entity_flag(enabled), entity_flag(is_public), role,
+                                is_platform(req), req->signed_in, unsigned_ok);
     if (rule) {
         entity_fail_read(req, rule);
         return false;
@@ -71,23 +64,25 @@ static void send_entity(request *req, int status, const redisReply *json)
     request_reply_parts(req, status, parts, 3);
 }
 
+/* Unsigned: HMGET json isEnabled public. Signed: read_entity.lua's {json, isEnabled, public,
+ * role}. */
 static void on_entity_read(void *data, int status, redisReply *r)
 {
     request *req = data;
     if (reply_store_failed(req, status, r))
         return;
-    int role = ROLE_NONE;
-    redisReply *fields = r;
-    if (req->signed_in) { /* EXEC: fields, then the three role probes */
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
-            request_fail_internal(req, "entity read: unexpected reply");
-            return;
-        }
-        fields = r->element[0];
-        role = entity_role_from(r->element + 1);
+    if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+                                       r->element[0]->type != REDIS_REPLY_STRING)) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return;
     }
-    if (may_read(req, fields, role, true))
-        send_entity(req, 200, fields->element[0]);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) {
+        request_fail_internal(req, "entity read: unexpected reply");
+        return;
+    }
+    int role = r->elements == 4 ? entity_role_parse(r->element[3]) : ROLE_NONE;
+    if (may_read(req, r->element[1], r->element[2], role, true))
+        send_entity(req, 200, r->element[0]);
 }
 
 void entity_get(request *req)
@@ -97,17 +92,16 @@ void entity_get(request *req)
         return;
     entity_keys k;
     keys_entity(&k, id);
-    const char *argv[] = {"HMGET", k.entity, "json", "isEnabled", "public"};
-    size_t lens[] = {5, k.entity_len, 4, 9, 6};
     if (!req->signed_in) {
         /* Unsigned: only a public, enabled entity is readable; no role to look up. */
+        const char *argv[] = {"HMGET", k.entity, "json", "isEnabled", "public"};
+        size_t lens[] = {5, k.entity_len, 4, 9, 6};
         store_command(req->app->store, on_entity_read, req, 5, argv, lens);
         return;
     }
-    store_cmd cmds[4] = {{5, argv, lens}};
-    role_probe probe;
-    entity_role_probe(&probe, &k, req->caller, cmds + 1);
-    auth_store_exec(req, on_entity_read, 4, cmds);
+    const char *argv[] = {k.entity, k.owners, k.admins, k.members, req->caller};
+    size_t lens[] = {k.entity_len, k.owners_len, k.admins_len, k.members_len, strlen(req->caller)};
+    auth_store_script(req, LUA_READ_ENTITY, on_entity_read, 4, 5, argv, lens);
 }
 
 /* ---- POST /api/entities: create or update ---- */
@@ -382,16 +376,20 @@ static void on_members_page(void *data, int status, redisReply *r)
     request *req = data;
     if (reply_store_failed(req, status, r))
         return;
-    /* EXEC: HMGET fields, three role probes, the page */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
-        r->element[4]->type != REDIS_REPLY_ARRAY) {
+    if (r->type == REDIS_REPLY_NIL) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return;
+    }
+    /* read_members.lua: {isEnabled, public, role, order entries} */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+        r->element[3]->type != REDIS_REPLY_ARRAY) {
         request_fail_internal(req, "members page: unexpected reply");
         return;
     }
-    if (!may_read(req, r->element[0], entity_role_from(r->element + 1), false))
+    if (!may_read(req, r->element[0], r->element[1], entity_role_parse(r->element[2]), false))
         return;
     long limit = (long)(intptr_t)req->state;
-    const redisReply *page = r->element[4];
+    const redisReply *page = r->element[3];
     size_t n = page->elements < (size_t)limit ? page->elements : (size_t)limit;
     buf *b = reply_scratch();
     buf_append_str(b, "{\"success\":true,\"users\":[");
@@ -453,15 +451,11 @@ void entity_users_get(request *req)
     req->state = (void *)(intptr_t)limit;
     entity_keys k;
     keys_entity(&k, id);
-    const char *fields[] = {"HMGET", k.entity, "id", "isEnabled", "public"};
-    size_t flens[] = {5, k.entity_len, 2, 9, 6};
-    const char *range[] = {"ZRANGEBYLEX", k.order, start, "+", "LIMIT", "0", count};
-    size_t rlens[] = {11, k.order_len, strlen(start), 1, 5, 1, strlen(count)};
-    store_cmd cmds[5] = {{5, fields, flens}};
-    role_probe probe;
-    entity_role_probe(&probe, &k, req->caller, cmds + 1);
-    cmds[4] = (store_cmd){7, range, rlens};
-    auth_store_exec(req, on_members_page, 5, cmds);
+    const char *argv[] = {k.entity, k.owners,    k.admins, k.members,
+                          k.order,  req->caller, start,    count};
+    size_t lens[] = {k.entity_len, k.owners_len,        k.admins_len,  k.members_len,
+                     k.order_len,  strlen(req->caller), strlen(start), strlen(count)};
+    auth_store_script(req, LUA_READ_MEMBERS, on_members_page, 5, 8, argv, lens);
 }
 
 /* ---- POST /api/entities/{id}/force-add ---- */

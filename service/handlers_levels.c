@@ -18,6 +18,8 @@
 
 #define XP_MAX           9007199254740991LL /* 2^53 - 1: exact in a JSON number */
 #define LEVEL_MAX_SKILLS 100
+/* level_upsert.lua's arguments before the skill ids: 7 keys and 11 values. */
+#define LEVEL_HEAD 18
 
 /* A validated level body as the JSON pieces level_upsert.lua assembles. Empty `description`
  * or `ends_at` means "keep the stored value" (or the default for a new level). */
@@ -191,7 +193,7 @@ void level_update(request *req)
     }
     json_decref(body);
     size_t n = json_array_size(in.ids);
-    size_t argc = 17 + n;
+    size_t argc = LEVEL_HEAD + n;
     const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
     size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
     if (!argv || !lens) {
@@ -211,6 +213,7 @@ void level_update(request *req)
                           k.skills,
                           k.levels,
                           k.level_order,
+                          k.skill_order,
                           req->caller,
                           auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
                           lvid,
@@ -222,12 +225,12 @@ void level_update(request *req)
                           buf_cstr(&in.scores),
                           buf_cstr(&in.ends_at),
                           now};
-    for (size_t i = 0; i < 17; i++)
+    for (size_t i = 0; i < LEVEL_HEAD; i++)
         argv[i] = head[i];
     for (size_t i = 0; i < n; i++)
-        argv[17 + i] = json_string_value(json_array_get(in.ids, i));
+        argv[LEVEL_HEAD + i] = json_string_value(json_array_get(in.ids, i));
     for (size_t i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
-    store_script(req->app->store, LUA_LEVEL_UPSERT, on_level, req, 6, (int)argc, argv, lens);
+    store_script(req->app->store, LUA_LEVEL_UPSERT, on_level, req, 7, (int)argc, argv, lens);
     input_free(&in); /* store_script copied the arguments */
 }

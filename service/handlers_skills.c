@@ -34,35 +34,32 @@ static void on_skills_read(void *data, int status, redisReply *r)
     request *req = data;
     if (reply_store_failed(req, status, r))
         return;
-    /* EXEC: HMGET fields, three role probes, skills, levels (stored API JSON, in order) */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 3 ||
-        r->element[4]->type != REDIS_REPLY_ARRAY || r->element[5]->type != REDIS_REPLY_ARRAY) {
-        request_fail_internal(req, "skills read: unexpected reply");
-        return;
-    }
-    const redisReply *fields = r->element[0];
-    if (fields->element[0]->type != REDIS_REPLY_STRING) {
+    if (r->type == REDIS_REPLY_NIL) {
         request_fail(req, 404, "not_found", "No such entity.", NULL);
         return;
     }
-    int rule = entity_read_rule(entity_flag(fields->element[1]), entity_flag(fields->element[2]),
-                                entity_role_from(r->element + 1),
-                                auth_is_platform_admin(req->app->auth, req->caller), req->signed_in,
-                                false);
+    /* read_skills.lua: {'"skills":[…],"levels":[…]', isEnabled, public, role} */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+        r->element[0]->type != REDIS_REPLY_STRING) {
+        request_fail_internal(req, "skills read: unexpected reply");
+        return;
+    }
+    int rule = entity_read_rule(
+        entity_flag(r->element[1]), entity_flag(r->element[2]), entity_role_parse(r->element[3]),
+        auth_is_platform_admin(req->app->auth, req->caller), req->signed_in, false);
     if (rule) {
         entity_fail_read(req, rule);
         return;
     }
-    buf *b = reply_scratch();
-    buf_append_str(b, "{\"success\":true,\"data\":{\"entityID\":\"");
-    buf_append(b, fields->element[0]->str, fields->element[0]->len);
-    buf_append_str(b, "\",\"skills\":");
-    append_list(b, r->element[4]);
-    buf_append_str(b, ",\"levels\":");
-    append_list(b, r->element[5]);
-    buf_append_str(b, "}}");
-    reply_send(req, 200, b);
+    static const char head[] = "{\"success\":true,\"data\":{\"entityID\":\"";
+    static const char mid[] = "\",";
+    const char *id = req->state;
+    slice parts[5] = {{head, sizeof head - 1},
+                      {id, IDS_SIZE - 1},
+                      {mid, sizeof mid - 1},
+                      {r->element[0]->str, r->element[0]->len},
+                      {"}}", 2}};
+    request_reply_parts(req, 200, parts, 5);
 }
 
 void skills_get(request *req)
@@ -74,20 +71,12 @@ void skills_get(request *req)
                            "entityID must be an entity id (c- followed by a lowercase UUIDv4).");
         return;
     }
+    req->state = (void *)id; /* the decoded parameter lives in the request arena */
     entity_keys k;
     keys_entity(&k, id);
-    const char *fields[] = {"HMGET", k.entity, "id", "isEnabled", "public"};
-    size_t flens[] = {5, k.entity_len, 2, 9, 6};
-    const char *skills[] = {"ZRANGE", k.skill_order, "0", "-1"};
-    size_t slens[] = {6, k.skill_order_len, 1, 2};
-    const char *levels[] = {"ZRANGE", k.level_order, "0", "-1"};
-    size_t llens[] = {6, k.level_order_len, 1, 2};
-    store_cmd cmds[6] = {{5, fields, flens}};
-    role_probe probe;
-    entity_role_probe(&probe, &k, req->caller, cmds + 1);
-    cmds[4] = (store_cmd){4, skills, slens};
-    cmds[5] = (store_cmd){4, levels, llens};
-    auth_store_exec(req, on_skills_read, 6, cmds);
+    const char *argv[] = {k.entity, k.owners, k.admins, k.members, req->caller};
+    size_t lens[] = {k.entity_len, k.owners_len, k.admins_len, k.members_len, strlen(req->caller)};
+    auth_store_script(req, LUA_READ_SKILLS, on_skills_read, 4, 5, argv, lens);
 }
 
 /* ---- POST /api/skills (one, or several) ---- */
@@ -158,6 +147,9 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* skills_add.lua's arguments before the per-skill triples: 7 keys, caller, platform, time. */
+#define SKILLS_HEAD 10
+
 static void add_skills(request *req, bool many)
 {
     add_state *st = arena_alloc(&req->pool, sizeof *st);
@@ -208,7 +200,7 @@ static void add_skills(request *req, bool many)
     isotime_format(now, created_iso);
 
     size_t count = rc == 0 ? json_array_size(names) : 0;
-    size_t argc = 9 + 3 * count;
+    size_t argc = SKILLS_HEAD + 3 * count;
     const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
     size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
     if (rc == 0 && (!argv || !lens)) {
@@ -257,9 +249,9 @@ static void add_skills(request *req, bool many)
             rc = -2;
             break;
         }
-        argv[9 + 3 * i] = sid;
-        argv[10 + 3 * i] = norm;
-        argv[11 + 3 * i] = stored;
+        argv[SKILLS_HEAD + 3 * i] = sid;
+        argv[SKILLS_HEAD + 1 + 3 * i] = norm;
+        argv[SKILLS_HEAD + 2 + 3 * i] = stored;
     }
     json_decref(names);
     json_decref(descs);
@@ -275,7 +267,7 @@ static void add_skills(request *req, bool many)
     /* A duplicate inside the request is a conflict too; the script checks it again. */
     for (size_t i = 0; i < count; i++)
         for (size_t j = i + 1; j < count; j++)
-            if (!strcmp(argv[10 + 3 * i], argv[10 + 3 * j])) {
+            if (!strcmp(argv[SKILLS_HEAD + 1 + 3 * i], argv[SKILLS_HEAD + 1 + 3 * j])) {
                 request_fail(req, 409, "conflict", "Two skills in the request have one name.",
                              NULL);
                 return;
@@ -288,14 +280,15 @@ static void add_skills(request *req, bool many)
                           k.skills,
                           k.skill_order,
                           k.skill_names,
+                          k.level_order,
                           req->caller,
                           auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
                           arena_strndup(&req->pool, created, strlen(created))};
-    for (size_t i = 0; i < 9; i++)
+    for (size_t i = 0; i < SKILLS_HEAD; i++)
         argv[i] = head[i];
     for (size_t i = 0; i < argc; i++)
         lens[i] = argv[i] ? strlen(argv[i]) : 0;
-    store_script(req->app->store, LUA_SKILLS_ADD, on_skills_added, req, 6, (int)argc, argv, lens);
+    store_script(req->app->store, LUA_SKILLS_ADD, on_skills_added, req, 7, (int)argc, argv, lens);
 }
 
 void skills_post(request *req)

@@ -339,18 +339,6 @@ static const char *reason(int status)
     }
 }
 
-/* Appends the decimal form of v. */
-static void append_uint(buf *b, size_t v)
-{
-    char tmp[24];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    buf_append(b, tmp + i, sizeof tmp - i);
-}
-
 void http_queue_response(conn *c, int status, const char *request_id, const char *content_type,
                          const char *extra_headers, const slice *parts, size_t n)
 {
@@ -361,13 +349,13 @@ void http_queue_response(conn *c, int status, const char *request_id, const char
     if (buf_reserve(o, body_len + 256) != 0)
         return;
     buf_append_str(o, "HTTP/1.1 ");
-    append_uint(o, (size_t)status);
+    buf_append_uint(o, (size_t)status);
     buf_append(o, " ", 1);
     buf_append_str(o, reason(status));
     buf_append_str(o, "\r\nContent-Type: ");
     buf_append_str(o, content_type);
     buf_append_str(o, "\r\nContent-Length: ");
-    append_uint(o, body_len);
+    buf_append_uint(o, body_len);
     buf_append_str(o, "\r\nX-Request-Id: ");
     buf_append_str(o, request_id);
     buf_append_str(o, "\r\n");

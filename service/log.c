@@ -91,6 +91,18 @@ void log_strn(buf *line, const char *key, const char *value, size_t len)
     buf_append(line, "\"", 1);
 }
 
+void log_str_safe(buf *line, const char *key, const char *value)
+{
+    if (!value) {
+        log_str(line, key, NULL);
+        return;
+    }
+    append_key(line, key);
+    buf_append(line, "\"", 1);
+    buf_append_str(line, value);
+    buf_append(line, "\"", 1);
+}
+
 void log_str(buf *line, const char *key, const char *value)
 {
     if (!value) {

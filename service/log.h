@@ -19,6 +19,8 @@ int log_enabled(int level);
 buf *log_begin(int level, const char *msg);
 void log_str(buf *line, const char *key, const char *value);
 void log_strn(buf *line, const char *key, const char *value, size_t len);
+/* For values that need no JSON escaping (ids, route templates, addresses): no scan. */
+void log_str_safe(buf *line, const char *key, const char *value);
 void log_int(buf *line, const char *key, int64_t value);
 void log_double(buf *line, const char *key, double value);
 void log_end(buf *line);

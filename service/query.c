@@ -22,6 +22,12 @@ static char *decode(arena *pool, const char *s, size_t len, size_t *out_len, int
         *err = QUERY_ENOMEM;
         return NULL;
     }
+    if (!memchr(s, '%', len) && !memchr(s, '+', len)) {
+        memcpy(d, s, len); /* the usual case: nothing to decode */
+        d[len] = '\0';
+        *out_len = len;
+        return d;
+    }
     size_t j = 0;
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '+') {

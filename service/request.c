@@ -73,13 +73,15 @@ static void log_request(request *req)
     buf *l = log_begin(req->status >= 500 ? LOG_ERROR : LOG_INFO, "request");
     if (!l)
         return;
-    log_str(l, "request_id", req->request_id);
-    log_str(l, "method",
-            req->method >= 0 ? llhttp_method_name((llhttp_method_t)req->method) : NULL);
-    log_str(l, "route", req->route ? req->route->pattern : "-");
+    /* All four are known to need no escaping: request ids are checked printable ASCII without
+     * quotes or backslashes (http.c), the rest come from tables or are hex. */
+    log_str_safe(l, "request_id", req->request_id);
+    log_str_safe(l, "method",
+                 req->method >= 0 ? llhttp_method_name((llhttp_method_t)req->method) : NULL);
+    log_str_safe(l, "route", req->route ? req->route->pattern : "-");
     log_int(l, "status", req->status);
     log_double(l, "duration_ms", (double)(request_now_ns() - start) / 1e6);
-    log_str(l, "caller", req->caller[0] ? req->caller : NULL);
+    log_str_safe(l, "caller", req->caller[0] ? req->caller : NULL);
     log_end(l);
 }
 
@@ -104,7 +106,7 @@ static void finish_parts(request *req, int status, const char *ctype, const char
     }
     if (req->revocation_key && status < 400) {
         /* A success may not leave before the revocation check: a route flagged to read with
-         * it answered without auth_store_exec. A bug, refused loudly. */
+         * it answered without auth_store_script. A bug, refused loudly. */
         req->revocation_key = NULL;
         request_fail_internal(req, "read route answered before its revocation check");
         return;

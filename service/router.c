@@ -7,6 +7,14 @@
 
 size_t router_normalize(char *path, size_t len)
 {
+    /* Most paths need nothing: no "//" anywhere and no trailing slash. */
+    bool clean = len <= 1 || path[len - 1] != '/';
+    for (size_t i = 1; clean && i < len; i++)
+        clean = !(path[i] == '/' && path[i - 1] == '/');
+    if (clean) {
+        path[len] = '\0';
+        return len;
+    }
     size_t j = 0;
     for (size_t i = 0; i < len; i++) {
         if (path[i] == '/' && j > 0 && path[j - 1] == '/')

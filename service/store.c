@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "buf.h"
 #include "log.h"
 #include "lua_scripts.h"
 #include "redis_uv.h"
@@ -28,7 +29,45 @@ typedef struct store_op {
     int argc;
     char **argv; /* for script ops: a private copy, in the same allocation as the op */
     size_t *lens;
+    size_t extra; /* bytes allocated past the op (0: a plain op, recycled) */
 } store_op;
+
+/* Plain ops are recycled: one malloc/free pair per command otherwise. Loop thread only. */
+#define OP_CACHE_MAX 256
+static store_op *op_cache;
+static int op_cached;
+
+static void op_free(store_op *op)
+{
+    if (op->extra == 0 && op_cached < OP_CACHE_MAX) {
+        op->next = op_cache;
+        op_cache = op;
+        op_cached++;
+        return;
+    }
+    free(op);
+}
+
+/* RESP framing done here rather than by hiredis's printf-style formatter, which cost more
+ * than the rest of a read's handling. */
+static buf resp = BUF_INIT;
+
+static int send_command(redisAsyncContext *ac, redisCallbackFn *fn, void *priv, int argc,
+                        const char **argv, const size_t *lens)
+{
+    buf_reset(&resp, 1 << 20);
+    buf_append(&resp, "*", 1);
+    buf_append_uint(&resp, (unsigned long long)argc);
+    buf_append(&resp, "\r\n", 2);
+    for (int i = 0; i < argc; i++) {
+        buf_append(&resp, "$", 1);
+        buf_append_uint(&resp, lens[i]);
+        buf_append(&resp, "\r\n", 2);
+        buf_append(&resp, argv[i], lens[i]);
+        buf_append(&resp, "\r\n", 2);
+    }
+    return redisAsyncFormattedCommand(ac, fn, priv, resp.data, resp.len);
+}
 
 struct store {
     app *app;
@@ -149,15 +188,21 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
         }
         op_answer(op, reply ? STORE_OK : STORE_UNAVAILABLE, reply);
     }
-    free(op);
+    op_free(op);
 }
 
 static store_op *op_new(store *st, store_cb cb, void *data, size_t extra)
 {
-    store_op *op = malloc(sizeof *op + extra);
-    if (!op)
+    store_op *op;
+    if (extra == 0 && op_cache) {
+        op = op_cache;
+        op_cache = op->next;
+        op_cached--;
+    } else if (!(op = malloc(sizeof *op + extra))) {
         return NULL;
+    }
     memset(op, 0, sizeof *op);
+    op->extra = extra;
     op->st = st;
     op->cb = cb;
     op->data = data;
@@ -168,10 +213,10 @@ static store_op *op_new(store *st, store_cb cb, void *data, size_t extra)
 
 static void submit(store *st, store_op *op, int argc, const char **argv, const size_t *lens)
 {
-    if (redisAsyncCommandArgv(st->ac, on_reply, op, argc, argv, lens) != REDIS_OK) {
+    if (send_command(st->ac, on_reply, op, argc, argv, lens) != REDIS_OK) {
         store_cb cb = op->cb;
         void *data = op->data;
-        free(op);
+        op_free(op);
         cb(data, STORE_UNAVAILABLE, NULL);
         return;
     }
@@ -196,45 +241,6 @@ void store_command(store *st, store_cb cb, void *data, int argc, const char **ar
         return;
     }
     submit(st, op, argc, argv, lens);
-}
-
-void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
-{
-    store_exec_after(st, NULL, NULL, cb, data, ncmds, cmds);
-}
-
-void store_exec_after(store *st, const store_cmd *pre, store_cb pre_cb, store_cb cb, void *data,
-                      int ncmds, const store_cmd *cmds)
-{
-    if (st->state != ST_READY) {
-        if (pre)
-            pre_cb(data, STORE_UNAVAILABLE, NULL);
-        cb(data, STORE_UNAVAILABLE, NULL);
-        return;
-    }
-    if (pre)
-        store_command(st, pre_cb, data, pre->argc, pre->argv, pre->lens);
-    store_op *op = op_new(st, cb, data, 0);
-    if (!op) {
-        cb(data, STORE_UNAVAILABLE, NULL);
-        return;
-    }
-    /* MULTI and the QUEUED answers carry no callback: EXEC's reply says it all, and a dropped
-     * connection answers EXEC's op with NULL like any other. */
-    static const char *multi[] = {"MULTI"};
-    static const size_t multi_len[] = {5};
-    int rc = redisAsyncCommandArgv(st->ac, NULL, NULL, 1, multi, multi_len);
-    for (int i = 0; rc == REDIS_OK && i < ncmds; i++)
-        rc = redisAsyncCommandArgv(st->ac, NULL, NULL, cmds[i].argc, cmds[i].argv, cmds[i].lens);
-    if (rc != REDIS_OK) {
-        free(op);
-        cb(data, STORE_UNAVAILABLE, NULL);
-        return;
-    }
-    st->stats.commands += (uint64_t)ncmds + 1;
-    static const char *exec[] = {"EXEC"};
-    static const size_t exec_len[] = {4};
-    submit(st, op, 1, exec, exec_len);
 }
 
 void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,

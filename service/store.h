@@ -40,21 +40,6 @@ bool store_connected(const store *st);
  * not ready, cb runs before this returns, with STORE_UNAVAILABLE. */
 void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens);
-/* One command of a transaction. */
-typedef struct store_cmd {
-    int argc;
-    const char **argv;
-    const size_t *lens;
-} store_cmd;
-
-/* Sends MULTI, the commands and EXEC in one pipelined write: an atomic read or write in one
- * round trip without a script. cb gets EXEC's reply (an array with one reply per command). */
-void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds);
-/* store_exec with one command sent just before the MULTI in the same write: its reply comes
- * first, to pre_cb (same data), and never later than cb's. pre may be NULL. */
-void store_exec_after(store *st, const store_cmd *pre, store_cb pre_cb, store_cb cb, void *data,
-                      int ncmds, const store_cmd *cmds);
-
 /* Runs a script by its id (lua_scripts.h) with EVALSHA; argv holds nkeys keys then the
  * arguments. A NOSCRIPT answer is retried once with the script's source. */
 void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,

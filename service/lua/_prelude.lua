@@ -72,6 +72,14 @@ local function render_entity(entity, owners)
   return json
 end
 
+-- Renders the skill tree fragment '"skills":[…],"levels":[…]' from the order sets (Skill and
+-- Level JSONs in API order) into the entity hash's 'skilltree' field, what reads return as is.
+local function render_skilltree(entity, skill_order, level_order)
+  local frag = '"skills":[' .. table.concat(redis.call('ZRANGE', skill_order, 0, -1), ',') ..
+    '],"levels":[' .. table.concat(redis.call('ZRANGE', level_order, 0, -1), ',') .. ']'
+  redis.call('HSET', entity, 'skilltree', frag)
+end
+
 local function sorted_members(set)
   local list = redis.call('SMEMBERS', set)
   table.sort(list)

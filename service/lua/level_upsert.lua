@@ -1,6 +1,6 @@
 -- level_upsert: creates or replaces a level as an owner or admin. Every skill id must be a
 -- skill of the entity, checked here so a level never refers to a skill that does not exist.
--- KEYS: entity, owners, admins, skills, levels, level order
+-- KEYS: entity, owners, admins, skills, levels, level order, skill order
 -- ARGV: caller, platform, level id, XP (decimal), entity id, name (JSON string), description
 --       (JSON string, or '' to keep the stored one), skillIds (JSON array), scores (JSON array),
 --       endsAt (JSON string or null, or '' to keep the stored one), now (ISO, JSON string),
@@ -37,4 +37,5 @@ local json = '{"id":' .. jstr(ARGV[3]) .. ',"entityID":' .. jstr(ARGV[5]) .. ',"
   ',"modifiedAt":' .. ARGV[11] .. '}'
 redis.call('HSET', KEYS[5], ARGV[3], json)
 redis.call('ZADD', KEYS[6], ARGV[4], json)
+render_skilltree(KEYS[1], KEYS[7], KEYS[6])
 return {created, json}

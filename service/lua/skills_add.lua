@@ -1,6 +1,6 @@
 -- skills_add: adds skills as an owner or admin, all or nothing; names are unique per entity
 -- (compared by their normalized form: trimmed, ASCII case folded).
--- KEYS: entity, owners, admins, skills, skill order, skill names
+-- KEYS: entity, owners, admins, skills, skill order, skill names, level order
 -- ARGV: caller, platform, createdAt (ms, unused here), then per skill: id, normalized name, Skill JSON
 -- Returns the Skill JSONs in request order. Order scores come from a per-entity sequence
 -- (the entity hash's skillSeq), so skills list in the order they were created, batches in
@@ -24,4 +24,5 @@ for i = 4, #ARGV, 3 do
   redis.call('ZADD', KEYS[5], seq + #out, ARGV[i + 2])
   out[#out + 1] = ARGV[i + 2]
 end
+render_skilltree(KEYS[1], KEYS[5], KEYS[7])
 return out
