@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "address.h"
 #include "app.h"
@@ -21,6 +24,8 @@
 #include "sigcache.h"
 #include "signin.h"
 #include "store.h"
+
+#define POOL_NICE 10
 
 /* Messages of the current epoch and the two before it (the oldest only to name "expired"). */
 #define EPOCHS 3
@@ -337,9 +342,22 @@ static void on_revocation(void *data, int status, redisReply *reply)
     half_done(ac);
 }
 
+/* Pool threads run at a lower priority than the loop: with more pool threads than cores, a
+ * burst of signature checks would otherwise starve the loop, and every unsigned request and
+ * probe with it. Each pool thread lowers itself once (Linux: per-thread nice). */
+static void lower_thread_priority(void)
+{
+    static _Thread_local bool lowered;
+    if (lowered)
+        return;
+    lowered = true;
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), POOL_NICE);
+}
+
 static void work_recover(uv_work_t *w)
 {
     auth_ctx *ac = w->data;
+    lower_thread_priority();
     for (int i = 0; i < ac->tries; i++) {
         ac->rec_ok[i] = sig_recover(ac->ctx, &ac->sig, ac->hashes[i], ac->rec[i]) == 0;
         /* With an address, stop at the first epoch that matches it. */

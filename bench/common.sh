@@ -1,0 +1,278 @@
+# shellcheck shell=bash disable=SC2034  # (the W_*, E_*, REDIS_* globals are for the callers)
+# bench/common.sh: shared by scripts/bench and scripts/bench-auth. Sourced, not run.
+# Every process started here is recorded and stopped by its PID at exit; every wait is bounded;
+# everything listens on 127.0.0.1 only; temp files live in one directory removed at exit
+# (BENCH_KEEP=1 keeps it, for the logs).
+
+. scripts/lib.sh
+
+BENCH_PIDS=()
+BENCH_TMP=""
+BENCH_EXTRA_DIRS=()
+BENCH_WARMUP=${BENCH_WARMUP:-2}     # seconds of wrk before each measured run
+BENCH_DURATION=${BENCH_DURATION:-10} # seconds of each measured wrk run
+BENCH_LOG_LEVEL=${BENCH_LOG_LEVEL:-warn}
+BIN=build-release
+
+bench_log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+
+# bench_alive PID WHAT: exit 1, saying how PID ended, unless it still runs.
+bench_alive() {
+  kill -0 "$1" 2>/dev/null && return 0
+  local rc=0
+  wait "$1" 2>/dev/null || rc=$?
+  bench_log "$2 (pid $1) is gone: exit status $rc$([ "$rc" -gt 128 ] && echo " (signal $((rc - 128)))")"
+  return 1
+}
+
+bench_stop_pid() {
+  local pid=$1 i
+  kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    bench_log "pid $pid did not stop on SIGTERM within 10 s: SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+# bench_forget PID: stop it now and drop it from the exit list.
+bench_forget() {
+  local pid=$1 keep=() p
+  bench_stop_pid "$pid"
+  for p in "${BENCH_PIDS[@]}"; do [ "$p" = "$pid" ] || keep+=("$p"); done
+  BENCH_PIDS=("${keep[@]}")
+}
+
+bench_cleanup() {
+  local rc=$? i
+  trap - EXIT INT TERM
+  for ((i = ${#BENCH_PIDS[@]} - 1; i >= 0; i--)); do
+    bench_stop_pid "${BENCH_PIDS[$i]}"
+  done
+  if [ -n "$BENCH_TMP" ]; then
+    if [ "${BENCH_KEEP:-0}" = 1 ]; then
+      bench_log "logs kept in $BENCH_TMP ${BENCH_EXTRA_DIRS[*]}"
+    else
+      rm -rf "$BENCH_TMP" "${BENCH_EXTRA_DIRS[@]}"
+    fi
+  fi
+  exit "$rc"
+}
+
+bench_init() {
+  BENCH_TMP=$(mktemp -d /tmp/entityd-bench.XXXXXX)
+  trap bench_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+
+# bench_packages PKG...: ensure_packages, waiting (bounded) for another apt's lock, and
+# stopping a system nginx that installing the package may have started.
+bench_packages() {
+  local had_nginx=1
+  dpkg-query -W -f='${Status}' nginx 2>/dev/null | grep -q 'install ok installed' || had_nginx=0
+  local conf
+  conf=$(mktemp)
+  echo 'DPkg::Lock::Timeout "600";' >"$conf"
+  APT_CONFIG=$conf ensure_packages "$@"
+  rm -f "$conf"
+  if [ "$had_nginx" = 0 ] && dpkg-query -W -f='${Status}' nginx 2>/dev/null | grep -q 'install ok installed'; then
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet nginx 2>/dev/null; then
+      bench_log "installing nginx started the system nginx: stopping it (systemctl stop nginx)"
+      systemctl stop nginx || true
+    elif [ -s /run/nginx.pid ]; then
+      local spid
+      spid=$(cat /run/nginx.pid)
+      if [ "$(cat /proc/"$spid"/comm 2>/dev/null)" = nginx ]; then
+        bench_log "installing nginx started the system nginx (pid $spid): stopping it"
+        kill -TERM "$spid" 2>/dev/null || true
+      fi
+    fi
+  fi
+}
+
+# bench_build: the release build (build_dir); if the whole tree does not build (say, a test
+# that does not compile yet), the three binaries the benchmarks run are enough.
+bench_build() {
+  build_dir "$BIN" --buildtype=release && return 0
+  bench_log "the full release build failed; building only what the benchmarks run"
+  ninja -C "$BIN" service/entityd service/sign/entityd-sign tests/bench/entityd-bench-recover >&2
+}
+
+# bench_start NAME CMD...: CMD in the background, output in $BENCH_TMP/NAME.log; sets LAST_PID.
+bench_start() {
+  local name=$1; shift
+  "$@" >"$BENCH_TMP/$name.log" 2>&1 &
+  LAST_PID=$!
+  BENCH_PIDS+=("$LAST_PID")
+}
+
+rss_kib() {
+  awk '/^VmRSS:/ {print $2}' "/proc/$1/status"
+}
+
+# http_ok URL: exit 0 if GET URL answers 200.
+http_ok() {
+  python3 bench/httpc.py get "$1" /dev/null 2>/dev/null
+}
+
+# wait_http NAME PID URL SECONDS: until URL answers 200, PID still alive.
+wait_http() {
+  local name=$1 pid=$2 url=$3 secs=$4 i
+  for i in $(seq 1 $((secs * 10))); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      bench_log "$name exited early; its log:"
+      tail -20 "$BENCH_TMP/$name.log" >&2
+      return 1
+    fi
+    http_ok "$url" && return 0
+    sleep 0.1
+  done
+  bench_log "$name not ready at $url within $secs s"
+  return 1
+}
+
+# bench_redis: a private redis-server (loopback, no persistence); sets REDIS_PORT, REDIS_PID.
+bench_redis() {
+  REDIS_PORT=$(free_port)
+  bench_start redis redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" \
+    --appendonly no --daemonize no --dir "$BENCH_TMP" --logfile "" --loglevel warning
+  REDIS_PID=$LAST_PID
+  local i
+  for i in $(seq 1 100); do
+    redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  bench_log "redis-server did not answer on port $REDIS_PORT"
+  return 1
+}
+
+# bench_entityd NAME [VAR=VALUE...]: entityd --dev on a free loopback port with the given
+# environment; sets E_PORT and E_PID. BENCH_ENTITYD_PREFIX (e.g. "valgrind --tool=callgrind")
+# runs it under a tool; BENCH_READY_SECONDS bounds the wait for /readyz.
+bench_entityd() {
+  local name=$1; shift
+  E_PORT=$(free_port)
+  # Host and port as flags: valgrind's vgdb names its files after $HOST.
+  # shellcheck disable=SC2086  # the prefix is words
+  bench_start "$name" env REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
+    LOG_LEVEL="$BENCH_LOG_LEVEL" "$@" \
+    ${BENCH_ENTITYD_PREFIX:-} "$BIN/service/entityd" --dev --host 127.0.0.1 --port "$E_PORT"
+  E_PID=$LAST_PID
+  wait_http "$name" "$E_PID" "http://127.0.0.1:$E_PORT/readyz" "${BENCH_READY_SECONDS:-15}"
+}
+
+# sched_snap NAME=PID...: "pid/tid name on-cpu-ns runqueue-wait-ns" per thread, from schedstat.
+sched_snap() {
+  local np name pid t
+  for np in "$@"; do
+    name=${np%%=*} pid=${np#*=}
+    for t in /proc/"$pid"/task/*; do
+      echo "$pid/${t##*/} $name $(cut -d' ' -f1,2 "$t/schedstat" 2>/dev/null)"
+    done
+  done | sort
+}
+
+# sched_diff BEFORE AFTER SECONDS: per thread, the share of the wall time it ran on a CPU and
+# the share it waited, runnable, for one: "entityd 80/5, entityd.2 60/30, redis 40/10" (the
+# main thread by the process's name, others numbered). Much waiting means the CPUs were busy
+# with something else (other processes, or more runnable threads than CPUs).
+sched_diff() {
+  join "$1" "$2" | awk -v s="$3" '
+    NF == 7 { run = ($6 - $3) / (s * 1e7); wait = ($7 - $4) / (s * 1e7)
+              if (run < 1 && wait < 1) next
+              split($1, pt, "/"); name = $2
+              if (pt[1] != pt[2]) name = name "." (++n[$2] + 1)
+              out = out sprintf("%s%s %.0f/%.0f", out ? ", " : "", name, run, wait) }
+    END { print out }'
+}
+
+# bench_wrk LABEL URL SCRIPT [SCRIPT ARGS...]: a warm-up run (BENCH_WARMUP s), then the
+# measured run (BENCH_DURATION s) with -t1 -c64 --latency. Sets W_RPS W_P50 W_P99 (ms),
+# W_REQS, W_ERR (status + socket errors); the full wrk output goes to $BENCH_TMP/wrk-LABEL.log.
+# BENCH_WRK_D overrides the measured duration (e.g. "60s"). With BENCH_SCHED="name=PID ...",
+# W_SCHED tells how each thread of those processes spent the measured run (sched_diff).
+bench_wrk() {
+  local label=$1 url=$2 script=$3; shift 3
+  local log="$BENCH_TMP/wrk-$label.log"
+  if [ "$BENCH_WARMUP" != 0 ]; then
+    timeout $((BENCH_WARMUP + 30)) wrk -t1 -c64 -d"${BENCH_WARMUP}s" -s "$script" "$url" -- "$@" \
+      >"$log.warmup" 2>&1 || { bench_log "wrk warm-up for $label failed"; cat "$log.warmup" >&2; return 1; }
+  fi
+  local d=${BENCH_WRK_D:-${BENCH_DURATION}s} t0 t1 wpid rc=0
+  # wrk stops itself after -d; it is in the exit list meanwhile.
+  wrk -t1 -c64 -d"$d" --latency -s "$script" "$url" -- "$@" >"$log" 2>&1 &
+  wpid=$!
+  BENCH_PIDS+=("$wpid")
+  local procs="${BENCH_SCHED:-} wrk=$wpid"
+  # The thread shares are taken over the run less its first and last 0.3 s (wrk's threads
+  # must exist at the first snapshot and still at the second).
+  sleep 0.3
+  # shellcheck disable=SC2086
+  sched_snap $procs >"$BENCH_TMP/sched0"
+  t0=$(date +%s.%N)
+  local secs ppid=""
+  secs=$(awk -v d="${d%s}" 'BEGIN {print (d > 1.2) ? d - 0.6 : d / 2}')
+  if [ -n "${BENCH_PERF_PID:-}" ]; then
+    # A CPU profile of that process over the same window (BENCH_PERF=1 in scripts/bench).
+    perf record -q -e cpu-clock -F 999 -g -p "$BENCH_PERF_PID" -o "$BENCH_TMP/perf-$label.data" \
+      -- sleep "$secs" >/dev/null 2>&1 &
+    ppid=$!
+    BENCH_PIDS+=("$ppid")
+  fi
+  sleep "$secs"
+  # shellcheck disable=SC2086
+  sched_snap $procs >"$BENCH_TMP/sched1"
+  t1=$(date +%s.%N)
+  wait "$wpid" || rc=$?
+  bench_forget "$wpid"
+  [ -z "$ppid" ] || bench_forget "$ppid"
+  [ "$rc" = 0 ] || { bench_log "wrk for $label failed"; cat "$log" >&2; return 1; }
+  W_SCHED=$(sched_diff "$BENCH_TMP/sched0" "$BENCH_TMP/sched1" \
+    "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')")
+  local line
+  line=$(grep '^WRK_RESULT' "$log" | tail -1)
+  [ -n "$line" ] || { bench_log "no WRK_RESULT from wrk for $label"; cat "$log" >&2; return 1; }
+  W_REQS=$(sed -E 's/.*requests=([0-9]+).*/\1/' <<<"$line")
+  W_RPS=$(sed -E 's/.* rps=([0-9.]+).*/\1/' <<<"$line")
+  W_P50=$(awk -v v="$(sed -E 's/.*p50_us=([0-9]+).*/\1/' <<<"$line")" 'BEGIN {printf "%.2f", v / 1000}')
+  W_P99=$(awk -v v="$(sed -E 's/.*p99_us=([0-9]+).*/\1/' <<<"$line")" 'BEGIN {printf "%.2f", v / 1000}')
+  W_ERR=$(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^errors_/) {split($i, kv, "="); s += kv[2]}} END {print s + 0}' <<<"$line")
+  if [ "$W_ERR" != 0 ]; then
+    bench_log "WARNING: $label had $W_ERR failed requests (non-2xx/3xx or socket errors): $line"
+  fi
+}
+
+# sched_sum W_SCHED NAME: the summed on-CPU % of NAME's threads other than its main thread
+# (entityd's signature-check pool).
+sched_sum() {
+  awk -v name="$2" 'BEGIN {RS = ", "} index($1, name ".") == 1 {split($2, rw, "/"); s += rw[1]}
+    END {print s + 0}' <<<"$1"
+}
+
+# raw_recover SECONDS: runs entityd-bench-recover; sets RAW (recoveries per wall second, one
+# thread) and RAW_CPU (per second of its CPU time: the rate with a CPU to itself, which a
+# busy machine does not change much).
+raw_recover() {
+  local out tm
+  tm=$(mktemp)
+  out=$( { TIMEFORMAT='%R %U %S'; time "$BIN/tests/bench/entityd-bench-recover" "$1"; } 2>"$tm")
+  RAW=$(sed -E 's/.*recover_per_sec=([0-9]+).*/\1/' <<<"$out")
+  RAW_CPU=$(awk -v r="$RAW" '{printf "%.0f", r * $1 / ($2 + $3)}' "$tm")
+  rm -f "$tm"
+}
+
+# ratio A B: A/B with two decimals ("-" if B is empty or zero).
+ratio() {
+  awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f", a / b }'
+}
+
+machine_line() {
+  local cpu
+  cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+  echo "$(nproc) CPUs, ${cpu:-unknown CPU}, $(awk '/^MemTotal/ {printf "%.1f GiB RAM", $2 / 1048576}' /proc/meminfo), $(uname -sr), load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
+}
