@@ -35,14 +35,17 @@ void dispatch_request(request *req)
     int qerr =
         q ? query_parse(&req->pool, q + 1, len - plen - 1, &req->params, &req->nparams, &bad_key)
           : QUERY_OK;
+    char field[200];
+    if (bad_key)
+        request_printable(bad_key, strlen(bad_key), field, sizeof field);
     if (qerr == QUERY_EREPEATED) {
         request_fail(req, 400, "invalid_request", "A query parameter is given more than once.",
-                     bad_key);
+                     bad_key ? field : NULL);
         return;
     }
     if (qerr == QUERY_EENCODING) {
         request_fail(req, 400, "invalid_request", "The query string has an invalid %-escape.",
-                     bad_key);
+                     bad_key ? field : NULL);
         return;
     }
     if (qerr != QUERY_OK) {

@@ -115,7 +115,8 @@ typedef struct post_state {
     bool stale_checked;
     char holder[IDS_SIZE];
     char holder_value[IDS_SIZE + 24]; /* the stale claim as stored, for compare-and-set */
-    char *fields_json, *owners_json;
+    char guard[24];                   /* an alias-changing update: the __v read before its claim */
+    int attempts;
 } post_state;
 
 /* The request's reset hook: releases the JSON the post holds. */
@@ -124,10 +125,7 @@ static void post_release(void *data)
     post_state *st = data;
     json_decref(st->body);
     json_decref(st->in.fields);
-    free(st->fields_json);
-    free(st->owners_json);
     st->body = st->in.fields = NULL;
-    st->fields_json = st->owners_json = NULL;
 }
 
 static void on_ignored(void *data, int status, redisReply *r)
@@ -144,10 +142,27 @@ static void alias_release(request *req, const char *alias, const char *id)
     store_script(req->app->store, LUA_ALIAS_RELEASE, on_ignored, NULL, 1, 2, argv, lens);
 }
 
+static void start_alias_update(request *req);
+
+#define ALIAS_ATTEMPTS 5
+
 static void on_write(void *data, int status, redisReply *r)
 {
     request *req = data;
     post_state *st = req->state;
+    if (status == STORE_OK && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "RETRY", 5)) {
+        /* Another update of this entity came between our claim and our write: start over. */
+        if (st->claimed_new)
+            alias_release(req, st->in.alias, st->id);
+        st->claimed_new = st->stale_checked = false;
+        if (++st->attempts < ALIAS_ATTEMPTS) {
+            start_alias_update(req);
+            return;
+        }
+        request_fail(req, 409, "conflict",
+                     "The entity kept changing while its alias was claimed; try again.", NULL);
+        return;
+    }
     bool failed = status != STORE_OK || !r || r->type == REDIS_REPLY_ERROR;
     if (failed && st->claimed_new)
         alias_release(req, st->in.alias, st->id);
@@ -174,43 +189,42 @@ static void on_write(void *data, int status, redisReply *r)
     send_entity(req, st->creating ? 201 : 200, json);
 }
 
+/* Sends the create or update script. The rendered JSON is local: store_script copies its
+ * arguments, and an answer given inside the call (store down) ends the request's state. */
 static void write_entity(request *req)
 {
     post_state *st = req->state;
     entity_keys k;
     keys_entity(&k, st->id);
-    json_t *owners = json_array();
+    json_t *owner_list = json_array();
     for (size_t i = 0; i < st->in.nowners; i++)
-        json_array_append_new(owners, json_string(st->in.owners[i]));
-    st->owners_json = json_dumps(owners, JSON_COMPACT);
-    st->fields_json = json_dumps(st->in.fields, JSON_COMPACT);
-    json_decref(owners);
-    if (!st->owners_json || !st->fields_json) {
+        json_array_append_new(owner_list, json_string(st->in.owners[i]));
+    char *owners = json_dumps(owner_list, JSON_COMPACT);
+    char *fields = json_dumps(st->in.fields, JSON_COMPACT);
+    json_decref(owner_list);
+    if (!owners || !fields) {
+        free(owners);
+        free(fields);
         request_fail_internal(req, "entity write: encoding");
         return;
     }
     if (st->creating) {
-        const char *argv[] = {k.entity, k.owners, st->fields_json, st->owners_json};
-        size_t lens[] = {k.entity_len, k.owners_len, strlen(st->fields_json),
-                         strlen(st->owners_json)};
+        const char *argv[] = {k.entity, k.owners, fields, owners};
+        size_t lens[] = {k.entity_len, k.owners_len, strlen(fields), strlen(owners)};
         store_script(req->app->store, LUA_ENTITY_CREATE, on_write, req, 2, 4, argv, lens);
-        return;
+    } else {
+        char v[24] = "";
+        if (st->in.has_v)
+            snprintf(v, sizeof v, "%lld", (long long)st->in.v);
+        const char *platform = is_platform(req) ? "1" : "0";
+        const char *argv[] = {k.entity, k.owners, k.admins, req->caller, platform,
+                              v,        fields,   owners,   st->guard};
+        size_t lens[] = {k.entity_len, k.owners_len,   k.admins_len,   strlen(req->caller), 1,
+                         strlen(v),    strlen(fields), strlen(owners), strlen(st->guard)};
+        store_script(req->app->store, LUA_ENTITY_UPDATE, on_write, req, 3, 9, argv, lens);
     }
-    char v[24] = "";
-    if (st->in.has_v)
-        snprintf(v, sizeof v, "%lld", (long long)st->in.v);
-    const char *platform = is_platform(req) ? "1" : "0";
-    const char *argv[] = {k.entity, k.owners, k.admins,        req->caller,
-                          platform, v,        st->fields_json, st->owners_json};
-    size_t lens[] = {k.entity_len,
-                     k.owners_len,
-                     k.admins_len,
-                     strlen(req->caller),
-                     1,
-                     strlen(v),
-                     strlen(st->fields_json),
-                     strlen(st->owners_json)};
-    store_script(req->app->store, LUA_ENTITY_UPDATE, on_write, req, 3, 8, argv, lens);
+    free(owners);
+    free(fields);
 }
 
 static void claim_alias(request *req);
@@ -348,10 +362,37 @@ void entity_post(request *req)
         memcpy(st->id, st->in.id, IDS_SIZE);
     }
     json_object_set_new(st->in.fields, "modifiedAt", json_string(now));
-    if (st->in.has_alias && st->in.alias[0])
+    if (!st->creating && st->in.has_alias)
+        start_alias_update(req); /* guarded against a concurrent alias change */
+    else if (st->in.has_alias && st->in.alias[0])
         claim_alias(req);
     else
         write_entity(req);
+}
+
+static void on_guard(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    post_state *st = req->state;
+    if (reply_store_failed(req, status, r))
+        return;
+    /* An unknown entity has no __v: the update script then answers 404. */
+    snprintf(st->guard, sizeof st->guard, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    if (st->in.alias[0])
+        claim_alias(req);
+    else
+        write_entity(req);
+}
+
+/* An update that sets or clears the alias reads __v first; its write requires it unchanged. */
+static void start_alias_update(request *req)
+{
+    post_state *st = req->state;
+    entity_keys k;
+    keys_entity(&k, st->id);
+    const char *argv[] = {"HGET", k.entity, "__v"};
+    size_t lens[] = {4, k.entity_len, 3};
+    store_command(req->app->store, on_guard, req, 3, argv, lens);
 }
 
 /* ---- GET /api/entities/{id}/users ---- */

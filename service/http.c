@@ -364,6 +364,9 @@ void http_queue_response(conn *c, int status, const char *request_id, const char
     if (c->close_after)
         buf_append_str(o, "Connection: close\r\n");
     buf_append(o, "\r\n", 2);
+    /* An answer to HEAD carries the headers of the answer, never its body. */
+    if (c->req.method == HTTP_HEAD)
+        return;
     for (size_t i = 0; i < n; i++)
         buf_append(o, parts[i].s, parts[i].len);
 }

@@ -192,6 +192,57 @@ void request_fail_allow(request *req, const char *allow)
                       NULL, extra);
 }
 
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 when the bytes there are not one. */
+static size_t utf8_sequence(const unsigned char *s, size_t len)
+{
+    unsigned char c = s[0];
+    size_t n;
+    unsigned cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, cp = c & 0x07;
+    else
+        return 0;
+    if (n > len)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return n;
+}
+
+char *request_printable(const char *s, size_t len, char *out, size_t cap)
+{
+    static const char hexd[] = "0123456789ABCDEF";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t j = 0;
+    for (size_t i = 0; i < len && j + 5 <= cap;) {
+        size_t n = utf8_sequence(u + i, len - i);
+        if (n) {
+            memcpy(out + j, s + i, n);
+            j += n;
+            i += n;
+        } else {
+            out[j++] = '%';
+            out[j++] = hexd[u[i] >> 4];
+            out[j++] = hexd[u[i] & 15];
+            i++;
+        }
+    }
+    out[j] = '\0';
+    return out;
+}
+
 void request_fail_field(request *req, const char *field, const char *message)
 {
     request_fail(req, 400, "invalid_request", message, field);

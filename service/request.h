@@ -73,6 +73,10 @@ void request_reply(request *req, int status, json_t *body);
 /* Answers with the contract's error envelope; `field` may be NULL. */
 void request_fail(request *req, int status, const char *code, const char *message,
                   const char *field);
+/* Writes s as a field name that is valid UTF-8: bytes that are not part of a valid sequence as
+ * %XX (query keys are decoded bytes and need not be UTF-8). Returns out. */
+char *request_printable(const char *s, size_t len, char *out, size_t cap);
+
 /* Shorthands for the common failures. */
 void request_fail_field(request *req, const char *field, const char *message);
 void request_fail_internal(request *req, const char *what);

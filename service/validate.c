@@ -16,8 +16,18 @@ json_t *validate_body(request *req)
     }
     json_t *body = json_loadb(req->body.data, req->body.len, JSON_REJECT_DUPLICATES, &jerr);
     if (!body) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "The request body is not valid JSON: %s.", jerr.text);
+        /* jansson's text may quote the offending bytes: keep it printable ASCII so the answer
+         * stays valid UTF-8 whatever the body held. */
+        char text[JSON_ERROR_TEXT_LENGTH];
+        size_t i = 0;
+        for (; jerr.text[i] && i + 1 < sizeof text; i++) {
+            unsigned char ch = (unsigned char)jerr.text[i];
+            text[i] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+        }
+        text[i] = '\0';
+        char msg[320];
+        snprintf(msg, sizeof msg, "The request body is not valid JSON: %s (line %d, column %d).",
+                 text, jerr.line, jerr.column);
         request_fail(req, 400, "invalid_json", msg, NULL);
         return NULL;
     }
