@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "auth.h"
 #include "ids.h"
 #include "reply.h"
 
@@ -184,4 +185,40 @@ void entity_fail_read(request *req, int status)
                      "This entity is private to its owners, admins and members.", NULL);
     else
         request_fail(req, 404, "not_found", "No such entity.", NULL);
+}
+
+bool entity_path_id(request *req, char out[IDS_SIZE])
+{
+    slice id = request_path_param(req, 0);
+    if (!ids_valid(id.s, id.len, 'c')) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return false;
+    }
+    memcpy(out, id.s, id.len);
+    out[id.len] = '\0';
+    return true;
+}
+
+bool entity_read_allowed(request *req, int status, redisReply *r, bool unsigned_ok)
+{
+    if (reply_store_failed(req, status, r))
+        return false;
+    if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+                                       r->element[0]->type == REDIS_REPLY_NIL)) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return false;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements > 4) {
+        request_fail_internal(req, "entity read: unexpected reply");
+        return false;
+    }
+    int role = r->elements == 4 ? entity_role_parse(r->element[3]) : ROLE_NONE;
+    int rule = entity_read_rule(entity_flag(r->element[1]), entity_flag(r->element[2]), role,
+                                auth_is_platform_admin(req->app->auth, req->caller), req->signed_in,
+                                unsigned_ok);
+    if (rule) {
+        entity_fail_read(req, rule);
+        return false;
+    }
+    return true;
 }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ids.h"
 #include "keys.h"
 #include "request.h"
 #include "store.h"
@@ -36,6 +37,15 @@ enum entity_role { ROLE_NONE = 0, ROLE_MEMBER, ROLE_ADMIN, ROLE_OWNER };
 
 /* A script's role answer: "owner", "admin", "member" or "". */
 int entity_role_parse(const redisReply *r);
+
+/* Copies the path's entity id (first path parameter) into out, or answers 404 and returns
+ * false: a malformed id in a path names nothing. */
+bool entity_path_id(request *req, char out[IDS_SIZE]);
+
+/* Checks a read's answer: {payload, isEnabled, public[, role]} from a read script or an unsigned
+ * HMGET. Answers 503/504, 404 (unknown entity) or the read rule's refusal itself; true when
+ * the payload may be sent. */
+bool entity_read_allowed(request *req, int status, redisReply *r, bool unsigned_ok);
 
 /* A stored flag ("0" false, anything else or absent true). */
 bool entity_flag(const redisReply *r);

@@ -4,24 +4,13 @@
 #include "app.h"
 #include "auth.h"
 #include "handlers.h"
+#include "entity.h"
 #include "ids.h"
 #include "keys.h"
 #include "lua_scripts.h"
 #include "reply.h"
 #include "store.h"
 #include "validate.h"
-
-static bool path_entity_id(request *req, char out[IDS_SIZE])
-{
-    slice id = request_path_param(req, 0);
-    if (!ids_valid(id.s, id.len, 'c')) {
-        request_fail(req, 404, "not_found", "No such entity.", NULL);
-        return false;
-    }
-    memcpy(out, id.s, id.len);
-    out[id.len] = '\0';
-    return true;
-}
 
 /* Every admin route answers with the full, sorted list. */
 static void on_admins(void *data, int status, redisReply *r)
@@ -65,14 +54,14 @@ static void run(request *req, const char *id, int script, const char **extra, si
 void admins_get(request *req)
 {
     char id[IDS_SIZE];
-    if (path_entity_id(req, id))
+    if (entity_path_id(req, id))
         run(req, id, LUA_ADMINS_LIST, NULL, 0);
 }
 
 void admins_post(request *req)
 {
     char id[IDS_SIZE];
-    if (!path_entity_id(req, id))
+    if (!entity_path_id(req, id))
         return;
     json_t *body = validate_body(req);
     if (!body)
@@ -105,7 +94,7 @@ void admins_post(request *req)
 void admins_delete(request *req)
 {
     char id[IDS_SIZE];
-    if (!path_entity_id(req, id))
+    if (!entity_path_id(req, id))
         return;
     slice a = request_path_param(req, 1);
     char lower[43];

@@ -17,45 +17,12 @@
 #include "reply.h"
 #include "store.h"
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Copies the path's entity id into out, or answers 404 and returns false. */
-static bool path_entity_id(request *req, char out[IDS_SIZE])
-{
-    slice id = request_path_param(req, 0);
-    if (!ids_valid(id.s, id.len, 'c')) {
-        request_fail(req, 404, "not_found", "No such entity.", NULL);
-        return false;
-    }
-    memcpy(out, id.s, id.len);
-    out[id.len] = '\0';
-    return true;
-}
-
 static bool is_platform(request *req)
 {
     return auth_is_platform_admin(req->app->auth, req->caller);
 }
 
 /* ---- GET /api/entities/{id} ---- */
-
-/* The read rule over a read's flags and role; answers on refusal. */
-static bool may_read(request *req, const redisReply *enabled, const redisReply *is_public, int role,
-                     bool unsigned_ok)
-{
-    int rule = entity_read_rule(entity_flag(enabled), entity_flag(is_public), role,
-                                is_platform(req), req->signed_in, unsigned_ok);
-    if (rule) {
-        entity_fail_read(req, rule);
-        return false;
-    }
-    return true;
-}
 
 static void send_entity(request *req, int status, const redisReply *json)
 {
@@ -69,26 +36,14 @@ static void send_entity(request *req, int status, const redisReply *json)
 static void on_entity_read(void *data, int status, redisReply *r)
 {
     request *req = data;
-    if (reply_store_failed(req, status, r))
-        return;
-    if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
-                                       r->element[0]->type != REDIS_REPLY_STRING)) {
-        request_fail(req, 404, "not_found", "No such entity.", NULL);
-        return;
-    }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) {
-        request_fail_internal(req, "entity read: unexpected reply");
-        return;
-    }
-    int role = r->elements == 4 ? entity_role_parse(r->element[3]) : ROLE_NONE;
-    if (may_read(req, r->element[1], r->element[2], role, true))
+    if (entity_read_allowed(req, status, r, true))
         send_entity(req, 200, r->element[0]);
 }
 
 void entity_get(request *req)
 {
     char id[IDS_SIZE];
-    if (!path_entity_id(req, id))
+    if (!entity_path_id(req, id))
         return;
     entity_keys k;
     keys_entity(&k, id);
@@ -329,7 +284,7 @@ void entity_post(request *req)
         return;
     }
     char now[ISOTIME_STRING_SIZE];
-    isotime_format(now_ms(), now);
+    isotime_format(isotime_now_ms(), now);
     st->creating = !st->in.has_id;
     if (st->creating) {
         if (!strcmp(req->app->cfg.entity_creation, "platform") && !platform) {
@@ -415,22 +370,15 @@ static bool valid_order_entry(const char *s, size_t len)
 static void on_members_page(void *data, int status, redisReply *r)
 {
     request *req = data;
-    if (reply_store_failed(req, status, r))
+    /* read_members.lua: {order entries, isEnabled, public, role} */
+    if (!entity_read_allowed(req, status, r, false))
         return;
-    if (r->type == REDIS_REPLY_NIL) {
-        request_fail(req, 404, "not_found", "No such entity.", NULL);
-        return;
-    }
-    /* read_members.lua: {isEnabled, public, role, order entries} */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
-        r->element[3]->type != REDIS_REPLY_ARRAY) {
+    if (r->element[0]->type != REDIS_REPLY_ARRAY) {
         request_fail_internal(req, "members page: unexpected reply");
         return;
     }
-    if (!may_read(req, r->element[0], r->element[1], entity_role_parse(r->element[2]), false))
-        return;
     long limit = (long)(intptr_t)req->state;
-    const redisReply *page = r->element[3];
+    const redisReply *page = r->element[0];
     size_t n = page->elements < (size_t)limit ? page->elements : (size_t)limit;
     buf *b = reply_scratch();
     buf_append_str(b, "{\"success\":true,\"users\":[");
@@ -459,7 +407,7 @@ static void on_members_page(void *data, int status, redisReply *r)
 void entity_users_get(request *req)
 {
     char id[IDS_SIZE];
-    if (!path_entity_id(req, id))
+    if (!entity_path_id(req, id))
         return;
     size_t len;
     long limit = 100;
@@ -531,7 +479,7 @@ static void on_force_add(void *data, int status, redisReply *r)
 void entity_force_add(request *req)
 {
     char id[IDS_SIZE];
-    if (!path_entity_id(req, id))
+    if (!entity_path_id(req, id))
         return;
     json_t *body = validate_body(req);
     if (!body)
@@ -566,7 +514,7 @@ void entity_force_add(request *req)
     entity_keys k;
     keys_entity(&k, id);
     char added_at[24], added_iso[ISOTIME_STRING_SIZE];
-    int64_t now = now_ms();
+    int64_t now = isotime_now_ms();
     snprintf(added_at, sizeof added_at, "%016lld", (long long)now);
     isotime_format(now, added_iso);
     size_t argc = 10 + n;

@@ -161,13 +161,6 @@ static int read_level(json_t *body, level_input *in, verr *e)
     return 0;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void level_update(request *req)
 {
     slice eid = request_path_param(req, 0), lid = request_path_param(req, 1);
@@ -205,7 +198,7 @@ void level_update(request *req)
     keys_entity(&k, entity_id);
     char now[ISOTIME_STRING_SIZE + 2];
     now[0] = '"';
-    isotime_format(now_ms(), now + 1);
+    isotime_format(isotime_now_ms(), now + 1);
     strcat(now, "\"");
     const char *head[] = {k.entity,
                           k.owners,

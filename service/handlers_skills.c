@@ -32,23 +32,11 @@ static void append_list(buf *b, const redisReply *list)
 static void on_skills_read(void *data, int status, redisReply *r)
 {
     request *req = data;
-    if (reply_store_failed(req, status, r))
-        return;
-    if (r->type == REDIS_REPLY_NIL) {
-        request_fail(req, 404, "not_found", "No such entity.", NULL);
-        return;
-    }
     /* read_skills.lua: {'"skills":[…],"levels":[…]', isEnabled, public, role} */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
-        r->element[0]->type != REDIS_REPLY_STRING) {
-        request_fail_internal(req, "skills read: unexpected reply");
+    if (!entity_read_allowed(req, status, r, false))
         return;
-    }
-    int rule = entity_read_rule(
-        entity_flag(r->element[1]), entity_flag(r->element[2]), entity_role_parse(r->element[3]),
-        auth_is_platform_admin(req->app->auth, req->caller), req->signed_in, false);
-    if (rule) {
-        entity_fail_read(req, rule);
+    if (r->element[0]->type != REDIS_REPLY_STRING) {
+        request_fail_internal(req, "skills read: unexpected reply");
         return;
     }
     static const char head[] = "{\"success\":true,\"data\":{\"entityID\":\"";
@@ -140,13 +128,6 @@ static int read_many(json_t *body, json_t **names, json_t **descs, verr *e)
     return 0;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* skills_add.lua's arguments before the per-skill triples: 7 keys, caller, platform, time. */
 #define SKILLS_HEAD 10
 
@@ -195,7 +176,7 @@ static void add_skills(request *req, bool many)
     char entity_id[IDS_SIZE];
     memcpy(entity_id, json_string_value(eid), IDS_SIZE);
     char created[24], created_iso[ISOTIME_STRING_SIZE];
-    int64_t now = now_ms();
+    int64_t now = isotime_now_ms();
     snprintf(created, sizeof created, "%lld", (long long)now);
     isotime_format(now, created_iso);
 

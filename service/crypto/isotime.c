@@ -1,6 +1,8 @@
 /* ISO 8601 date-times: UTC formatting with milliseconds and strict parsing with offsets. */
 #include "isotime.h"
 
+#include <time.h>
+
 #define MS_PER_DAY 86400000LL
 
 /* C division truncates toward zero; dates before 1970 need it to round down. */
@@ -177,4 +179,11 @@ int isotime_parse(const char *s, size_t len, int64_t *unix_ms)
     *unix_ms = days_from_civil(year, (int)month, (int)day) * MS_PER_DAY +
                ((hour * 60 + minute - offset_min) * 60 + second) * 1000 + ms;
     return 0;
+}
+
+int64_t isotime_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

@@ -22,4 +22,7 @@ void isotime_format(int64_t unix_ms, char out[ISOTIME_STRING_SIZE]);
  * on any error; *unix_ms is written only on success. */
 int isotime_parse(const char *s, size_t len, int64_t *unix_ms);
 
+/* The wall clock in Unix milliseconds. */
+int64_t isotime_now_ms(void);
+
 #endif
