@@ -241,8 +241,8 @@ static void on_deferred_revocation(void *data, int status, redisReply *reply)
     }
 }
 
-void auth_store_script(request *req, int script, store_cb cb, int nkeys, int argc,
-                       const char **argv, const size_t *lens)
+/* Queues the deferred revocation check, if any, ahead of the read that follows. */
+static void send_deferred_revocation(request *req)
 {
     if (req->revocation_key) {
         /* Queued first on the one connection, so answered first: the veto is in place before
@@ -252,7 +252,19 @@ void auth_store_script(request *req, int script, store_cb cb, int nkeys, int arg
         req->revocation_key = NULL;
         store_command(req->app->store, on_deferred_revocation, req, 2, eargv, elens);
     }
+}
+
+void auth_store_script(request *req, int script, store_cb cb, int nkeys, int argc,
+                       const char **argv, const size_t *lens)
+{
+    send_deferred_revocation(req);
     store_script(req->app->store, script, cb, req, nkeys, argc, argv, lens);
+}
+
+void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds)
+{
+    send_deferred_revocation(req);
+    store_exec(req->app->store, cb, req, ncmds, cmds);
 }
 
 static void unauthenticated(request *req, const char *message)

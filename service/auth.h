@@ -52,6 +52,8 @@ const auth_stats *auth_get_stats(const auth *au);
  * both, and Redis answers the check first. */
 void auth_store_script(request *req, int script, store_cb cb, int nkeys, int argc,
                        const char **argv, const size_t *lens);
+/* The same for a transaction (store_exec). */
+void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds);
 
 /* True when the lowercase address is in PLATFORM_ADMINS. */
 bool auth_is_platform_admin(const auth *au, const char *caller);

@@ -70,7 +70,7 @@ typedef struct post_state {
     bool stale_checked;
     char holder[IDS_SIZE];
     char holder_value[IDS_SIZE + 24]; /* the stale claim as stored, for compare-and-set */
-    char guard[24];                   /* an alias-changing update: the __v read before its claim */
+    char guard[70]; /* an alias-setting update: "=" + the alias the entity had before */
     int attempts;
 } post_state;
 
@@ -99,7 +99,7 @@ static void alias_release(request *req, const char *alias, const char *id)
 
 static void start_alias_update(request *req);
 
-#define ALIAS_ATTEMPTS 5
+#define ALIAS_ATTEMPTS 10
 
 static void on_write(void *data, int status, redisReply *r)
 {
@@ -222,6 +222,10 @@ static void on_claim(void *data, int status, redisReply *r)
         return;
     if (r->type == REDIS_REPLY_STRING && (!strcmp(r->str, "+") || !strcmp(r->str, "="))) {
         st->claimed_new = r->str[0] == '+';
+        /* Only a claim found already ours can be undone by a sibling update of this entity that
+         * moves or clears the alias before our write: that one keeps the guard. */
+        if (st->claimed_new)
+            st->guard[0] = '\0';
         write_entity(req);
         return;
     }
@@ -331,22 +335,25 @@ static void on_guard(void *data, int status, redisReply *r)
     post_state *st = req->state;
     if (reply_store_failed(req, status, r))
         return;
-    /* An unknown entity has no __v: the update script then answers 404. */
-    snprintf(st->guard, sizeof st->guard, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
-    if (st->in.alias[0])
+    /* An unknown entity has no alias: the update script then answers 404. */
+    snprintf(st->guard, sizeof st->guard, "=%.64s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    if (st->in.alias[0]) {
         claim_alias(req);
-    else
+    } else {
+        st->guard[0] = '\0'; /* clearing claims nothing another update could undo */
         write_entity(req);
+    }
 }
 
-/* An update that sets or clears the alias reads __v first; its write requires it unchanged. */
+/* An update that sets or clears the alias reads the current one first; its write requires it
+ * unchanged (updates that leave the alias alone never make it retry). */
 static void start_alias_update(request *req)
 {
     post_state *st = req->state;
     entity_keys k;
     keys_entity(&k, st->id);
-    const char *argv[] = {"HGET", k.entity, "__v"};
-    size_t lens[] = {4, k.entity_len, 3};
+    const char *argv[] = {"HGET", k.entity, "communityURLAlias"};
+    size_t lens[] = {4, k.entity_len, 17};
     store_command(req->app->store, on_guard, req, 3, argv, lens);
 }
 
@@ -370,15 +377,17 @@ static bool valid_order_entry(const char *s, size_t len)
 static void on_members_page(void *data, int status, redisReply *r)
 {
     request *req = data;
-    /* read_members.lua: {order entries, isEnabled, public, role} */
-    if (!entity_read_allowed(req, status, r, false))
-        return;
-    if (r->element[0]->type != REDIS_REPLY_ARRAY) {
-        request_fail_internal(req, "members page: unexpected reply");
+    /* EXEC: read_access.lua's {id, isEnabled, public, role}, then the ZRANGEBYLEX page */
+    if (status != STORE_OK || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[1]->type != REDIS_REPLY_ARRAY) {
+        if (!reply_store_failed(req, status, r))
+            request_fail_internal(req, "members page: unexpected reply");
         return;
     }
+    if (!entity_read_allowed(req, status, r->element[0], false))
+        return;
     long limit = (long)(intptr_t)req->state;
-    const redisReply *page = r->element[0];
+    const redisReply *page = r->element[1];
     size_t n = page->elements < (size_t)limit ? page->elements : (size_t)limit;
     buf *b = reply_scratch();
     buf_append_str(b, "{\"success\":true,\"users\":[");
@@ -440,11 +449,16 @@ void entity_users_get(request *req)
     req->state = (void *)(intptr_t)limit;
     entity_keys k;
     keys_entity(&k, id);
-    const char *argv[] = {k.entity, k.owners,    k.admins, k.members,
-                          k.order,  req->caller, start,    count};
-    size_t lens[] = {k.entity_len, k.owners_len,        k.admins_len,  k.members_len,
-                     k.order_len,  strlen(req->caller), strlen(start), strlen(count)};
-    auth_store_script(req, LUA_READ_MEMBERS, on_members_page, 5, 8, argv, lens);
+    const char *access[] = {"EVALSHA", store_script_sha(req->app->store, LUA_READ_ACCESS),
+                            "4",       k.entity,
+                            k.owners,  k.admins,
+                            k.members, req->caller};
+    size_t alens[] = {
+        7, 40, 1, k.entity_len, k.owners_len, k.admins_len, k.members_len, strlen(req->caller)};
+    const char *range[] = {"ZRANGEBYLEX", k.order, start, "+", "LIMIT", "0", count};
+    size_t rlens[] = {11, k.order_len, strlen(start), 1, 5, 1, strlen(count)};
+    store_cmd cmds[2] = {{8, access, alens}, {7, range, rlens}};
+    auth_store_exec(req, on_members_page, 2, cmds);
 }
 
 /* ---- POST /api/entities/{id}/force-add ---- */

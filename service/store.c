@@ -243,6 +243,74 @@ void store_command(store *st, store_cb cb, void *data, int argc, const char **ar
     submit(st, op, argc, argv, lens);
 }
 
+const char *store_script_sha(const store *st, int script)
+{
+    return st->shas[script];
+}
+
+/* Loads every script again, answers unheard: after a NOSCRIPT seen where EVALSHA cannot be
+ * retried with the source (inside a transaction). */
+static void reload_scripts(store *st)
+{
+    for (int i = 0; i < LUA_SCRIPT_COUNT; i++) {
+        const char *argv[] = {"SCRIPT", "LOAD", lua_scripts[i].source};
+        size_t lens[] = {6, 4, strlen(lua_scripts[i].source)};
+        send_command(st->ac, NULL, NULL, 3, argv, lens);
+    }
+}
+
+static void on_exec_reply(void *data, int status, redisReply *reply)
+{
+    store_op *inner = data; /* carries the caller's callback */
+    store *st = inner->st;
+    if (status == STORE_OK && reply->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < reply->elements; i++)
+            if (reply->element[i]->type == REDIS_REPLY_ERROR &&
+                !strncmp(reply->element[i]->str, "NOSCRIPT", 8) && st->ac) {
+                reload_scripts(st);
+                break;
+            }
+    }
+    store_cb cb = inner->cb;
+    void *cb_data = inner->data;
+    op_free(inner);
+    cb(cb_data, status, reply);
+}
+
+void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
+{
+    if (st->state != ST_READY) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    /* The caller's callback rides in a spare op so that EXEC's answer is looked at first. */
+    store_op *inner = op_new(st, cb, data, 0);
+    store_op *op = inner ? op_new(st, on_exec_reply, inner, 0) : NULL;
+    if (!op) {
+        if (inner)
+            op_free(inner);
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    /* MULTI and the QUEUED answers carry no callback: EXEC's reply says it all, and a dropped
+     * connection answers EXEC's op with NULL like any other. */
+    static const char *multi[] = {"MULTI"};
+    static const size_t multi_len[] = {5};
+    int rc = send_command(st->ac, NULL, NULL, 1, multi, multi_len);
+    for (int i = 0; rc == REDIS_OK && i < ncmds; i++)
+        rc = send_command(st->ac, NULL, NULL, cmds[i].argc, cmds[i].argv, cmds[i].lens);
+    if (rc != REDIS_OK) {
+        op_free(op);
+        op_free(inner);
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    st->stats.commands += (uint64_t)ncmds + 1;
+    static const char *exec[] = {"EXEC"};
+    static const size_t exec_len[] = {4};
+    submit(st, op, 1, exec, exec_len);
+}
+
 void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
                   const char **argv, const size_t *lens)
 {

@@ -40,6 +40,20 @@ bool store_connected(const store *st);
  * not ready, cb runs before this returns, with STORE_UNAVAILABLE. */
 void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens);
+/* One command of a transaction. */
+typedef struct store_cmd {
+    int argc;
+    const char **argv;
+    const size_t *lens;
+} store_cmd;
+
+/* Sends MULTI, the commands and EXEC in one pipelined write: atomic, one round trip. cb gets
+ * EXEC's reply (one reply per command). Scripts inside it run by SHA (store_script_sha); a
+ * NOSCRIPT among the replies makes the store load its scripts again. */
+void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds);
+/* The SHA-1 of a script, for EVALSHA inside store_exec. */
+const char *store_script_sha(const store *st, int script);
+
 /* Runs a script by its id (lua_scripts.h) with EVALSHA; argv holds nkeys keys then the
  * arguments. A NOSCRIPT answer is retried once with the script's source. */
 void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,

@@ -1,9 +1,10 @@
 -- entity_update: changes an entity as its owner (or a platform admin), compare-and-set on __v.
 -- KEYS: entity, owners, admins
 -- ARGV: caller, platform ('1'/'0'), expected __v ('' when not given), fields (JSON object of
---       hash fields to set), owners (JSON array; replaces the set), alias guard ('' or the
---       __v read before this update's alias claim: another update since then may have released
---       the alias this one relies on, so it answers RETRY and the service claims again)
+--       hash fields to set), owners (JSON array; replaces the set), alias guard ('' or '=' and
+--       the alias the entity had when this update claimed its own: if another update changed it
+--       since, it may have released the alias this one relies on, so this answers RETRY and the
+--       service claims again)
 -- Returns {entity JSON, the alias held before}.
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'owners')
@@ -11,7 +12,7 @@ if denied then return denied end
 if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], '__v') ~= ARGV[3] then
   return fail('CONFLICT', 'The entity has changed since that __v; read it again.')
 end
-if ARGV[6] ~= '' and redis.call('HGET', KEYS[1], '__v') ~= ARGV[6] then
+if ARGV[6] ~= '' and '=' .. (redis.call('HGET', KEYS[1], 'communityURLAlias') or '') ~= ARGV[6] then
   return fail('RETRY', 'The entity changed during the alias claim.')
 end
 local old_alias = redis.call('HGET', KEYS[1], 'communityURLAlias') or ''
