@@ -1,0 +1,325 @@
+"""Authorization matrix: every route of service/routes.c x every kind of caller x every kind of
+entity, against the status the contract gives (CONTRACT sections 2-3 and the README's
+decisions). The expected statuses below are written from those documents, not from running the
+service; the table must name every route of routes.c (checked by parsing it).
+
+Callers:
+  anon        no address, no signature
+  unsigned    a stranger's address, no signature
+  unsig-owner the owner's address, no signature (claiming to be the owner)
+  badsig      the owner's address with another wallet's signature
+  stranger    signed, no role in the entity
+  member      signed, added with force-add
+  admin       signed, in the entity's admin set
+  owner       signed, in ownerAddress
+  platform    signed, in PLATFORM_ADMINS (not an owner of the entity)
+Entities: public (enabled), private (public: false), disabled (isEnabled: false, public),
+missing (a well-formed id nobody created).
+
+Rules used (section 2): read rule -- a public enabled entity is readable by any authenticated
+caller (GET entity even unsigned), a private one by its owners, admins, members and platform
+admins (403 otherwise, 401 without a valid signature); a disabled entity is 404 to all but its
+owners and platform admins, and refuses writes from owners and admins with 403. Platform admins
+act as owners everywhere. A required address that is missing is a missing parameter (400, field
+address); a signature missing where required, malformed or not matching is 401."""
+
+import os
+import re
+import sys
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+ROLES = ['anon', 'unsigned', 'unsig-owner', 'badsig', 'stranger', 'member', 'admin', 'owner',
+         'platform']
+VARIANTS = ['public', 'private', 'disabled', 'missing']
+
+
+def parse(block):
+    """'public: 400 200 ...' lines -> {variant: {role: status}}; '2xx' is the route's success."""
+    out = {}
+    for line in block.strip().splitlines():
+        name, _, cells = line.partition(':')
+        cells = cells.split()
+        assert len(cells) == len(ROLES), line
+        out[name.strip()] = dict(zip(ROLES, cells))
+    return out
+
+
+#                anon  unsig unsig-own badsig stranger member admin owner platform
+ALL_200 = parse('''
+any:             200   200   200       200    200      200    200   200   200
+''')
+CREATE_OPEN = parse('''
+any:             400   401   401       401    2xx      2xx    2xx   2xx   2xx
+''')
+PLATFORM_ONLY = parse('''
+any:             400   401   401       401    403      403    403   403   2xx
+''')
+REVOKE = parse('''
+any:             400   401   401       401    200      200    200   200   200
+''')
+# GET /api/entities/{id}: address required, signature optional.
+READ_ENTITY = parse('''
+public:          400   200   200       401    200      200    200   200   200
+private:         400   401   401       401    403      200    200   200   200
+disabled:        400   404   404       401    404      404    404   200   200
+missing:         400   404   404       401    404      404    404   404   404
+''')
+# users, GET skills: the read rule, signed.
+READ_SIGNED = parse('''
+public:          400   401   401       401    200      200    200   200   200
+private:         400   401   401       401    403      200    200   200   200
+disabled:        400   401   401       401    404      404    404   200   200
+missing:         400   401   401       401    404      404    404   404   404
+''')
+# GET admins: owners and admins.
+READ_ADMINS = parse('''
+public:          400   401   401       401    403      403    200   200   200
+private:         400   401   401       401    403      403    200   200   200
+disabled:        400   401   401       401    404      404    404   200   200
+missing:         400   401   401       401    404      404    404   404   404
+''')
+# force-add, POST skills (one or several): owners and admins.
+WRITE_OWNERS_ADMINS = parse('''
+public:          400   401   401       401    403      403    2xx   2xx   2xx
+private:         400   401   401       401    403      403    2xx   2xx   2xx
+disabled:        400   401   401       401    404      404    403   403   2xx
+missing:         400   401   401       401    404      404    404   404   404
+''')
+# level update: owners and admins; address optional, signature required.
+WRITE_LEVEL = parse('''
+public:          401   401   401       401    403      403    2xx   2xx   2xx
+private:         401   401   401       401    403      403    2xx   2xx   2xx
+disabled:        401   401   401       401    404      404    403   403   2xx
+missing:         401   401   401       401    404      404    404   404   404
+''')
+# entity update, POST admins, DELETE admin: owners.
+WRITE_OWNERS = parse('''
+public:          400   401   401       401    403      403    403   200   200
+private:         400   401   401       401    403      403    403   200   200
+disabled:        400   401   401       401    404      404    403   403   200
+missing:         400   401   401       401    404      404    404   404   404
+''')
+
+# (method, pattern from routes.c, case name, rule, success status)
+TABLE = [
+    ('GET', '/healthz', 'health', ALL_200, 200),
+    ('GET', '/readyz', 'ready', ALL_200, 200),
+    ('GET', '/metrics', 'metrics', ALL_200, 200),
+    ('GET', '/api/auth/message', 'message', ALL_200, 200),
+    ('POST', '/api/auth/revoke', 'revoke', REVOKE, 200),
+    ('POST', '/api/entities', 'create', CREATE_OPEN, 201),
+    ('POST', '/api/entities', 'create-isEnabled', PLATFORM_ONLY, 201),
+    ('POST', '/api/entities', 'create-platform-mode', PLATFORM_ONLY, 201),
+    ('POST', '/api/entities', 'update', WRITE_OWNERS, 200),
+    ('GET', '/api/entities/{id}', 'get', READ_ENTITY, 200),
+    ('GET', '/api/entities/{id}/users', 'users', READ_SIGNED, 200),
+    ('POST', '/api/entities/{id}/force-add', 'force-add', WRITE_OWNERS_ADMINS, 200),
+    ('GET', '/api/entities/{id}/admins', 'admins-get', READ_ADMINS, 200),
+    ('POST', '/api/entities/{id}/admins', 'admins-post', WRITE_OWNERS, 200),
+    ('DELETE', '/api/entities/{id}/admins/{address}', 'admins-delete', WRITE_OWNERS, 200),
+    ('POST', '/api/entities/{id}/levels/{lvID}/update', 'level', WRITE_LEVEL, 201),
+    ('GET', '/api/skills', 'skills-get', READ_SIGNED, 200),
+    ('POST', '/api/skills', 'skills-post', WRITE_OWNERS_ADMINS, 201),
+    ('POST', '/api/skills/multiple', 'skills-multiple', WRITE_OWNERS_ADMINS, 201),
+]
+
+ERROR_CODES = {400: 'invalid_request', 401: 'unauthenticated', 403: 'forbidden',
+               404: 'not_found'}
+
+
+def routes_in_source():
+    path = os.path.join(harness.REPO, 'service', 'routes.c')
+    with open(path) as f:
+        src = f.read()
+    return set(re.findall(r'\{\s*HTTP_([A-Z]+)\s*,\s*"([^"]+)"', src))
+
+
+def fresh_address():
+    return '0x' + uuid.uuid4().hex + uuid.uuid4().hex[:8]
+
+
+class AuthzTest(harness.ServiceTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.r = cls.class_redis()
+        w = harness.Wallet.random(7)
+        cls.w = dict(zip(['owner', 'admin', 'member', 'stranger', 'platform', 'other'], w))
+        cls.svc = cls.class_entityd(redis=cls.r, env={
+            'PLATFORM_ADMINS': cls.w['platform'].address})
+        cls.svc_platform = cls.class_entityd(redis=cls.r, env={
+            'PLATFORM_ADMINS': cls.w['platform'].address, 'ENTITY_CREATION': 'platform'})
+        cls.port = cls.svc.port
+        msg, _ = harness.current_message(cls.port)
+        cls.sig = {name: wallet.sign(msg)[1] for name, wallet in cls.w.items()}
+        cls.entities = {}
+        cls.spare_admins = {}
+        for variant in ('public', 'private', 'disabled'):
+            body = cls.entity_body()
+            if variant == 'private':
+                body['public'] = False
+            st, _, b = cls.call(cls, 'owner', 'POST', '/api/entities', body)
+            assert st == 201, (variant, st, b)
+            eid = b['data']['id']
+            cls.entities[variant] = eid
+            # Roles, and spare admins for the DELETE cells to remove one at a time.
+            spares = [fresh_address() for _ in range(len(ROLES))]
+            st, _, b = cls.call(cls, 'owner', 'POST', '/api/entities/%s/admins' % eid,
+                                {'addresses': [cls.w['admin'].address] + spares})
+            assert st == 200, (st, b)
+            cls.spare_admins[variant] = spares
+            st, _, b = cls.call(cls, 'owner', 'POST', '/api/entities/%s/force-add' % eid,
+                                {'addresses': [cls.w['member'].address], 'Chain': 'eth'})
+            assert st == 200, (st, b)
+        body = cls.entity_body()
+        body['id'] = cls.entities['disabled']
+        body['isEnabled'] = False
+        st, _, b = cls.call(cls, 'platform', 'POST', '/api/entities', body)
+        assert st == 200 and b['data']['isEnabled'] is False, (st, b)
+        cls.entities['missing'] = 'c-' + str(uuid.uuid4())
+        cls.counter = 0
+
+    @classmethod
+    def entity_body(cls):
+        return {'name': 'Authz Guild', 'description': 'matrix',
+                'ownerAddresses': [cls.w['owner'].address], 'twitter': '', 'discord': '',
+                'website': '', 'imageUrl': ''}
+
+    def call(self, role, method, path, body=None, port=None):
+        """Sends the request as role: address and signature added to the query."""
+        q = ''
+        if role == 'unsigned':
+            q = 'address=' + self.w['stranger'].address
+        elif role == 'unsig-owner':
+            q = 'address=' + self.w['owner'].address
+        elif role == 'badsig':
+            q = 'address=%s&signature=%s' % (self.w['owner'].address, self.sig['other'])
+        elif role != 'anon':
+            q = 'address=%s&signature=%s' % (self.w[role].address, self.sig[role])
+        if q:
+            path += ('&' if '?' in path else '?') + q
+        return harness.request(port or self.port, method, path, body=body)
+
+    def next_id(self):
+        type(self).counter += 1
+        return type(self).counter
+
+    def build(self, case, variant, role):
+        """(method, path, body, port) of one cell."""
+        eid = self.entities.get(variant)
+        n = self.next_id()
+        port = None
+        if case in ('health', 'ready', 'metrics', 'message'):
+            path = {'health': '/healthz', 'ready': '/readyz', 'metrics': '/metrics',
+                    'message': '/api/auth/message'}[case]
+            return 'GET', path, None, port
+        if case == 'revoke':
+            return 'POST', '/api/auth/revoke', None, port
+        if case.startswith('create'):
+            body = self.entity_body()
+            if case == 'create-isEnabled':
+                body['isEnabled'] = True
+            if case == 'create-platform-mode':
+                port = self.svc_platform.port
+            return 'POST', '/api/entities', body, port
+        if case == 'update':
+            return 'POST', '/api/entities?entityID=%s' % eid, self.entity_body(), port
+        if case == 'get':
+            return 'GET', '/api/entities/%s' % eid, None, port
+        if case == 'users':
+            return 'GET', '/api/entities/%s/users?limit=10' % eid, None, port
+        if case == 'force-add':
+            return ('POST', '/api/entities/%s/force-add' % eid,
+                    {'addresses': [fresh_address()], 'Chain': 'eth'}, port)
+        if case == 'admins-get':
+            return 'GET', '/api/entities/%s/admins' % eid, None, port
+        if case == 'admins-post':
+            return ('POST', '/api/entities/%s/admins' % eid, {'addresses': [fresh_address()]},
+                    port)
+        if case == 'admins-delete':
+            spares = self.spare_admins.get(variant) or [fresh_address()] * len(ROLES)
+            target = spares[ROLES.index(role)]
+            return 'DELETE', '/api/entities/%s/admins/%s' % (eid, target), None, port
+        if case == 'level':
+            return ('POST', '/api/entities/%s/levels/lv-%d/update' % (eid, n),
+                    {'name': 'Level %d' % n, 'skillIds': [], 'scores': [], 'XP': n}, port)
+        if case == 'skills-get':
+            return 'GET', '/api/skills?entityID=%s' % eid, None, port
+        if case == 'skills-post':
+            return ('POST', '/api/skills', {'name': 'Skill %d' % n, 'description': '',
+                                            'entityID': eid}, port)
+        if case == 'skills-multiple':
+            return ('POST', '/api/skills/multiple',
+                    {'names': ['Many %d a' % n, 'Many %d b' % n], 'entityID': eid}, port)
+        raise AssertionError(case)
+
+    def cells(self, cases):
+        for method, pattern, case, rule, success in TABLE:
+            if case not in cases:
+                continue
+            for variant, expect in rule.items():
+                for role in ROLES:
+                    want = expect[role]
+                    yield case, variant, role, success if want == '2xx' else int(want)
+
+    def run_cells(self, cases):
+        n = 0
+        for case, variant, role, want in self.cells(cases):
+            n += 1
+            with self.subTest('%s / %s / %s' % (case, variant, role)):
+                method, path, body, port = self.build(case, variant, role)
+                st, h, b = self.call(role, method, path, body, port=port)
+                self.assertEqual(st, want, '%s %s as %s on a %s entity: %r' %
+                                 (method, path.split('?')[0], role, variant, b))
+                if want >= 400:
+                    self.assertEqual(b['error']['code'], ERROR_CODES[want], b)
+                    if want == 400:
+                        self.assertEqual(b['error'].get('field'), 'address', b)
+                elif isinstance(b, dict):
+                    self.assertIs(b.get('success'), True, b)
+        return n
+
+    # ------------------------------------------------------------------------------------
+
+    def test_table_covers_every_route(self):
+        in_table = {(m, p) for m, p, _, _, _ in TABLE}
+        in_source = routes_in_source()
+        self.assertGreaterEqual(len(in_source), 16)
+        self.assertEqual(in_source - in_table, set(), 'routes without authorization cells')
+        self.assertEqual(in_table - in_source, set(), 'cells for routes that do not exist')
+
+    def test_matrix(self):
+        # Every case but revoke, which must come last (it ends the callers' signatures).
+        cases = [c for _, _, c, _, _ in TABLE if c != 'revoke']
+        n = self.run_cells(cases)
+        self.assertGreater(n, 400)
+        # The entities still have their roles and flags after the matrix.
+        st, _, b = self.call('owner', 'GET', '/api/entities/%s' % self.entities['disabled'])
+        self.assertEqual((st, b['data']['isEnabled']), (200, False))
+        st, _, b = self.call('owner', 'GET', '/api/entities/%s' % self.entities['private'])
+        self.assertEqual((st, b['data']['public']), (200, False))
+
+    def test_zz_revoke_last(self):
+        # Named to run after test_matrix: each caller revokes its own signature.
+        self.run_cells(['revoke'])
+        for role in ('stranger', 'owner', 'platform'):
+            st, _, b = self.call(role, 'GET', '/api/skills?entityID=%s' %
+                                 self.entities['public'])
+            self.assertEqual(st, 401, (role, b))
+
+    def test_level_update_recovers_caller_without_address(self):
+        # AUTH_RECOVER: without address, the recovered signer is the caller.
+        eid = self.entities['public']
+        for role, want in (('admin', 201), ('stranger', 403)):
+            st, _, b = harness.request(
+                self.port, 'POST', '/api/entities/%s/levels/noaddr-%s/update?signature=%s' %
+                (eid, role, self.sig[role]),
+                body={'name': 'x', 'skillIds': [], 'scores': [], 'XP': 1})
+            self.assertEqual(st, want, (role, b))
+
+
+if __name__ == '__main__':
+    harness.main()
