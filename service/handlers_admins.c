@@ -66,21 +66,12 @@ void admins_post(request *req)
     json_t *body = validate_body(req);
     if (!body)
         return;
-    json_t *list = json_object_get(body, "addresses");
-    verr e;
     char(*addrs)[43];
     size_t n;
-    if (!list) {
-        json_decref(body);
-        request_fail_field(req, "addresses", "addresses is required.");
-        return;
-    }
-    int rc = validate_addresses(&req->pool, list, "addresses", 1, 100, false, &addrs, &n, &e);
+    int rc = validate_address_field(req, body, "addresses", 1, 100, &addrs, &n);
     json_decref(body);
-    if (rc != 0) {
-        validate_fail(req, &e);
+    if (rc != 0)
         return;
-    }
     const char **extra = arena_alloc(&req->pool, n * sizeof *extra);
     if (!extra) {
         request_fail_internal(req, "out of memory");

@@ -498,18 +498,10 @@ void entity_force_add(request *req)
     json_t *body = validate_body(req);
     if (!body)
         return;
-    verr e;
     char(*addrs)[43];
     size_t n;
-    json_t *list = json_object_get(body, "addresses");
-    if (!list) {
+    if (validate_address_field(req, body, "addresses", 1, 1000, &addrs, &n) != 0) {
         json_decref(body);
-        request_fail_field(req, "addresses", "addresses is required.");
-        return;
-    }
-    if (validate_addresses(&req->pool, list, "addresses", 1, 1000, false, &addrs, &n, &e) != 0) {
-        json_decref(body);
-        validate_fail(req, &e);
         return;
     }
     const char *chain_key = json_object_get(body, "Chain") ? "Chain" : "chain";

@@ -166,6 +166,23 @@ int validate_int(json_t *obj, const char *key, int64_t min, int64_t max, int64_t
     return 1;
 }
 
+int validate_address_field(request *req, json_t *body, const char *key, size_t min, size_t max,
+                           char (**out)[43], size_t *n)
+{
+    verr e;
+    json_t *list = json_object_get(body, key);
+    if (!list) {
+        err(&e, key, "is required.");
+        validate_fail(req, &e);
+        return -1;
+    }
+    if (validate_addresses(&req->pool, list, key, min, max, false, out, n, &e) != 0) {
+        validate_fail(req, &e);
+        return -1;
+    }
+    return 0;
+}
+
 int validate_address(const char *s, size_t len, const char *field, char out[43], verr *e)
 {
     uint8_t a[20];

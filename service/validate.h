@@ -48,6 +48,11 @@ int validate_int(json_t *obj, const char *key, int64_t min, int64_t max, int64_t
 int validate_addresses(arena *pool, json_t *value, const char *field, size_t min, size_t max,
                        bool csv_ok, char (**out)[43], size_t *n, verr *e);
 
+/* Reads the required body[key] as an address list (validate_addresses, arrays only) into the
+ * request's pool. Answers 400 itself and returns -1 when it is missing or invalid. */
+int validate_address_field(request *req, json_t *body, const char *key, size_t min, size_t max,
+                           char (**out)[43], size_t *n);
+
 /* Checks one address string; writes the lowercase form. Returns 0 or -1 (e names field). */
 int validate_address(const char *s, size_t len, const char *field, char out[43], verr *e);
 
