@@ -123,25 +123,9 @@ conn *inproc_conn_open(void)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
         DIE("socketpair: %s", strerror(errno));
     peer_fd = sv[1];
-    /* What server.c's on_connection does for an accepted socket (a public seam for this,
-     * e.g. server_conn_open_fd(), would keep the two from drifting apart). */
-    conn *c = calloc(1, sizeof *c);
+    conn *c = server_conn_open_fd(&the_server, sv[0]);
     if (!c)
-        DIE("calloc");
-    c->srv = &the_server;
-    uv_tcp_init(&loop, &c->tcp);
-    if (uv_tcp_open(&c->tcp, sv[0]) != 0)
-        DIE("uv_tcp_open");
-    c->tcp.data = c;
-    c->next = the_server.conns;
-    if (the_server.conns)
-        the_server.conns->prev = c;
-    the_server.conns = c;
-    the_server.nconns++;
-    metrics_connection_opened();
-    http_conn_init(c);
-    server_conn_timer(c, (uint64_t)the_app.cfg.header_timeout_ms);
-    server_conn_reading(c);
+        DIE("server_conn_open_fd");
     return c;
 }
 

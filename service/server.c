@@ -196,16 +196,13 @@ void server_conn_reading(conn *c)
     }
 }
 
-static void on_connection(uv_stream_t *listener, int status)
+/* A connection linked into the server's list, its handle initialised but not yet attached to a
+ * socket. Owned by the server's list until conn_free. */
+static conn *conn_new(server *srv)
 {
-    server *srv = listener->data;
-    if (status < 0) {
-        log_event(LOG_WARN, "accept failed", uv_strerror(status));
-        return;
-    }
     conn *c = calloc(1, sizeof *c);
     if (!c)
-        return;
+        return NULL;
     c->srv = srv;
     uv_tcp_init(srv->app->loop, &c->tcp);
     c->tcp.data = c;
@@ -215,11 +212,13 @@ static void on_connection(uv_stream_t *listener, int status)
     srv->conns = c;
     srv->nconns++;
     metrics_connection_opened();
-    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
-        server_conn_close(c);
-        return;
-    }
-    uv_tcp_nodelay(&c->tcp, 1);
+    return c;
+}
+
+/* Everything after the socket is attached: the parser, the cap, the first deadline. */
+static void conn_start(conn *c)
+{
+    server *srv = c->srv;
     http_conn_init(c);
     if (srv->nconns > (size_t)srv->app->cfg.max_connections) {
         c->close_after = true;
@@ -231,6 +230,37 @@ static void on_connection(uv_stream_t *listener, int status)
     /* A new connection must deliver its first header block in time, like any request. */
     server_conn_timer(c, (uint64_t)srv->app->cfg.header_timeout_ms);
     server_conn_reading(c);
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    server *srv = listener->data;
+    if (status < 0) {
+        log_event(LOG_WARN, "accept failed", uv_strerror(status));
+        return;
+    }
+    conn *c = conn_new(srv);
+    if (!c)
+        return;
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
+        server_conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    conn_start(c);
+}
+
+conn *server_conn_open_fd(server *srv, uv_os_sock_t fd)
+{
+    conn *c = conn_new(srv);
+    if (!c)
+        return NULL;
+    if (uv_tcp_open(&c->tcp, fd) != 0) {
+        server_conn_close(c);
+        return NULL;
+    }
+    conn_start(c);
+    return c;
 }
 
 int server_start(server *srv, app *a)

@@ -33,5 +33,9 @@ void server_conn_timer_stop(conn *c);
 void server_conn_flush(conn *c); /* writes queued responses; closes when asked and done */
 void server_conn_close(conn *c);
 void server_conn_reading(conn *c); /* starts or stops reading to match the connection state */
+/* Serves a connected stream socket the way an accepted one is served (the fuzz targets hand it
+ * one end of a socketpair). The server owns the connection and closes fd with it; on NULL
+ * the caller still owns fd. */
+conn *server_conn_open_fd(server *srv, uv_os_sock_t fd);
 
 #endif

@@ -15,6 +15,7 @@
 #include "buf.h"
 #include "log.h"
 #include "lua_scripts.h"
+#include "redis_reply.h"
 #include "redis_uv.h"
 
 enum state { ST_DOWN, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_CLOSED };
@@ -494,6 +495,7 @@ static void start_connect(store *st)
         return;
     }
     ac->data = st;
+    ac->c.reader->fn = &redis_reply_functions;
     if (redis_uv_attach(ac, st->app->loop) != REDIS_OK) {
         redisAsyncFree(ac);
         schedule_reconnect(st);
@@ -614,4 +616,5 @@ void store_free(store *st)
 {
     if (st)
         free(st);
+    redis_reply_release_cache();
 }
