@@ -254,13 +254,6 @@ static void send_deferred_revocation(request *req)
     }
 }
 
-void auth_store_script(request *req, int script, store_cb cb, int nkeys, int argc,
-                       const char **argv, const size_t *lens)
-{
-    send_deferred_revocation(req);
-    store_script(req->app->store, script, cb, req, nkeys, argc, argv, lens);
-}
-
 void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds)
 {
     send_deferred_revocation(req);
@@ -319,7 +312,7 @@ static void finish(auth_ctx *ac)
         return;
     }
     if (ac->deferred) {
-        /* A read: the revocation check goes with the handler's own read (auth_store_script). */
+        /* A read: the revocation check goes with the handler's own read (auth_store_exec). */
         char *key = arena_alloc(&req->pool, KEYS_REVOKED_SIZE);
         if (!key) {
             request_fail_internal(req, "out of memory");

@@ -47,12 +47,9 @@ const char *auth_request_revocation_id(const request *req);
 
 const auth_stats *auth_get_stats(const auth *au);
 
-/* For read handlers (ROUTE_READ_WITH_REVOCATION): store_script, with the revocation check the
+/* For read handlers (ROUTE_READ_WITH_REVOCATION): store_exec, with the revocation check the
  * sign-in step left for the read sent just ahead of it, in the same write: one round trip for
  * both, and Redis answers the check first. */
-void auth_store_script(request *req, int script, store_cb cb, int nkeys, int argc,
-                       const char **argv, const size_t *lens);
-/* The same for a transaction (store_exec). */
 void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds);
 
 /* True when the lowercase address is in PLATFORM_ADMINS. */

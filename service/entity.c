@@ -199,6 +199,58 @@ bool entity_path_id(request *req, char out[IDS_SIZE])
     return true;
 }
 
+void entity_role_cmds(entity_role_lookup *l, const entity_keys *k, const char *caller,
+                      store_cmd out[ENTITY_ROLE_CMDS])
+{
+    static const char *const names[ENTITY_ROLE_CMDS] = {"SISMEMBER", "SISMEMBER", "HEXISTS"};
+    const char *keys[ENTITY_ROLE_CMDS] = {k->owners, k->admins, k->members};
+    size_t klens[ENTITY_ROLE_CMDS] = {k->owners_len, k->admins_len, k->members_len};
+    size_t clen = strlen(caller);
+    for (int i = 0; i < ENTITY_ROLE_CMDS; i++) {
+        l->argv[i][0] = names[i];
+        l->lens[i][0] = strlen(names[i]);
+        l->argv[i][1] = keys[i];
+        l->lens[i][1] = klens[i];
+        l->argv[i][2] = caller;
+        l->lens[i][2] = clen;
+        out[i] = (store_cmd){3, l->argv[i], l->lens[i]};
+    }
+}
+
+const redisReply *entity_read_exec(request *req, int status, redisReply *r, size_t nreplies,
+                                   bool unsigned_ok)
+{
+    if (reply_store_failed(req, status, r))
+        return NULL;
+    bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == nreplies &&
+              nreplies >= 1 + ENTITY_ROLE_CMDS && r->element[0]->type == REDIS_REPLY_ARRAY &&
+              r->element[0]->elements >= 3;
+    for (size_t i = 1; ok && i <= ENTITY_ROLE_CMDS; i++)
+        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+    if (!ok) {
+        request_fail_internal(req, "entity read: unexpected reply");
+        return NULL;
+    }
+    const redisReply *f = r->element[0];
+    if (f->element[0]->type == REDIS_REPLY_NIL) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return NULL;
+    }
+    /* The strongest role first, as the write scripts' role_of. */
+    int role = r->element[1]->integer   ? ROLE_OWNER
+               : r->element[2]->integer ? ROLE_ADMIN
+               : r->element[3]->integer ? ROLE_MEMBER
+                                        : ROLE_NONE;
+    int rule = entity_read_rule(entity_flag(f->element[1]), entity_flag(f->element[2]), role,
+                                auth_is_platform_admin(req->app->auth, req->caller), req->signed_in,
+                                unsigned_ok);
+    if (rule) {
+        entity_fail_read(req, rule);
+        return NULL;
+    }
+    return f;
+}
+
 bool entity_read_allowed(request *req, int status, redisReply *r, bool unsigned_ok)
 {
     if (reply_store_failed(req, status, r))

@@ -31,13 +31,21 @@ static void send_entity(request *req, int status, const redisReply *json)
     request_reply_parts(req, status, parts, 3);
 }
 
-/* Unsigned: HMGET json isEnabled public. Signed: read_entity.lua's {json, isEnabled, public,
- * role}. */
+/* Unsigned: HMGET json isEnabled public. */
 static void on_entity_read(void *data, int status, redisReply *r)
 {
     request *req = data;
     if (entity_read_allowed(req, status, r, true))
         send_entity(req, 200, r->element[0]);
+}
+
+/* Signed: EXEC of {HMGET json isEnabled public, the role lookups}. */
+static void on_entity_read_signed(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    const redisReply *f = entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, true);
+    if (f)
+        send_entity(req, 200, f->element[0]);
 }
 
 void entity_get(request *req)
@@ -54,9 +62,12 @@ void entity_get(request *req)
         store_command(req->app->store, on_entity_read, req, 5, argv, lens);
         return;
     }
-    const char *argv[] = {k.entity, k.owners, k.admins, k.members, req->caller};
-    size_t lens[] = {k.entity_len, k.owners_len, k.admins_len, k.members_len, strlen(req->caller)};
-    auth_store_script(req, LUA_READ_ENTITY, on_entity_read, 4, 5, argv, lens);
+    const char *argv[] = {"HMGET", k.entity, "json", "isEnabled", "public"};
+    size_t lens[] = {5, k.entity_len, 4, 9, 6};
+    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{5, argv, lens}};
+    entity_role_lookup roles;
+    entity_role_cmds(&roles, &k, req->caller, cmds + 1);
+    auth_store_exec(req, on_entity_read_signed, 1 + ENTITY_ROLE_CMDS, cmds);
 }
 
 /* ---- POST /api/entities: create or update ---- */
@@ -377,17 +388,15 @@ static bool valid_order_entry(const char *s, size_t len)
 static void on_members_page(void *data, int status, redisReply *r)
 {
     request *req = data;
-    /* EXEC: read_access.lua's {id, isEnabled, public, role}, then the ZRANGEBYLEX page */
-    if (status != STORE_OK || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[1]->type != REDIS_REPLY_ARRAY) {
-        if (!reply_store_failed(req, status, r))
-            request_fail_internal(req, "members page: unexpected reply");
+    /* EXEC: {HMGET id isEnabled public, the role lookups, the ZRANGEBYLEX page} */
+    if (!entity_read_exec(req, status, r, 2 + ENTITY_ROLE_CMDS, false))
+        return;
+    const redisReply *page = r->element[1 + ENTITY_ROLE_CMDS];
+    if (page->type != REDIS_REPLY_ARRAY) {
+        request_fail_internal(req, "members page: unexpected reply");
         return;
     }
-    if (!entity_read_allowed(req, status, r->element[0], false))
-        return;
     long limit = (long)(intptr_t)req->state;
-    const redisReply *page = r->element[1];
     size_t n = page->elements < (size_t)limit ? page->elements : (size_t)limit;
     buf *b = reply_scratch();
     buf_append_str(b, "{\"success\":true,\"users\":[");
@@ -449,16 +458,15 @@ void entity_users_get(request *req)
     req->state = (void *)(intptr_t)limit;
     entity_keys k;
     keys_entity(&k, id);
-    const char *access[] = {"EVALSHA", store_script_sha(req->app->store, LUA_READ_ACCESS),
-                            "4",       k.entity,
-                            k.owners,  k.admins,
-                            k.members, req->caller};
-    size_t alens[] = {
-        7, 40, 1, k.entity_len, k.owners_len, k.admins_len, k.members_len, strlen(req->caller)};
+    const char *access[] = {"HMGET", k.entity, "id", "isEnabled", "public"};
+    size_t alens[] = {5, k.entity_len, 2, 9, 6};
     const char *range[] = {"ZRANGEBYLEX", k.order, start, "+", "LIMIT", "0", count};
     size_t rlens[] = {11, k.order_len, strlen(start), 1, 5, 1, strlen(count)};
-    store_cmd cmds[2] = {{8, access, alens}, {7, range, rlens}};
-    auth_store_exec(req, on_members_page, 2, cmds);
+    store_cmd cmds[2 + ENTITY_ROLE_CMDS] = {{5, access, alens}};
+    entity_role_lookup roles;
+    entity_role_cmds(&roles, &k, req->caller, cmds + 1);
+    cmds[1 + ENTITY_ROLE_CMDS] = (store_cmd){7, range, rlens};
+    auth_store_exec(req, on_members_page, 2 + ENTITY_ROLE_CMDS, cmds);
 }
 
 /* ---- POST /api/entities/{id}/force-add ---- */

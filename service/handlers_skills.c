@@ -32,21 +32,25 @@ static void append_list(buf *b, const redisReply *list)
 static void on_skills_read(void *data, int status, redisReply *r)
 {
     request *req = data;
-    /* read_skills.lua: {'"skills":[…],"levels":[…]', isEnabled, public, role} */
-    if (!entity_read_allowed(req, status, r, false))
+    /* EXEC: {HMGET id isEnabled public skilltree, the role lookups}; skilltree is
+     * '"skills":[…],"levels":[…]', absent until the first skill */
+    const redisReply *f = entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, false);
+    if (!f)
         return;
-    if (r->element[0]->type != REDIS_REPLY_STRING) {
+    if (f->elements != 4 ||
+        (f->element[3]->type != REDIS_REPLY_STRING && f->element[3]->type != REDIS_REPLY_NIL)) {
         request_fail_internal(req, "skills read: unexpected reply");
         return;
     }
+    static const char empty[] = "\"skills\":[],\"levels\":[]";
+    slice tree = f->element[3]->type == REDIS_REPLY_STRING
+                     ? (slice){f->element[3]->str, f->element[3]->len}
+                     : (slice){empty, sizeof empty - 1};
     static const char head[] = "{\"success\":true,\"data\":{\"entityID\":\"";
     static const char mid[] = "\",";
     const char *id = req->state;
-    slice parts[5] = {{head, sizeof head - 1},
-                      {id, IDS_SIZE - 1},
-                      {mid, sizeof mid - 1},
-                      {r->element[0]->str, r->element[0]->len},
-                      {"}}", 2}};
+    slice parts[5] = {
+        {head, sizeof head - 1}, {id, IDS_SIZE - 1}, {mid, sizeof mid - 1}, tree, {"}}", 2}};
     request_reply_parts(req, 200, parts, 5);
 }
 
@@ -62,9 +66,12 @@ void skills_get(request *req)
     req->state = (void *)id; /* the decoded parameter lives in the request arena */
     entity_keys k;
     keys_entity(&k, id);
-    const char *argv[] = {k.entity, k.owners, k.admins, k.members, req->caller};
-    size_t lens[] = {k.entity_len, k.owners_len, k.admins_len, k.members_len, strlen(req->caller)};
-    auth_store_script(req, LUA_READ_SKILLS, on_skills_read, 4, 5, argv, lens);
+    const char *argv[] = {"HMGET", k.entity, "id", "isEnabled", "public", "skilltree"};
+    size_t lens[] = {5, k.entity_len, 2, 9, 6, 9};
+    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{6, argv, lens}};
+    entity_role_lookup roles;
+    entity_role_cmds(&roles, &k, req->caller, cmds + 1);
+    auth_store_exec(req, on_skills_read, 1 + ENTITY_ROLE_CMDS, cmds);
 }
 
 /* ---- POST /api/skills (one, or several) ---- */

@@ -106,7 +106,7 @@ static void finish_parts(request *req, int status, const char *ctype, const char
     }
     if (req->revocation_key && status < 400) {
         /* A success may not leave before the revocation check: a route flagged to read with
-         * it answered without auth_store_script. A bug, refused loudly. */
+         * it answered without auth_store_exec. A bug, refused loudly. */
         req->revocation_key = NULL;
         request_fail_internal(req, "read route answered before its revocation check");
         return;

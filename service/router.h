@@ -24,7 +24,7 @@ typedef struct route {
     int flags; /* ROUTE_* */
 } route;
 
-/* The handler reads through auth_store_script(), so the revocation check may ride with its read
+/* The handler reads through auth_store_exec(), so the revocation check may ride with its read
  * (one round trip) instead of coming first. Only for handlers that change nothing. */
 #define ROUTE_READ_WITH_REVOCATION 1
 

@@ -1373,10 +1373,13 @@ class EntityApiTest(EntityCase):
                 self.assertNotIn('script', d)
         self.assertEqual(signed.get('exists', 0) - unsigned.get('exists', 0), 1,
                          (signed, unsigned))
-        # Unsigned: one plain HMGET. Signed: one read script (the role lookup it may need is
-        # inside it) plus the revocation EXISTS, sent together.
+        # Unsigned: one plain HMGET. Signed: one MULTI ... EXEC of plain commands (the HMGET and
+        # the caller's role lookups) plus the revocation EXISTS, sent together; no script.
         self.assertEqual(unsigned, {'hmget': 1}, unsigned)
-        self.assertEqual(signed.get('evalsha', 0), 1, signed)
+        self.assertEqual(signed, {'exists': 1, 'multi': 1, 'hmget': 1, 'sismember': 2,
+                                  'hexists': 1, 'exec': 1}, signed)
+        self.assertEqual(page, {'exists': 1, 'multi': 1, 'hmget': 1, 'sismember': 2,
+                                'hexists': 1, 'zrangebylex': 1, 'exec': 1}, page)
         # One script call for 1000 addresses.
         self.assertEqual(fadd.get('evalsha', 0), 1, fadd)
         self.assertEqual(fadd.get('hsetnx', 0), 1000, fadd)

@@ -1244,6 +1244,18 @@ class SkillsTest(harness.ServiceTestCase):
             if cmd not in ('evalsha', 'exists'):
                 self.assertEqual(calls, scripts.count(cmd), (what, cmd, stats, scripts))
 
+    # A signed read: the revocation EXISTS and one MULTI ... EXEC of plain commands (the
+    # entity's HMGET and the caller's three role lookups), no script.
+    SIGNED_READ = ['exec', 'exists', 'hexists', 'hmget', 'multi', 'sismember', 'sismember']
+
+    def assertOneRead(self, stats, clients, scripts, what):
+        self.assertEqual(sorted(clients), self.SIGNED_READ, what)
+        self.assertEqual(scripts, [], what)
+        for name in ('evalsha', 'eval'):
+            self.assertNotIn(name, stats, (what, stats))
+        self.assertEqual(sorted(c for c, n in stats.items() for _ in range(n)), self.SIGNED_READ,
+                         (what, stats))
+
     def test_round_trips_per_request(self):
         owner, = self.wallets(1)
         eid = self.create_entity(owner)
@@ -1283,11 +1295,12 @@ class SkillsTest(harness.ServiceTestCase):
             with self.subTest(what):
                 resp, stats, clients, scripts = self.round_trips(fn)
                 self.assertEqual(resp[0], status, (what, resp))
-                self.assertOneScript(stats, clients, scripts, what)
+                check = self.assertOneRead if what.startswith('GET') else self.assertOneScript
+                check(stats, clients, scripts, what)
         # A fresh signature (recovered, not cached) costs no extra Redis command.
         resp, stats, clients, scripts = self.round_trips(lambda: self.get_skills(fresh, eid))
         self.assertEqual(resp[0], 200)
-        self.assertOneScript(stats, clients, scripts, 'GET with a new signature')
+        self.assertOneRead(stats, clients, scripts, 'GET with a new signature')
 
 
 if __name__ == '__main__':

@@ -1,9 +1,0 @@
--- read_entity: what a signed read of an entity needs, atomically: its JSON, its flags and,
--- only when the read rule will ask (private or disabled), the caller's role.
--- KEYS: entity, owners, admins, members   ARGV: caller
--- Returns nil for an unknown entity, else {json, isEnabled, public, role}.
-local f = redis.call('HMGET', KEYS[1], 'json', 'isEnabled', 'public')
-if not f[1] then return nil end
-local role = ''
-if f[2] == '0' or f[3] == '0' then role = role_of(KEYS[2], KEYS[3], KEYS[4], ARGV[1]) end
-return {f[1], f[2] or '1', f[3] or '1', role}
