@@ -42,7 +42,7 @@ int entity_role_parse(const redisReply *r);
  * false: a malformed id in a path names nothing. */
 bool entity_path_id(request *req, char out[IDS_SIZE]);
 
-/* Checks a read's answer: {payload, isEnabled, public[, role]} from a read script or an unsigned
+/* Checks a read's answer: {payload, isEnabled, public[, role]} from an unsigned
  * HMGET. Answers 503/504, 404 (unknown entity) or the read rule's refusal itself; true when
  * the payload may be sent. */
 bool entity_read_allowed(request *req, int status, redisReply *r, bool unsigned_ok);
