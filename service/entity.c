@@ -145,19 +145,6 @@ void entity_fill_defaults(entity_input *in)
     json_object_set_new(in->fields, "__v", json_string("0"));
 }
 
-int entity_role_parse(const redisReply *r)
-{
-    if (!r || r->type != REDIS_REPLY_STRING)
-        return ROLE_NONE;
-    if (!strcmp(r->str, "owner"))
-        return ROLE_OWNER;
-    if (!strcmp(r->str, "admin"))
-        return ROLE_ADMIN;
-    if (!strcmp(r->str, "member"))
-        return ROLE_MEMBER;
-    return ROLE_NONE;
-}
-
 bool entity_flag(const redisReply *r)
 {
     return !(r && r->type == REDIS_REPLY_STRING && r->len == 1 && r->str[0] == '0');
@@ -197,6 +184,17 @@ bool entity_path_id(request *req, char out[IDS_SIZE])
     memcpy(out, id.s, id.len);
     out[id.len] = '\0';
     return true;
+}
+
+/* The read rule over {first, isEnabled, public, ...}; answers the refusal itself. */
+static bool read_rule_passes(request *req, const redisReply *f, int role, bool unsigned_ok)
+{
+    int rule = entity_read_rule(entity_flag(f->element[1]), entity_flag(f->element[2]), role,
+                                auth_is_platform_admin(req->app->auth, req->caller), req->signed_in,
+                                unsigned_ok);
+    if (rule)
+        entity_fail_read(req, rule);
+    return rule == 0;
 }
 
 void entity_role_cmds(entity_role_lookup *l, const entity_keys *k, const char *caller,
@@ -241,14 +239,7 @@ const redisReply *entity_read_exec(request *req, int status, redisReply *r, size
                : r->element[2]->integer ? ROLE_ADMIN
                : r->element[3]->integer ? ROLE_MEMBER
                                         : ROLE_NONE;
-    int rule = entity_read_rule(entity_flag(f->element[1]), entity_flag(f->element[2]), role,
-                                auth_is_platform_admin(req->app->auth, req->caller), req->signed_in,
-                                unsigned_ok);
-    if (rule) {
-        entity_fail_read(req, rule);
-        return NULL;
-    }
-    return f;
+    return read_rule_passes(req, f, role, unsigned_ok) ? f : NULL;
 }
 
 bool entity_read_allowed(request *req, int status, redisReply *r, bool unsigned_ok)
@@ -260,17 +251,9 @@ bool entity_read_allowed(request *req, int status, redisReply *r, bool unsigned_
         request_fail(req, 404, "not_found", "No such entity.", NULL);
         return false;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements > 4) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
         request_fail_internal(req, "entity read: unexpected reply");
         return false;
     }
-    int role = r->elements == 4 ? entity_role_parse(r->element[3]) : ROLE_NONE;
-    int rule = entity_read_rule(entity_flag(r->element[1]), entity_flag(r->element[2]), role,
-                                auth_is_platform_admin(req->app->auth, req->caller), req->signed_in,
-                                unsigned_ok);
-    if (rule) {
-        entity_fail_read(req, rule);
-        return false;
-    }
-    return true;
+    return read_rule_passes(req, r, ROLE_NONE, unsigned_ok);
 }

@@ -35,16 +35,12 @@ void entity_fill_defaults(entity_input *in);
 
 enum entity_role { ROLE_NONE = 0, ROLE_MEMBER, ROLE_ADMIN, ROLE_OWNER };
 
-/* A script's role answer: "owner", "admin", "member" or "". */
-int entity_role_parse(const redisReply *r);
-
 /* Copies the path's entity id (first path parameter) into out, or answers 404 and returns
  * false: a malformed id in a path names nothing. */
 bool entity_path_id(request *req, char out[IDS_SIZE]);
 
-/* Checks a read's answer: {payload, isEnabled, public[, role]} from an unsigned
- * HMGET. Answers 503/504, 404 (unknown entity) or the read rule's refusal itself; true when
- * the payload may be sent. */
+/* Checks an unsigned read's answer: {payload, isEnabled, public} from an HMGET. Answers 503/504,
+ * 404 (unknown entity) or the read rule's refusal itself; true when the payload may be sent. */
 bool entity_read_allowed(request *req, int status, redisReply *r, bool unsigned_ok);
 
 /* A signed read is one transaction: MULTI, an HMGET of the entity hash whose first three
