@@ -10,6 +10,7 @@
 struct server;
 struct store;
 struct auth;
+struct pagecache;
 
 typedef struct app {
     uv_loop_t *loop;
@@ -17,6 +18,7 @@ typedef struct app {
     struct server *server;
     struct store *store;
     struct auth *auth;
+    struct pagecache *pages; /* NULL when PAGE_CACHE_SIZE is 0 */
 } app;
 
 #endif

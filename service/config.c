@@ -51,6 +51,8 @@ static const opt opts[] = {
      "on SIGTERM, how long in-flight requests may take to finish"},
     {"SIG_CACHE_SIZE", OPT_INT, OFF(sig_cache_size), "65536", 0, 16777216,
      "verified signatures kept in memory (0 disables the cache)"},
+    {"PAGE_CACHE_SIZE", OPT_INT, OFF(page_cache_size), "256", 0, 65536,
+     "users pages kept in memory, each up to 64 KiB (0 disables the cache)"},
     {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
      "development mode: a fixed AUTH_SECRET when none is set (never in production)"},
 };

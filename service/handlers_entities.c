@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "app.h"
@@ -13,6 +14,8 @@
 #include "ids.h"
 #include "isotime.h"
 #include "keys.h"
+#include "log.h"
+#include "pagecache.h"
 #include "lua_scripts.h"
 #include "reply.h"
 #include "store.h"
@@ -370,7 +373,12 @@ static void start_alias_update(request *req)
 
 /* ---- GET /api/entities/{id}/users ---- */
 
+/* A member entry (keys.h): "<addedAt ms, 16 digits>:<address>:<addedBy>:<chain>". Its first
+ * ORDER_ENTRY_LEN bytes are the page cursor. */
 #define ORDER_ENTRY_LEN 59 /* 16 digits + ':' + 42-character address */
+#define ENTRY_BY_AT     (ORDER_ENTRY_LEN + 1)
+#define ENTRY_CHAIN_AT  (ENTRY_BY_AT + 42 + 1)
+#define CHAIN_MAX       32
 
 static bool valid_order_entry(const char *s, size_t len)
 {
@@ -385,29 +393,111 @@ static bool valid_order_entry(const char *s, size_t len)
     return true;
 }
 
-static void on_members_page(void *data, int status, redisReply *r)
+static bool valid_chain(const char *s, size_t n)
 {
-    request *req = data;
-    /* EXEC: {HMGET id isEnabled public, the role lookups, the ZRANGEBYLEX page} */
-    if (!entity_read_exec(req, status, r, 2 + ENTITY_ROLE_CMDS, false))
-        return;
-    const redisReply *page = r->element[1 + ENTITY_ROLE_CMDS];
-    if (page->type != REDIS_REPLY_ARRAY) {
-        request_fail_internal(req, "members page: unexpected reply");
-        return;
+    if (n < 1 || n > CHAIN_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '_' || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* The ISO form of the last addedAt rendered: a page's members mostly share one per batch. */
+typedef struct member_time {
+    char ms[16];
+    char iso[ISOTIME_STRING_SIZE];
+} member_time;
+
+/* Appends the member JSON of one order entry; false when the entry is not one. The addresses
+ * are trusted as force_add.lua wrote them (validated on the way in); the structure and the one
+ * free-form part, the chain, are checked, so no entry can break the page's JSON. Entries of the
+ * first storage format ("<addedAt>:<address>:<member JSON>") are copied as they are. */
+static bool render_member(buf *b, const char *e, size_t len, member_time *t)
+{
+    if (len <= ENTRY_BY_AT || e[16] != ':' || e[ORDER_ENTRY_LEN] != ':')
+        return false;
+    if (e[ENTRY_BY_AT] == '{') {
+        buf_append(b, e + ENTRY_BY_AT, len - ENTRY_BY_AT);
+        return true;
     }
-    long limit = (long)(intptr_t)req->state;
+    if (len <= ENTRY_CHAIN_AT || e[ENTRY_CHAIN_AT - 1] != ':' ||
+        !valid_chain(e + ENTRY_CHAIN_AT, len - ENTRY_CHAIN_AT))
+        return false;
+    if (memcmp(t->ms, e, 16) != 0) {
+        int64_t ms = 0;
+        for (size_t i = 0; i < 16; i++) {
+            if (e[i] < '0' || e[i] > '9')
+                return false;
+            ms = ms * 10 + (e[i] - '0');
+        }
+        memcpy(t->ms, e, 16);
+        isotime_format(ms, t->iso);
+    }
+    buf_append_str(b, "{\"address\":\"");
+    buf_append(b, e + 17, 42);
+    buf_append_str(b, "\",\"chain\":\"");
+    buf_append(b, e + ENTRY_CHAIN_AT, len - ENTRY_CHAIN_AT);
+    buf_append_str(b, "\",\"addedAt\":\"");
+    buf_append_str(b, t->iso);
+    buf_append_str(b, "\",\"addedBy\":\"");
+    buf_append(b, e + ENTRY_BY_AT, 42);
+    buf_append(b, "\"}", 2);
+    return true;
+}
+
+/* A users page request. Pages are cached (pagecache.h) under the member list's version,
+ * "<membersVersion>:<ZCARD of the order>": force_add.lua sets a fresh membersVersion with
+ * every change, and the count also moves with any add made without one (by an older release
+ * during an upgrade), since members are never removed. */
+typedef struct users_req {
+    char id[IDS_SIZE];
+    long limit;
+    bool full; /* the page itself was asked for, not only the version */
+    char start[ORDER_ENTRY_LEN + 3], count[8];
+    char key[IDS_SIZE + ORDER_ENTRY_LEN + 16]; /* id|cursor|limit */
+    size_t klen;
+} users_req;
+
+static void send_users_read(request *req);
+
+/* The page's version from the EXEC reply's HMGET (4th field) and ZCARD; false when the entity
+ * has no membersVersion yet (its pages are not cached). */
+static bool page_version(const redisReply *fields, const redisReply *zcard, char *out, size_t size,
+                         size_t *len)
+{
+    const redisReply *v = fields->elements >= 4 ? fields->element[3] : NULL;
+    if (!v || v->type != REDIS_REPLY_STRING || v->len == 0 || v->len > 32 ||
+        zcard->type != REDIS_REPLY_INTEGER)
+        return false;
+    int n = snprintf(out, size, "%.*s:%lld", (int)v->len, v->str, (long long)zcard->integer);
+    if (n < 0 || (size_t)n >= size)
+        return false;
+    *len = (size_t)n;
+    return true;
+}
+
+static void render_page(buf *b, const redisReply *page, long limit)
+{
     size_t n = page->elements < (size_t)limit ? page->elements : (size_t)limit;
-    buf *b = reply_scratch();
     buf_append_str(b, "{\"success\":true,\"users\":[");
+    member_time t = {.ms = {0}};
+    size_t skipped = 0;
     for (size_t i = 0; i < n; i++) {
         const redisReply *e = page->element[i];
-        if (e->type != REDIS_REPLY_STRING || e->len <= ORDER_ENTRY_LEN + 1)
-            continue;
+        size_t mark = b->len;
         if (b->data[b->len - 1] != '[')
             buf_append(b, ",", 1);
-        /* "<addedAt>:<address>:<record JSON>" */
-        buf_append(b, e->str + ORDER_ENTRY_LEN + 1, e->len - ORDER_ENTRY_LEN - 1);
+        if (e->type != REDIS_REPLY_STRING || !render_member(b, e->str, e->len, &t)) {
+            b->len = mark;
+            skipped++;
+        }
+    }
+    buf *line = skipped ? log_begin(LOG_WARN, "members page: malformed entries skipped") : NULL;
+    if (line) {
+        log_int(line, "skipped", (int64_t)skipped);
+        log_end(line);
     }
     buf_append_str(b, "],\"nextCursor\":");
     if (page->elements > (size_t)limit && n > 0 && page->element[n - 1]->len > ORDER_ENTRY_LEN) {
@@ -419,13 +509,78 @@ static void on_members_page(void *data, int status, redisReply *r)
     } else {
         buf_append_str(b, "null}");
     }
+}
+
+static void on_members_page(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    users_req *u = req->state;
+    /* EXEC: {HMGET id isEnabled public membersVersion, the role lookups, [the ZRANGEBYLEX
+     * page,] ZCARD} */
+    size_t nreplies = (u->full ? 3 : 2) + ENTITY_ROLE_CMDS;
+    const redisReply *fields = entity_read_exec(req, status, r, nreplies, false);
+    if (!fields)
+        return;
+    char version[64];
+    size_t vlen = 0;
+    bool versioned = page_version(fields, r->element[nreplies - 1], version, sizeof version, &vlen);
+    pagecache *pc = req->app->pages;
+    buf *b = reply_scratch();
+    if (!u->full) {
+        size_t blen;
+        const char *body =
+            versioned ? pagecache_get(pc, u->key, u->klen, version, vlen, &blen) : NULL;
+        if (body) {
+            buf_append(b, body, blen);
+            reply_send(req, 200, b);
+        } else {
+            u->full = true; /* changed since it was cached: read the page itself */
+            send_users_read(req);
+        }
+        return;
+    }
+    const redisReply *page = r->element[1 + ENTITY_ROLE_CMDS];
+    if (page->type != REDIS_REPLY_ARRAY) {
+        request_fail_internal(req, "members page: unexpected reply");
+        return;
+    }
+    render_page(b, page, u->limit);
+    if (versioned)
+        pagecache_put(pc, u->key, u->klen, version, vlen, b->data, b->len);
     reply_send(req, 200, b);
+}
+
+static void send_users_read(request *req)
+{
+    users_req *u = req->state;
+    entity_keys k;
+    keys_entity(&k, u->id);
+    const char *access[] = {"HMGET", k.entity, "id", "isEnabled", "public", "membersVersion"};
+    size_t alens[] = {5, k.entity_len, 2, 9, 6, 14};
+    const char *range[] = {"ZRANGEBYLEX", k.order, u->start, "+", "LIMIT", "0", u->count};
+    size_t rlens[] = {11, k.order_len, strlen(u->start), 1, 5, 1, strlen(u->count)};
+    const char *zcard[] = {"ZCARD", k.order};
+    size_t zlens[] = {5, k.order_len};
+    store_cmd cmds[3 + ENTITY_ROLE_CMDS] = {{6, access, alens}};
+    entity_role_lookup roles;
+    entity_role_cmds(&roles, &k, req->caller, cmds + 1);
+    int n = 1 + ENTITY_ROLE_CMDS;
+    if (u->full)
+        cmds[n++] = (store_cmd){7, range, rlens};
+    cmds[n++] = (store_cmd){2, zcard, zlens};
+    /* After a stale cached page this is the second read; the revocation check went with the
+     * first. */
+    auth_store_exec(req, on_members_page, n, cmds);
 }
 
 void entity_users_get(request *req)
 {
-    char id[IDS_SIZE];
-    if (!entity_path_id(req, id))
+    users_req *u = arena_alloc(&req->pool, sizeof *u);
+    if (!u) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    if (!entity_path_id(req, u->id))
         return;
     size_t len;
     long limit = 100;
@@ -450,37 +605,22 @@ void entity_users_get(request *req)
         }
         cursor[ORDER_ENTRY_LEN] = '\0';
     }
+    u->limit = limit;
     /* One page past the cursor: "[<cursor>;" sorts after every entry of that member. */
-    char start[ORDER_ENTRY_LEN + 3] = "-", count[8];
     if (cursor[0])
-        snprintf(start, sizeof start, "[%s;", cursor);
-    snprintf(count, sizeof count, "%ld", limit + 1);
-    req->state = (void *)(intptr_t)limit;
-    entity_keys k;
-    keys_entity(&k, id);
-    const char *access[] = {"HMGET", k.entity, "id", "isEnabled", "public"};
-    size_t alens[] = {5, k.entity_len, 2, 9, 6};
-    const char *range[] = {"ZRANGEBYLEX", k.order, start, "+", "LIMIT", "0", count};
-    size_t rlens[] = {11, k.order_len, strlen(start), 1, 5, 1, strlen(count)};
-    store_cmd cmds[2 + ENTITY_ROLE_CMDS] = {{5, access, alens}};
-    entity_role_lookup roles;
-    entity_role_cmds(&roles, &k, req->caller, cmds + 1);
-    cmds[1 + ENTITY_ROLE_CMDS] = (store_cmd){7, range, rlens};
-    auth_store_exec(req, on_members_page, 2 + ENTITY_ROLE_CMDS, cmds);
+        snprintf(u->start, sizeof u->start, "[%s;", cursor);
+    else
+        memcpy(u->start, "-", 2);
+    snprintf(u->count, sizeof u->count, "%ld", limit + 1);
+    int kl = snprintf(u->key, sizeof u->key, "%s|%s|%ld", u->id, cursor, limit);
+    u->klen = kl > 0 && (size_t)kl < sizeof u->key ? (size_t)kl : 0;
+    req->state = u;
+    /* With a page cached under this key, ask only for the version; otherwise for the page. */
+    u->full = !pagecache_lookup(req->app->pages, u->key, u->klen);
+    send_users_read(req);
 }
 
 /* ---- POST /api/entities/{id}/force-add ---- */
-
-static bool valid_chain(const char *s, size_t n)
-{
-    if (n < 1 || n > 32)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
-              (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '_' || s[i] == '-'))
-            return false;
-    return true;
-}
 
 static void on_force_add(void *data, int status, redisReply *r)
 {
@@ -527,10 +667,14 @@ void entity_force_add(request *req)
 
     entity_keys k;
     keys_entity(&k, id);
-    char added_at[24], added_iso[ISOTIME_STRING_SIZE];
-    int64_t now = isotime_now_ms();
-    snprintf(added_at, sizeof added_at, "%016lld", (long long)now);
-    isotime_format(now, added_iso);
+    char added_at[24], version[17];
+    snprintf(added_at, sizeof added_at, "%016lld", (long long)isotime_now_ms());
+    uint8_t rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        request_fail_internal(req, "no randomness for the members version");
+        return;
+    }
+    hex_encode(rnd, sizeof rnd, version);
     size_t argc = 10 + n;
     const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
     size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
@@ -547,7 +691,7 @@ void entity_force_add(request *req)
                           is_platform(req) ? "1" : "0",
                           chain_buf,
                           added_at,
-                          added_iso};
+                          version};
     size_t nhead = sizeof head / sizeof head[0];
     for (size_t i = 0; i < nhead; i++) {
         argv[i] = head[i];

@@ -5,14 +5,20 @@
  *
  * Per entity, all under the hash tag {c-<uuid>} so one script's keys share a Cluster slot:
  *   ent:{c-…}                 hash    the entity's fields (names as in the API; booleans "1"/"0",
- *                                     contracts a JSON array, times ISO, __v an integer) and
- *                                     "json": the Entity as the API returns it
+ *                                     contracts a JSON array, times ISO, __v an integer),
+ *                                     "json": the Entity as the API returns it, and
+ *                                     "membersVersion": a random token force_add.lua renews
+ *                                     with every change of the member list (pagecache.h)
  *   ent:{c-…}:owners          set     owner addresses (lowercase)
  *   ent:{c-…}:admins          set     admin addresses
- *   ent:{c-…}:members         hash    address -> member JSON {address, chain, addedAt, addedBy}
- *   ent:{c-…}:members:order   zset    all scores 0; members "<addedAt ms, 16 digits>:<address>:
- *                                     <member JSON>", so lexicographic order is (addedAt,
- *                                     address); a page is ZRANGEBYLEX from "[<cursor>;":
+ *   ent:{c-…}:members         hash    address -> its member entry, "<addedAt ms, 16 digits>:
+ *                                     <address>:<addedBy>:<chain>" (the one exception to stored
+ *                                     JSON: a page of 100 copies half the bytes this way, and
+ *                                     entityd renders it; the first storage format's entries,
+ *                                     "<addedAt>:<address>:<member JSON>", are still read)
+ *   ent:{c-…}:members:order   zset    all scores 0; the same member entries, so lexicographic
+ *                                     order is (addedAt, address); a page is ZRANGEBYLEX from
+ *                                     "[<cursor>;", the cursor being an entry's first 59 bytes:
  *                                     O(log N + page)
  *   ent:{c-…}:skills          hash    skill id -> Skill JSON
  *   ent:{c-…}:skills:order    zset    Skill JSONs scored createdAt ms * 1000 + position in batch

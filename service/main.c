@@ -8,6 +8,7 @@
 #include "app.h"
 #include "auth.h"
 #include "log.h"
+#include "pagecache.h"
 #include "server.h"
 #include "store.h"
 #include "version.h"
@@ -82,6 +83,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "entityd: %s\n", err);
         return 1;
     }
+    a->pages = pagecache_new((size_t)a->cfg.page_cache_size, PAGECACHE_MAX_BODY);
     rc = server_start(&the_server, a);
     if (rc != 0) {
         fprintf(stderr, "entityd: cannot listen on %s:%lld: %s\n", a->cfg.host,
@@ -111,6 +113,7 @@ int main(int argc, char **argv)
     log_flush();
     store_free(a->store);
     auth_free(a->auth);
+    pagecache_free(a->pages);
     uv_loop_close(a->loop);
     config_free(&a->cfg);
     return 0;

@@ -8,6 +8,7 @@
 
 #include "app.h"
 #include "auth.h"
+#include "pagecache.h"
 #include "router.h"
 #include "server.h"
 #include "store.h"
@@ -173,4 +174,14 @@ void metrics_render(buf *out, app *a)
             au->queued);
     gauge(out, "entityd_auth_threadpool_queue_depth",
           "Signature recoveries waiting or running on the threadpool.", (double)au->queue_depth);
+
+    pagecache_stats ps = pagecache_get_stats(a->pages);
+    buf_append_str(out, "# HELP entityd_users_page_cache_total Users page reads by cache "
+                        "outcome.\n# TYPE entityd_users_page_cache_total counter\n");
+    buf_printf(out,
+               "entityd_users_page_cache_total{outcome=\"hit\"} %llu\n"
+               "entityd_users_page_cache_total{outcome=\"miss\"} %llu\n"
+               "entityd_users_page_cache_total{outcome=\"stale\"} %llu\n",
+               (unsigned long long)ps.hits, (unsigned long long)ps.misses,
+               (unsigned long long)ps.stale);
 }

@@ -1,21 +1,25 @@
 -- force_add: adds members as an owner or admin, all or nothing; present members keep their
 -- record. KEYS: entity, owners, admins, members, member order
--- ARGV: caller, platform, chain, addedAt (ms, 16 digits zero-padded), addedAt (ISO),
+-- ARGV: caller, platform, chain, addedAt (ms, 16 digits zero-padded), a fresh random version,
 --       address... (lowercase, deduplicated). Returns {added, existing}.
+-- An add that changes the member list stores the version in the entity's membersVersion:
+-- cached users pages are valid only under the version they were rendered from.
+-- A member is one compact entry, "<addedAt>:<address>:<addedBy>:<chain>", kept both as the
+-- hash value and as the order member; entityd renders the JSON (keys.h).
 local role = role_of(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
 local added, existing = 0, 0
-local tail = '","chain":"' .. ARGV[3] .. '","addedAt":"' .. ARGV[5] .. '","addedBy":"' ..
-  ARGV[1] .. '"}'
+local tail = ':' .. ARGV[1] .. ':' .. ARGV[3]
 for i = 6, #ARGV do
   local a = ARGV[i]
-  local record = '{"address":"' .. a .. tail
-  if redis.call('HSETNX', KEYS[4], a, record) == 1 then
-    redis.call('ZADD', KEYS[5], 0, ARGV[4] .. ':' .. a .. ':' .. record)
+  local entry = ARGV[4] .. ':' .. a .. tail
+  if redis.call('HSETNX', KEYS[4], a, entry) == 1 then
+    redis.call('ZADD', KEYS[5], 0, entry)
     added = added + 1
   else
     existing = existing + 1
   end
 end
+if added > 0 then redis.call('HSET', KEYS[1], 'membersVersion', ARGV[5]) end
 return {added, existing}

@@ -185,12 +185,16 @@ def stats_delta(before, after):
 
 
 def parse_member_record(rec):
-    """(addedAt ISO, chain, addedBy) of a :members hash value: a JSON object, or the
-    "<addedAt ms> <chain> <addedBy>" text form."""
-    if rec.startswith('{'):
-        j = json.loads(rec)
+    """(addedAt ISO, chain, addedBy) of a :members hash value: a member entry,
+    "<addedAt ms, 16 digits>:<address>:<addedBy>:<chain>", or the first format's
+    "<addedAt>:<address>:<member JSON>"."""
+    added, _, rest = rec[:16], rec[17:59], rec[60:]
+    assert added.isdigit() and rec[16] == ':' and rec[59] == ':', rec
+    if rest.startswith('{'):
+        j = json.loads(rest)
         return j['addedAt'], j['chain'], j['addedBy']
-    added, chain, by = rec.split(' ')
+    by, chain = rest.split(':')
+    assert ADDR_RE.match(by), rec
     return harness.iso_ms(int(added)), chain, by
 
 
@@ -1027,6 +1031,90 @@ class EntityApiTest(EntityCase):
         st = self.users(eid, c['owner'], extra='&limit=2&limit=3')
         self.assertError(st, 400, 'invalid_request')
 
+    def test_users_page_renders_stored_entries(self):
+        """Pages are rendered from the stored member entries: addedAt from its milliseconds,
+        entries of the first storage format as they are, and entries that could break the
+        JSON skipped."""
+        c = self.c
+        eid = self.fresh()
+        by = rand_addr()
+        a = [rand_addr() for _ in range(5)]
+        legacy = json.dumps({'address': a[1], 'chain': 'old', 'addedAt':
+                             '2025-11-21T10:00:01.000Z', 'addedBy': by}, separators=(',', ':'))
+        entries = {
+            a[0]: '%016d:%s:%s:%s' % (1763719200123, a[0], by, 'chain_A-9'),
+            a[1]: '%016d:%s:%s' % (1763719201000, a[1], legacy),
+            a[2]: '%016d:%s:%s:%s' % (1763719202000, a[2], by, 'a"b'),
+            a[3]: '%016d:%s:%s:' % (1763719203000, a[3], by),
+            a[4]: '%016d:%s:%s' % (1763719204000, a[4], by),
+        }
+        for addr, e in entries.items():
+            rcli(self.r, 'HSET', ekey(eid, ':members'), addr, e)
+            rcli(self.r, 'ZADD', ekey(eid, ':members:order'), '0', e)
+        users = self.assertOk(self.users(eid, c['owner']))['users']
+        self.assertEqual(users[:2], [
+            {'address': a[0], 'chain': 'chain_A-9', 'addedAt': '2025-11-21T10:00:00.123Z',
+             'addedBy': by},
+            json.loads(legacy)])
+        self.assertEqual([u['address'] for u in users[2:]], [c['member'].address])
+
+    def test_users_page_cache_follows_every_change(self):
+        """A cached page is served only while the member list is unchanged, whoever changed
+        it: this process, another entityd process, or a writer that does not set the version
+        (an older release during an upgrade)."""
+        c = self.c
+        eid = self.fresh()
+        other = self.entityd(redis=self.r)
+
+        def page(port=None):
+            return [u['address'] for u in
+                    self.assertOk(self.users(eid, c['owner'], port=port))['users']]
+
+        def cache_counts():
+            text = harness.request(self.port, 'GET', '/metrics')[2].decode()
+            return {o: int(re.search(r'entityd_users_page_cache_total\{outcome="%s"\} (\d+)'
+                                     % o, text).group(1)) for o in ('hit', 'miss', 'stale')}
+
+        want = [c['member'].address]
+        self.assertEqual(page(), want)
+        before = cache_counts()
+        self.assertEqual(page(), want)
+        after = cache_counts()
+        self.assertEqual(after['hit'] - before['hit'], 1, (before, after))
+        # Another process adds a member.
+        time.sleep(0.01)
+        x = rand_addr()
+        self.assertOk(self.force_add(eid, c['owner'], [x], port=other.port))
+        want.append(x)
+        self.assertEqual(page(), want)
+        self.assertEqual(cache_counts()['stale'] - after['stale'], 1)
+        self.assertEqual(page(), want)
+        # A member written straight into Redis, membersVersion left as it was.
+        y = '0x' + 'f' * 40
+        e = '%016d:%s:%s:ETH' % (int(time.time() * 1000) + 1000, y, c['owner'].address)
+        rcli(self.r, 'HSET', ekey(eid, ':members'), y, e)
+        rcli(self.r, 'ZADD', ekey(eid, ':members:order'), '0', e)
+        want.append(y)
+        self.assertEqual(page(), want)
+        # Re-adding present members changes nothing and keeps the cached page.
+        v = rcli(self.r, 'HGET', ekey(eid), 'membersVersion')
+        self.assertRegex(v, r'^[0-9a-f]{16}$')
+        self.assertEqual(self.assertOk(self.force_add(eid, c['owner'], [x]))['existing'], 1)
+        self.assertEqual(rcli(self.r, 'HGET', ekey(eid), 'membersVersion'), v)
+        before = cache_counts()
+        self.assertEqual(page(), want)
+        self.assertEqual(cache_counts()['hit'] - before['hit'], 1)
+        # Roles are checked on every read, cached page or not.
+        self.assertOk(self.update(c['owner'], eid, self.owners(), public=False))
+        self.assertError(self.users(eid, c['stranger']), 403, 'forbidden')
+        self.assertEqual(page(), want)
+        # Without a cache (PAGE_CACHE_SIZE=0) the pages are the same.
+        nocache = self.entityd(redis=self.r, env={'PAGE_CACHE_SIZE': 0})
+        for _ in range(2):
+            self.assertEqual(page(nocache.port), want)
+        text = harness.request(nocache.port, 'GET', '/metrics')[2].decode()
+        self.assertIn('entityd_users_page_cache_total{outcome="hit"} 0\n', text)
+
     def test_pagination_2500_members_in_order_each_once(self):
         c = self.c
         eid = self.fresh()
@@ -1358,9 +1446,14 @@ class EntityApiTest(EntityCase):
         self.assertOk(resp)
         resp, page = cost(lambda: self.users(eid, c['stranger'], extra='&limit=1000'))
         self.assertOk(resp)
+        resp, cached = cost(lambda: self.users(eid, c['stranger'], extra='&limit=1000'))
+        self.assertEqual(self.assertOk(resp), self.assertOk(self.users(eid, c['stranger'],
+                                                                       extra='&limit=999')))
         batch = [rand_addr() for _ in range(1000)]
         resp, fadd = cost(lambda: self.force_add(eid, c['admin'], batch))
         self.assertEqual(self.assertOk(resp)['added'], 1000)
+        resp, stale = cost(lambda: self.users(eid, c['stranger'], extra='&limit=1000'))
+        self.assertEqual(len(self.assertOk(resp)['users']), 1000)
         # Commands called inside scripts count in commandstats too, so only what no script
         # can do is exact here (the proxy test below sees the service's own commands):
         # EVALSHA (at most one per request, and no EVAL fallback) and the revocation EXISTS
@@ -1378,8 +1471,16 @@ class EntityApiTest(EntityCase):
         self.assertEqual(unsigned, {'hmget': 1}, unsigned)
         self.assertEqual(signed, {'exists': 1, 'multi': 1, 'hmget': 1, 'sismember': 2,
                                   'hexists': 1, 'exec': 1}, signed)
-        self.assertEqual(page, {'exists': 1, 'multi': 1, 'hmget': 1, 'sismember': 2,
-                                'hexists': 1, 'zrangebylex': 1, 'exec': 1}, page)
+        # A users page: the same, with the page (ZRANGEBYLEX) and its version (ZCARD). Read
+        # again it comes from the cache: the version alone is asked for. After a change the
+        # version read finds the cached page stale and a second transaction reads the page.
+        roles = {'sismember': 2, 'hexists': 1}
+        self.assertEqual(page, dict(exists=1, multi=1, hmget=1, zrangebylex=1, zcard=1,
+                                    exec=1, **roles), page)
+        self.assertEqual(cached, dict(exists=1, multi=1, hmget=1, zcard=1, exec=1, **roles),
+                         cached)
+        self.assertEqual(stale, {'exists': 1, 'multi': 2, 'hmget': 2, 'sismember': 4,
+                                 'hexists': 2, 'zrangebylex': 1, 'zcard': 2, 'exec': 2}, stale)
         # One script call for 1000 addresses.
         self.assertEqual(fadd.get('evalsha', 0), 1, fadd)
         self.assertEqual(fadd.get('hsetnx', 0), 1000, fadd)

@@ -112,18 +112,20 @@ def check_invariants(r):
                 problems.append('%s: entity json %r, fields say %r' % (eid, got, want))
         if ent['communityURLAlias']:
             alias_of[eid] = ent['communityURLAlias']
-        # members: hash address -> JSON, order "<addedAt 16 digits>:<address>:<JSON>" score 0
+        # members: hash address -> entry, order the same entries
+        # "<addedAt 16 digits>:<address>:<addedBy>:<chain>", score 0
         members = hgetall('ent:{%s}:members' % eid)
         seen = {}
         for entry, score in zset('ent:{%s}:members:order' % eid):
-            at, a, rec = entry[:16], entry[17:59], entry[60:]
-            if not at.isdigit() or entry[16] != ':' or entry[59] != ':' or score != 0:
+            at, a = entry[:16], entry[17:59]
+            if not at.isdigit() or entry[16] != ':' or entry[59] != ':' or \
+                    entry[102:103] != ':' or score != 0:
                 problems.append('%s: member order entry %r score %r' % (eid, entry[:80], score))
                 continue
             seen[a] = seen.get(a, 0) + 1
-            if members.get(a) != rec:
-                problems.append('%s: member %s order record %r, hash %r' % (
-                    eid, a, rec[:100], members.get(a, '')[:100]))
+            if members.get(a) != entry:
+                problems.append('%s: member %s order entry %r, hash %r' % (
+                    eid, a, entry[:120], members.get(a, '')[:120]))
         if set(seen) != set(members) or any(n != 1 for n in seen.values()):
             problems.append('%s: members hash (%d) and order (%d entries) differ' % (
                 eid, len(members), sum(seen.values())))
