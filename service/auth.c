@@ -260,6 +260,12 @@ void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds
     store_exec(req->app->store, cb, req, ncmds, cmds);
 }
 
+void auth_store_command(request *req, store_cb cb, int argc, const char **argv, const size_t *lens)
+{
+    send_deferred_revocation(req);
+    store_command(req->app->store, cb, req, argc, argv, lens);
+}
+
 static void unauthenticated(request *req, const char *message)
 {
     request_fail(req, 401, "unauthenticated", message, NULL);

@@ -51,6 +51,8 @@ const auth_stats *auth_get_stats(const auth *au);
  * sign-in step left for the read sent just ahead of it, in the same write: one round trip for
  * both, and Redis answers the check first. */
 void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds);
+/* The same for a read that is one plain command. */
+void auth_store_command(request *req, store_cb cb, int argc, const char **argv, const size_t *lens);
 
 /* True when the lowercase address is in PLATFORM_ADMINS. */
 bool auth_is_platform_admin(const auth *au, const char *caller);

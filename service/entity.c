@@ -186,15 +186,22 @@ bool entity_path_id(request *req, char out[IDS_SIZE])
     return true;
 }
 
-/* The read rule over {first, isEnabled, public, ...}; answers the refusal itself. */
-static bool read_rule_passes(request *req, const redisReply *f, int role, bool unsigned_ok)
+/* The read rule over {first, isEnabled, public, ...}. Without the caller's role (have_role
+ * false) a refusal that the strongest role would turn into a read is not final: the caller must
+ * be asked for. Answers a final refusal itself. */
+static entity_read decide(request *req, const redisReply *f, int role, bool have_role,
+                          bool unsigned_ok)
 {
-    int rule = entity_read_rule(entity_flag(f->element[1]), entity_flag(f->element[2]), role,
-                                auth_is_platform_admin(req->app->auth, req->caller), req->signed_in,
-                                unsigned_ok);
-    if (rule)
-        entity_fail_read(req, rule);
-    return rule == 0;
+    bool enabled = entity_flag(f->element[1]), is_public = entity_flag(f->element[2]);
+    bool platform = auth_is_platform_admin(req->app->auth, req->caller);
+    int rule = entity_read_rule(enabled, is_public, role, platform, req->signed_in, unsigned_ok);
+    if (rule == 0)
+        return ENTITY_READ_OK;
+    if (!have_role && req->signed_in &&
+        entity_read_rule(enabled, is_public, ROLE_OWNER, platform, true, unsigned_ok) == 0)
+        return ENTITY_READ_ASK_ROLES;
+    entity_fail_read(req, rule);
+    return ENTITY_READ_ANSWERED;
 }
 
 void entity_role_cmds(entity_role_lookup *l, const entity_keys *k, const char *caller,
@@ -215,45 +222,48 @@ void entity_role_cmds(entity_role_lookup *l, const entity_keys *k, const char *c
     }
 }
 
-const redisReply *entity_read_exec(request *req, int status, redisReply *r, size_t nreplies,
-                                   bool unsigned_ok)
+entity_read entity_read_exec(request *req, int status, redisReply *r, size_t nreplies, int nroles,
+                             bool unsigned_ok, const redisReply **fields)
 {
     if (reply_store_failed(req, status, r))
-        return NULL;
+        return ENTITY_READ_ANSWERED;
     bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == nreplies &&
-              nreplies >= 1 + ENTITY_ROLE_CMDS && r->element[0]->type == REDIS_REPLY_ARRAY &&
+              nreplies >= 1 + (size_t)nroles && r->element[0]->type == REDIS_REPLY_ARRAY &&
               r->element[0]->elements >= 3;
-    for (size_t i = 1; ok && i <= ENTITY_ROLE_CMDS; i++)
+    for (size_t i = 1; ok && i <= (size_t)nroles; i++)
         ok = r->element[i]->type == REDIS_REPLY_INTEGER;
     if (!ok) {
         request_fail_internal(req, "entity read: unexpected reply");
-        return NULL;
+        return ENTITY_READ_ANSWERED;
     }
     const redisReply *f = r->element[0];
     if (f->element[0]->type == REDIS_REPLY_NIL) {
         request_fail(req, 404, "not_found", "No such entity.", NULL);
-        return NULL;
+        return ENTITY_READ_ANSWERED;
     }
     /* The strongest role first, as the write scripts' role_of. */
-    int role = r->element[1]->integer   ? ROLE_OWNER
+    int role = ROLE_NONE;
+    if (nroles == ENTITY_ROLE_CMDS)
+        role = r->element[1]->integer   ? ROLE_OWNER
                : r->element[2]->integer ? ROLE_ADMIN
                : r->element[3]->integer ? ROLE_MEMBER
                                         : ROLE_NONE;
-    return read_rule_passes(req, f, role, unsigned_ok) ? f : NULL;
+    *fields = f;
+    return decide(req, f, role, nroles == ENTITY_ROLE_CMDS, unsigned_ok);
 }
 
-bool entity_read_allowed(request *req, int status, redisReply *r, bool unsigned_ok)
+entity_read entity_read_fields(request *req, int status, redisReply *r, bool unsigned_ok)
 {
     if (reply_store_failed(req, status, r))
-        return false;
+        return ENTITY_READ_ANSWERED;
     if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
                                        r->element[0]->type == REDIS_REPLY_NIL)) {
         request_fail(req, 404, "not_found", "No such entity.", NULL);
-        return false;
+        return ENTITY_READ_ANSWERED;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) {
         request_fail_internal(req, "entity read: unexpected reply");
-        return false;
+        return ENTITY_READ_ANSWERED;
     }
-    return read_rule_passes(req, r, ROLE_NONE, unsigned_ok);
+    return decide(req, r, ROLE_NONE, false, unsigned_ok);
 }

@@ -39,15 +39,28 @@ enum entity_role { ROLE_NONE = 0, ROLE_MEMBER, ROLE_ADMIN, ROLE_OWNER };
  * false: a malformed id in a path names nothing. */
 bool entity_path_id(request *req, char out[IDS_SIZE]);
 
-/* Checks an unsigned read's answer: {payload, isEnabled, public} from an HMGET. Answers 503/504,
- * 404 (unknown entity) or the read rule's refusal itself; true when the payload may be sent. */
-bool entity_read_allowed(request *req, int status, redisReply *r, bool unsigned_ok);
+/* How a read's answer came out: refused or failed (already answered), allowed, or not yet
+ * decidable because the caller's role decides and was not asked for. */
+typedef enum entity_read {
+    ENTITY_READ_ANSWERED = 0,
+    ENTITY_READ_OK,
+    ENTITY_READ_ASK_ROLES,
+} entity_read;
 
-/* A signed read is one transaction: MULTI, an HMGET of the entity hash whose first three
- * fields are <a field every entity has>, isEnabled, public, then the caller's role lookups
- * (these three plain commands), then whatever else the read needs, and EXEC. Plain commands
- * rather than a script: Redis runs them for a fraction of a Lua call's cost, and a large
- * payload is not copied through Lua twice. */
+/* Reads go out first without the caller's role: a public, enabled entity is open to anyone
+ * signed in (and, for GET of an entity, to anyone), so most reads need no role, and a read
+ * that does (a private or disabled entity, a signed caller) is sent again with the role
+ * lookups. Each answer still comes from one atomic read. */
+
+/* Checks a plain HMGET's answer, {payload, isEnabled, public, ...}, taken without the role.
+ * Answers 503/504, 404 (unknown entity) or a refusal no role could lift itself. */
+entity_read entity_read_fields(request *req, int status, redisReply *r, bool unsigned_ok);
+
+/* A read with more than the entity hash is one transaction: MULTI, an HMGET of the entity hash
+ * whose first three fields are <a field every entity has>, isEnabled, public, then the
+ * caller's role lookups (these three plain commands) when asked for, then whatever else the
+ * read needs, and EXEC. Plain commands rather than a script: Redis runs them for a fraction of
+ * a Lua call's cost, and a large payload is not copied through Lua twice. */
 #define ENTITY_ROLE_CMDS 3
 typedef struct entity_role_lookup {
     const char *argv[ENTITY_ROLE_CMDS][3];
@@ -59,11 +72,11 @@ typedef struct entity_role_lookup {
 void entity_role_cmds(entity_role_lookup *l, const entity_keys *k, const char *caller,
                       store_cmd out[ENTITY_ROLE_CMDS]);
 
-/* Checks such a transaction's EXEC reply (nreplies replies: the HMGET, the role lookups, the
- * rest) like entity_read_allowed. Returns the HMGET's reply when the read may go on, else NULL
- * after answering the request. */
-const redisReply *entity_read_exec(request *req, int status, redisReply *r, size_t nreplies,
-                                   bool unsigned_ok);
+/* Checks such a transaction's EXEC reply: nreplies replies, the HMGET, nroles (0 or
+ * ENTITY_ROLE_CMDS) role lookups, the rest. Sets *fields to the HMGET's reply unless the
+ * answer is ENTITY_READ_ANSWERED. */
+entity_read entity_read_exec(request *req, int status, redisReply *r, size_t nreplies, int nroles,
+                             bool unsigned_ok, const redisReply **fields);
 
 /* A stored flag ("0" false, anything else or absent true). */
 bool entity_flag(const redisReply *r);

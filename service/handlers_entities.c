@@ -34,43 +34,57 @@ static void send_entity(request *req, int status, const redisReply *json)
     request_reply_parts(req, status, parts, 3);
 }
 
-/* Unsigned: HMGET json isEnabled public. */
+static void send_entity_read(request *req, bool roles);
+
+/* HMGET json isEnabled public: unsigned, or signed with the role not asked for yet. */
 static void on_entity_read(void *data, int status, redisReply *r)
 {
     request *req = data;
-    if (entity_read_allowed(req, status, r, true))
+    entity_read e = entity_read_fields(req, status, r, true);
+    if (e == ENTITY_READ_OK)
         send_entity(req, 200, r->element[0]);
+    else if (e == ENTITY_READ_ASK_ROLES)
+        send_entity_read(req, true);
 }
 
-/* Signed: EXEC of {HMGET json isEnabled public, the role lookups}. */
-static void on_entity_read_signed(void *data, int status, redisReply *r)
+/* EXEC of {HMGET json isEnabled public, the role lookups}. */
+static void on_entity_read_roles(void *data, int status, redisReply *r)
 {
     request *req = data;
-    const redisReply *f = entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, true);
-    if (f)
+    const redisReply *f;
+    if (entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, ENTITY_ROLE_CMDS, true, &f) ==
+        ENTITY_READ_OK)
         send_entity(req, 200, f->element[0]);
+}
+
+static void send_entity_read(request *req, bool roles)
+{
+    entity_keys k;
+    keys_entity(&k, req->state); /* the id, in the request arena */
+    const char *argv[] = {"HMGET", k.entity, "json", "isEnabled", "public"};
+    size_t lens[] = {5, k.entity_len, 4, 9, 6};
+    if (!roles) {
+        auth_store_command(req, on_entity_read, 5, argv, lens);
+        return;
+    }
+    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{5, argv, lens}};
+    entity_role_lookup rl;
+    entity_role_cmds(&rl, &k, req->caller, cmds + 1);
+    auth_store_exec(req, on_entity_read_roles, 1 + ENTITY_ROLE_CMDS, cmds);
 }
 
 void entity_get(request *req)
 {
-    char id[IDS_SIZE];
-    if (!entity_path_id(req, id))
-        return;
-    entity_keys k;
-    keys_entity(&k, id);
-    if (!req->signed_in) {
-        /* Unsigned: only a public, enabled entity is readable; no role to look up. */
-        const char *argv[] = {"HMGET", k.entity, "json", "isEnabled", "public"};
-        size_t lens[] = {5, k.entity_len, 4, 9, 6};
-        store_command(req->app->store, on_entity_read, req, 5, argv, lens);
+    char *id = arena_alloc(&req->pool, IDS_SIZE);
+    if (!id) {
+        request_fail_internal(req, "out of memory");
         return;
     }
-    const char *argv[] = {"HMGET", k.entity, "json", "isEnabled", "public"};
-    size_t lens[] = {5, k.entity_len, 4, 9, 6};
-    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{5, argv, lens}};
-    entity_role_lookup roles;
-    entity_role_cmds(&roles, &k, req->caller, cmds + 1);
-    auth_store_exec(req, on_entity_read_signed, 1 + ENTITY_ROLE_CMDS, cmds);
+    if (!entity_path_id(req, id))
+        return;
+    req->state = id;
+    /* The role is asked for only when it decides (entity.h). */
+    send_entity_read(req, false);
 }
 
 /* ---- POST /api/entities: create or update ---- */
@@ -454,7 +468,8 @@ static bool render_member(buf *b, const char *e, size_t len, member_time *t)
 typedef struct users_req {
     char id[IDS_SIZE];
     long limit;
-    bool full; /* the page itself was asked for, not only the version */
+    bool full;  /* the page itself was asked for, not only the version */
+    bool roles; /* the caller's role lookups were asked for (entity.h) */
     char start[ORDER_ENTRY_LEN + 3], count[8];
     char key[IDS_SIZE + ORDER_ENTRY_LEN + 16]; /* id|cursor|limit */
     size_t klen;
@@ -515,11 +530,18 @@ static void on_members_page(void *data, int status, redisReply *r)
 {
     request *req = data;
     users_req *u = req->state;
-    /* EXEC: {HMGET id isEnabled public membersVersion, the role lookups, [the ZRANGEBYLEX
+    /* EXEC: {HMGET id isEnabled public membersVersion, [the role lookups,] [the ZRANGEBYLEX
      * page,] ZCARD} */
-    size_t nreplies = (u->full ? 3 : 2) + ENTITY_ROLE_CMDS;
-    const redisReply *fields = entity_read_exec(req, status, r, nreplies, false);
-    if (!fields)
+    int nroles = u->roles ? ENTITY_ROLE_CMDS : 0;
+    size_t nreplies = (u->full ? 3 : 2) + (size_t)nroles;
+    const redisReply *fields;
+    entity_read e = entity_read_exec(req, status, r, nreplies, nroles, false, &fields);
+    if (e == ENTITY_READ_ASK_ROLES) {
+        u->roles = true;
+        send_users_read(req);
+        return;
+    }
+    if (e != ENTITY_READ_OK)
         return;
     char version[64];
     size_t vlen = 0;
@@ -539,7 +561,7 @@ static void on_members_page(void *data, int status, redisReply *r)
         }
         return;
     }
-    const redisReply *page = r->element[1 + ENTITY_ROLE_CMDS];
+    const redisReply *page = r->element[1 + nroles];
     if (page->type != REDIS_REPLY_ARRAY) {
         request_fail_internal(req, "members page: unexpected reply");
         return;
@@ -562,14 +584,17 @@ static void send_users_read(request *req)
     const char *zcard[] = {"ZCARD", k.order};
     size_t zlens[] = {5, k.order_len};
     store_cmd cmds[3 + ENTITY_ROLE_CMDS] = {{6, access, alens}};
-    entity_role_lookup roles;
-    entity_role_cmds(&roles, &k, req->caller, cmds + 1);
-    int n = 1 + ENTITY_ROLE_CMDS;
+    entity_role_lookup rl;
+    int n = 1;
+    if (u->roles) {
+        entity_role_cmds(&rl, &k, req->caller, cmds + 1);
+        n += ENTITY_ROLE_CMDS;
+    }
     if (u->full)
         cmds[n++] = (store_cmd){7, range, rlens};
     cmds[n++] = (store_cmd){2, zcard, zlens};
-    /* After a stale cached page this is the second read; the revocation check went with the
-     * first. */
+    /* After a stale cached page or a role that decides, this is a second read; the revocation
+     * check went with the first. */
     auth_store_exec(req, on_members_page, n, cmds);
 }
 
@@ -617,6 +642,7 @@ void entity_users_get(request *req)
     req->state = u;
     /* With a page cached under this key, ask only for the version; otherwise for the page. */
     u->full = !pagecache_lookup(req->app->pages, u->key, u->klen);
+    u->roles = false;
     send_users_read(req);
 }
 

@@ -29,14 +29,12 @@ static void append_list(buf *b, const redisReply *list)
     buf_append(b, "]", 1);
 }
 
-static void on_skills_read(void *data, int status, redisReply *r)
+static void send_skills_read(request *req, bool roles);
+
+/* {id, isEnabled, public, skilltree} of the entity hash; skilltree is
+ * '"skills":[…],"levels":[…]', absent until the first skill. */
+static void send_skills(request *req, const redisReply *f)
 {
-    request *req = data;
-    /* EXEC: {HMGET id isEnabled public skilltree, the role lookups}; skilltree is
-     * '"skills":[…],"levels":[…]', absent until the first skill */
-    const redisReply *f = entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, false);
-    if (!f)
-        return;
     if (f->elements != 4 ||
         (f->element[3]->type != REDIS_REPLY_STRING && f->element[3]->type != REDIS_REPLY_NIL)) {
         request_fail_internal(req, "skills read: unexpected reply");
@@ -54,6 +52,43 @@ static void on_skills_read(void *data, int status, redisReply *r)
     request_reply_parts(req, 200, parts, 5);
 }
 
+/* The HMGET alone: the role not asked for yet. */
+static void on_skills_read(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    entity_read e = entity_read_fields(req, status, r, false);
+    if (e == ENTITY_READ_OK)
+        send_skills(req, r);
+    else if (e == ENTITY_READ_ASK_ROLES)
+        send_skills_read(req, true);
+}
+
+/* EXEC: {the HMGET, the role lookups}. */
+static void on_skills_read_roles(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    const redisReply *f;
+    if (entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, ENTITY_ROLE_CMDS, false, &f) ==
+        ENTITY_READ_OK)
+        send_skills(req, f);
+}
+
+static void send_skills_read(request *req, bool roles)
+{
+    entity_keys k;
+    keys_entity(&k, req->state);
+    const char *argv[] = {"HMGET", k.entity, "id", "isEnabled", "public", "skilltree"};
+    size_t lens[] = {5, k.entity_len, 2, 9, 6, 9};
+    if (!roles) {
+        auth_store_command(req, on_skills_read, 6, argv, lens);
+        return;
+    }
+    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{6, argv, lens}};
+    entity_role_lookup rl;
+    entity_role_cmds(&rl, &k, req->caller, cmds + 1);
+    auth_store_exec(req, on_skills_read_roles, 1 + ENTITY_ROLE_CMDS, cmds);
+}
+
 void skills_get(request *req)
 {
     size_t len;
@@ -64,14 +99,8 @@ void skills_get(request *req)
         return;
     }
     req->state = (void *)id; /* the decoded parameter lives in the request arena */
-    entity_keys k;
-    keys_entity(&k, id);
-    const char *argv[] = {"HMGET", k.entity, "id", "isEnabled", "public", "skilltree"};
-    size_t lens[] = {5, k.entity_len, 2, 9, 6, 9};
-    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{6, argv, lens}};
-    entity_role_lookup roles;
-    entity_role_cmds(&roles, &k, req->caller, cmds + 1);
-    auth_store_exec(req, on_skills_read, 1 + ENTITY_ROLE_CMDS, cmds);
+    /* The role is asked for only when it decides (entity.h). */
+    send_skills_read(req, false);
 }
 
 /* ---- POST /api/skills (one, or several) ---- */

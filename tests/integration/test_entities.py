@@ -1466,21 +1466,34 @@ class EntityApiTest(EntityCase):
                 self.assertNotIn('script', d)
         self.assertEqual(signed.get('exists', 0) - unsigned.get('exists', 0), 1,
                          (signed, unsigned))
-        # Unsigned: one plain HMGET. Signed: one MULTI ... EXEC of plain commands (the HMGET and
-        # the caller's role lookups) plus the revocation EXISTS, sent together; no script.
+        # Unsigned: one plain HMGET. Signed, of a public entity: the same HMGET plus the
+        # revocation EXISTS, sent together; no role lookup, since no role changes the answer.
         self.assertEqual(unsigned, {'hmget': 1}, unsigned)
-        self.assertEqual(signed, {'exists': 1, 'multi': 1, 'hmget': 1, 'sismember': 2,
-                                  'hexists': 1, 'exec': 1}, signed)
+        self.assertEqual(signed, {'exists': 1, 'hmget': 1}, signed)
         # A users page: the same, with the page (ZRANGEBYLEX) and its version (ZCARD). Read
         # again it comes from the cache: the version alone is asked for. After a change the
         # version read finds the cached page stale and a second transaction reads the page.
-        roles = {'sismember': 2, 'hexists': 1}
-        self.assertEqual(page, dict(exists=1, multi=1, hmget=1, zrangebylex=1, zcard=1,
-                                    exec=1, **roles), page)
-        self.assertEqual(cached, dict(exists=1, multi=1, hmget=1, zcard=1, exec=1, **roles),
+        self.assertEqual(page, {'exists': 1, 'multi': 1, 'hmget': 1, 'zrangebylex': 1,
+                                'zcard': 1, 'exec': 1}, page)
+        self.assertEqual(cached, {'exists': 1, 'multi': 1, 'hmget': 1, 'zcard': 1, 'exec': 1},
                          cached)
-        self.assertEqual(stale, {'exists': 1, 'multi': 2, 'hmget': 2, 'sismember': 4,
-                                 'hexists': 2, 'zrangebylex': 1, 'zcard': 2, 'exec': 2}, stale)
+        self.assertEqual(stale, {'exists': 1, 'multi': 2, 'hmget': 2, 'zrangebylex': 1,
+                                 'zcard': 2, 'exec': 2}, stale)
+        # A private entity: the first read finds that the role decides, and a second
+        # transaction reads again with the caller's role lookups (SISMEMBER owners, SISMEMBER
+        # admins, HEXISTS members).
+        self.assertOk(self.update(c['owner'], eid, self.owners(), public=False))
+        resp, private = cost(lambda: self.get_entity(eid, c['member']))
+        self.assertOk(resp)
+        self.assertEqual(private, {'exists': 1, 'hmget': 2, 'multi': 1, 'sismember': 2,
+                                   'hexists': 1, 'exec': 1}, private)
+        resp, refused = cost(lambda: self.get_entity(eid, c['stranger']))
+        self.assertError(resp, 403, 'forbidden')
+        self.assertEqual(refused, {'exists': 1, 'hmget': 2, 'multi': 1, 'sismember': 2,
+                                   'hexists': 1, 'exec': 1}, refused)
+        resp, unsigned_private = cost(lambda: self.get_entity(eid, c['member'], signed=False))
+        self.assertError(resp, 401, 'unauthenticated')
+        self.assertEqual(unsigned_private, {'hmget': 1}, unsigned_private)
         # One script call for 1000 addresses.
         self.assertEqual(fadd.get('evalsha', 0), 1, fadd)
         self.assertEqual(fadd.get('hsetnx', 0), 1000, fadd)

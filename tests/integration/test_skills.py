@@ -1244,16 +1244,21 @@ class SkillsTest(harness.ServiceTestCase):
             if cmd not in ('evalsha', 'exists'):
                 self.assertEqual(calls, scripts.count(cmd), (what, cmd, stats, scripts))
 
-    # A signed read: the revocation EXISTS and one MULTI ... EXEC of plain commands (the
-    # entity's HMGET and the caller's three role lookups), no script.
-    SIGNED_READ = ['exec', 'exists', 'hexists', 'hmget', 'multi', 'sismember', 'sismember']
+    # A signed read of a public entity: the revocation EXISTS and the entity's HMGET, sent
+    # together; no role lookup (no role changes the answer) and no script.
+    SIGNED_READ = ['exists', 'hmget']
+    # Of a private entity: the HMGET shows that the role decides, and one MULTI ... EXEC reads
+    # again with the caller's three role lookups.
+    SIGNED_READ_ROLES = ['exec', 'exists', 'hexists', 'hmget', 'hmget', 'multi', 'sismember',
+                         'sismember']
 
-    def assertOneRead(self, stats, clients, scripts, what):
-        self.assertEqual(sorted(clients), self.SIGNED_READ, what)
+    def assertOneRead(self, stats, clients, scripts, what, want=None):
+        want = want or self.SIGNED_READ
+        self.assertEqual(sorted(clients), want, what)
         self.assertEqual(scripts, [], what)
         for name in ('evalsha', 'eval'):
             self.assertNotIn(name, stats, (what, stats))
-        self.assertEqual(sorted(c for c, n in stats.items() for _ in range(n)), self.SIGNED_READ,
+        self.assertEqual(sorted(c for c, n in stats.items() for _ in range(n)), want,
                          (what, stats))
 
     def test_round_trips_per_request(self):
@@ -1301,6 +1306,12 @@ class SkillsTest(harness.ServiceTestCase):
         resp, stats, clients, scripts = self.round_trips(lambda: self.get_skills(fresh, eid))
         self.assertEqual(resp[0], 200)
         self.assertOneRead(stats, clients, scripts, 'GET with a new signature')
+        # A private entity: its owner reads, a stranger is refused; both after the role lookups.
+        private = self.create_entity(owner, public=False)
+        for who, status in ((owner, 200), (stranger, 403)):
+            resp, stats, clients, scripts = self.round_trips(lambda: self.get_skills(who, private))
+            self.assertEqual(resp[0], status, resp)
+            self.assertOneRead(stats, clients, scripts, 'GET private', self.SIGNED_READ_ROLES)
 
 
 if __name__ == '__main__':
