@@ -222,6 +222,19 @@ void entity_role_cmds(entity_role_lookup *l, const entity_keys *k, const char *c
     }
 }
 
+void entity_read_send(request *req, const entity_keys *k, int argc, const char **argv,
+                      const size_t *lens, bool roles, store_cb alone, store_cb with_roles)
+{
+    if (!roles) {
+        auth_store_command(req, alone, argc, argv, lens);
+        return;
+    }
+    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{argc, argv, lens}};
+    entity_role_lookup rl;
+    entity_role_cmds(&rl, k, req->caller, cmds + 1);
+    auth_store_exec(req, with_roles, 1 + ENTITY_ROLE_CMDS, cmds);
+}
+
 entity_read entity_read_exec(request *req, int status, redisReply *r, size_t nreplies, int nroles,
                              bool unsigned_ok, const redisReply **fields)
 {

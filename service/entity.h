@@ -72,6 +72,12 @@ typedef struct entity_role_lookup {
 void entity_role_cmds(entity_role_lookup *l, const entity_keys *k, const char *caller,
                       store_cmd out[ENTITY_ROLE_CMDS]);
 
+/* Sends a read of the entity hash, the HMGET argv: alone (its answer goes to `alone`, for
+ * entity_read_fields), or with the caller's role lookups in one transaction (`with_roles`, for
+ * entity_read_exec with ENTITY_ROLE_CMDS). Either way with a deferred revocation check. */
+void entity_read_send(request *req, const entity_keys *k, int argc, const char **argv,
+                      const size_t *lens, bool roles, store_cb alone, store_cb with_roles);
+
 /* Checks such a transaction's EXEC reply: nreplies replies, the HMGET, nroles (0 or
  * ENTITY_ROLE_CMDS) role lookups, the rest. Sets *fields to the HMGET's reply unless the
  * answer is ENTITY_READ_ANSWERED. */

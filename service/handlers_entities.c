@@ -63,14 +63,7 @@ static void send_entity_read(request *req, bool roles)
     keys_entity(&k, req->state); /* the id, in the request arena */
     const char *argv[] = {"HMGET", k.entity, "json", "isEnabled", "public"};
     size_t lens[] = {5, k.entity_len, 4, 9, 6};
-    if (!roles) {
-        auth_store_command(req, on_entity_read, 5, argv, lens);
-        return;
-    }
-    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{5, argv, lens}};
-    entity_role_lookup rl;
-    entity_role_cmds(&rl, &k, req->caller, cmds + 1);
-    auth_store_exec(req, on_entity_read_roles, 1 + ENTITY_ROLE_CMDS, cmds);
+    entity_read_send(req, &k, 5, argv, lens, roles, on_entity_read, on_entity_read_roles);
 }
 
 void entity_get(request *req)

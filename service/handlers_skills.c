@@ -79,14 +79,7 @@ static void send_skills_read(request *req, bool roles)
     keys_entity(&k, req->state);
     const char *argv[] = {"HMGET", k.entity, "id", "isEnabled", "public", "skilltree"};
     size_t lens[] = {5, k.entity_len, 2, 9, 6, 9};
-    if (!roles) {
-        auth_store_command(req, on_skills_read, 6, argv, lens);
-        return;
-    }
-    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{6, argv, lens}};
-    entity_role_lookup rl;
-    entity_role_cmds(&rl, &k, req->caller, cmds + 1);
-    auth_store_exec(req, on_skills_read_roles, 1 + ENTITY_ROLE_CMDS, cmds);
+    entity_read_send(req, &k, 6, argv, lens, roles, on_skills_read, on_skills_read_roles);
 }
 
 void skills_get(request *req)
