@@ -11,6 +11,8 @@ struct server;
 struct store;
 struct auth;
 struct pagecache;
+struct readcache;
+struct tracking;
 
 typedef struct app {
     uv_loop_t *loop;
@@ -18,7 +20,9 @@ typedef struct app {
     struct server *server;
     struct store *store;
     struct auth *auth;
-    struct pagecache *pages; /* NULL when PAGE_CACHE_SIZE is 0 */
+    struct pagecache *pages;   /* NULL when PAGE_CACHE_SIZE is 0 */
+    struct readcache *reads;   /* NULL when READ_CACHE_MB is 0 */
+    struct tracking *tracking; /* the read cache's invalidations; NULL without the cache */
 } app;
 
 #endif

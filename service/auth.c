@@ -241,29 +241,32 @@ static void on_deferred_revocation(void *data, int status, redisReply *reply)
     }
 }
 
-/* Queues the deferred revocation check, if any, ahead of the read that follows. */
-static void send_deferred_revocation(request *req)
+/* Queues the deferred revocation check, if any, ahead of the read that follows. Returns the
+ * flags for that read: when the check went to Redis, the read must not be answered from the
+ * read cache, which would answer it first. */
+static int send_deferred_revocation(request *req)
 {
-    if (req->revocation_key) {
-        /* Queued first on the one connection, so answered first: the veto is in place before
-         * the handler's callback runs (also when both fail at once). */
-        const char *eargv[] = {"EXISTS", req->revocation_key};
-        size_t elens[] = {6, strlen(req->revocation_key)};
-        req->revocation_key = NULL;
-        store_command(req->app->store, on_deferred_revocation, req, 2, eargv, elens);
-    }
+    if (!req->revocation_key)
+        return 0;
+    /* Queued first on the one connection, so answered first: the veto is in place before the
+     * handler's callback runs (also when both fail at once). */
+    const char *eargv[] = {"EXISTS", req->revocation_key};
+    size_t elens[] = {6, strlen(req->revocation_key)};
+    req->revocation_key = NULL;
+    bool answered = store_read(req->app->store, 0, on_deferred_revocation, req, 2, eargv, elens);
+    return answered ? 0 : STORE_READ_NO_HIT;
 }
 
 void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds)
 {
-    send_deferred_revocation(req);
-    store_exec(req->app->store, cb, req, ncmds, cmds);
+    int flags = send_deferred_revocation(req);
+    store_read_exec(req->app->store, flags, cb, req, ncmds, cmds);
 }
 
 void auth_store_command(request *req, store_cb cb, int argc, const char **argv, const size_t *lens)
 {
-    send_deferred_revocation(req);
-    store_command(req->app->store, cb, req, argc, argv, lens);
+    int flags = send_deferred_revocation(req);
+    store_read(req->app->store, flags, cb, req, argc, argv, lens);
 }
 
 static void unauthenticated(request *req, const char *message)

@@ -47,9 +47,10 @@ const char *auth_request_revocation_id(const request *req);
 
 const auth_stats *auth_get_stats(const auth *au);
 
-/* For read handlers (ROUTE_READ_WITH_REVOCATION): store_exec, with the revocation check the
- * sign-in step left for the read sent just ahead of it, in the same write: one round trip for
- * both, and Redis answers the check first. */
+/* For read handlers (ROUTE_READ_WITH_REVOCATION): store_read_exec, with the revocation check
+ * the sign-in step left for the read sent just ahead of it, in the same write: one round trip
+ * for both, and Redis answers the check first. Either may come from the read cache, the check
+ * always before the read; cb may run before this returns. */
 void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds);
 /* The same for a read that is one plain command. */
 void auth_store_command(request *req, store_cb cb, int argc, const char **argv, const size_t *lens);

@@ -53,6 +53,8 @@ static const opt opts[] = {
      "verified signatures kept in memory (0 disables the cache)"},
     {"PAGE_CACHE_SIZE", OPT_INT, OFF(page_cache_size), "256", 0, 65536,
      "users pages kept in memory, each up to 64 KiB (0 disables the cache)"},
+    {"READ_CACHE_MB", OPT_INT, OFF(read_cache_mb), "32", 0, 65536,
+     "memory for Redis read answers kept until Redis invalidates them (0 disables)"},
     {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
      "development mode: a fixed AUTH_SECRET when none is set (never in production)"},
 };

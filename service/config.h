@@ -24,6 +24,7 @@ typedef struct config {
     int64_t shutdown_timeout_ms;
     int64_t sig_cache_size;
     int64_t page_cache_size;
+    int64_t read_cache_mb;
     bool dev;
 } config;
 

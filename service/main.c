@@ -9,8 +9,10 @@
 #include "auth.h"
 #include "log.h"
 #include "pagecache.h"
+#include "readcache.h"
 #include "server.h"
 #include "store.h"
+#include "tracking.h"
 #include "version.h"
 
 static app the_app;
@@ -29,6 +31,7 @@ static void on_drained(server *srv)
     app *a = srv->app;
     log_event(LOG_INFO, "drained: closing", NULL);
     store_close(a->store);
+    tracking_close(a->tracking);
     uv_close((uv_handle_t *)&srv->drain_timer, NULL);
     uv_close((uv_handle_t *)&srv->sweep_timer, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
@@ -84,6 +87,11 @@ int main(int argc, char **argv)
         return 1;
     }
     a->pages = pagecache_new((size_t)a->cfg.page_cache_size, PAGECACHE_MAX_BODY);
+    if (a->cfg.read_cache_mb > 0) {
+        a->reads = readcache_new((size_t)a->cfg.read_cache_mb << 20);
+        if (a->reads)
+            a->tracking = tracking_new(a);
+    }
     rc = server_start(&the_server, a);
     if (rc != 0) {
         fprintf(stderr, "entityd: cannot listen on %s:%lld: %s\n", a->cfg.host,
@@ -114,6 +122,8 @@ int main(int argc, char **argv)
     store_free(a->store);
     auth_free(a->auth);
     pagecache_free(a->pages);
+    tracking_free(a->tracking);
+    readcache_free(a->reads);
     uv_loop_close(a->loop);
     config_free(&a->cfg);
     return 0;

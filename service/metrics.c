@@ -9,6 +9,7 @@
 #include "app.h"
 #include "auth.h"
 #include "pagecache.h"
+#include "readcache.h"
 #include "router.h"
 #include "server.h"
 #include "store.h"
@@ -184,4 +185,22 @@ void metrics_render(buf *out, app *a)
                "entityd_users_page_cache_total{outcome=\"stale\"} %llu\n",
                (unsigned long long)ps.hits, (unsigned long long)ps.misses,
                (unsigned long long)ps.stale);
+
+    readcache_stats none = {0};
+    const readcache_stats *rs = a->reads ? readcache_get_stats(a->reads) : &none;
+    buf_append_str(out, "# HELP entityd_read_cache_total Reads through the read cache by "
+                        "outcome.\n# TYPE entityd_read_cache_total counter\n");
+    buf_printf(out,
+               "entityd_read_cache_total{outcome=\"hit\"} %llu\n"
+               "entityd_read_cache_total{outcome=\"miss\"} %llu\n"
+               "entityd_read_cache_total{outcome=\"stale\"} %llu\n",
+               (unsigned long long)rs->hits, (unsigned long long)rs->misses,
+               (unsigned long long)rs->stale);
+    counter(out, "entityd_read_cache_invalidations_total",
+            "Keys Redis (or a write of ours) said changed.", rs->invalidations);
+    gauge(out, "entityd_read_cache_enabled",
+          "1 while Redis delivers invalidations and the cache answers reads.",
+          readcache_enabled(a->reads) ? 1 : 0);
+    gauge(out, "entityd_read_cache_bytes", "Memory held by kept answers.", (double)rs->bytes);
+    gauge(out, "entityd_read_cache_entries", "Answers kept.", (double)rs->entries);
 }

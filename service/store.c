@@ -15,8 +15,10 @@
 #include "buf.h"
 #include "log.h"
 #include "lua_scripts.h"
+#include "readcache.h"
 #include "redis_reply.h"
 #include "redis_uv.h"
+#include "tracking.h"
 
 enum state { ST_DOWN, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_CLOSED };
 
@@ -27,6 +29,7 @@ typedef struct store_op {
     void *data;
     uint64_t deadline_ms;
     int script; /* -1, or the script to resend with EVAL on NOSCRIPT */
+    int nkeys;  /* a script's keys, argv[3..]: invalidated in the read cache on its answer */
     int argc;
     char **argv; /* for script ops: a private copy, in the same allocation as the op */
     size_t *lens;
@@ -53,21 +56,34 @@ static void op_free(store_op *op)
  * than the rest of a read's handling. */
 static buf resp = BUF_INIT;
 
+static void frame(buf *b, int argc, const char **argv, const size_t *lens)
+{
+    buf_append(b, "*", 1);
+    buf_append_uint(b, (unsigned long long)argc);
+    buf_append(b, "\r\n", 2);
+    for (int i = 0; i < argc; i++) {
+        buf_append(b, "$", 1);
+        buf_append_uint(b, lens[i]);
+        buf_append(b, "\r\n", 2);
+        buf_append(b, argv[i], lens[i]);
+        buf_append(b, "\r\n", 2);
+    }
+}
+
 static int send_command(redisAsyncContext *ac, redisCallbackFn *fn, void *priv, int argc,
                         const char **argv, const size_t *lens)
 {
     buf_reset(&resp, 1 << 20);
-    buf_append(&resp, "*", 1);
-    buf_append_uint(&resp, (unsigned long long)argc);
-    buf_append(&resp, "\r\n", 2);
-    for (int i = 0; i < argc; i++) {
-        buf_append(&resp, "$", 1);
-        buf_append_uint(&resp, lens[i]);
-        buf_append(&resp, "\r\n", 2);
-        buf_append(&resp, argv[i], lens[i]);
-        buf_append(&resp, "\r\n", 2);
-    }
+    frame(&resp, argc, argv, lens);
     return redisAsyncFormattedCommand(ac, fn, priv, resp.data, resp.len);
+}
+
+/* In OPTIN tracking, the command right after this one is tracked (for MULTI: the whole
+ * transaction). No callback: its +OK says nothing. */
+static int send_caching_yes(redisAsyncContext *ac)
+{
+    static const char caching[] = "*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nyes\r\n";
+    return redisAsyncFormattedCommand(ac, NULL, NULL, caching, sizeof caching - 1);
 }
 
 struct store {
@@ -170,6 +186,9 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
     st->outstanding--;
     if (reply)
         st->last_progress_ms = now_ms(st);
+    if (reply && op->nkeys > 0 && readcache_enabled(st->app->reads))
+        for (int i = 0; i < op->nkeys; i++)
+            readcache_invalidate(st->app->reads, op->argv[3 + i], op->lens[3 + i]);
     if (op->cb) {
         if (reply && op->script >= 0 && reply->type == REDIS_REPLY_ERROR &&
             !strncmp(reply->str, "NOSCRIPT", 8) && ac == st->ac && st->state == ST_READY) {
@@ -212,14 +231,15 @@ static store_op *op_new(store *st, store_cb cb, void *data, size_t extra)
     return op;
 }
 
-static void submit(store *st, store_op *op, int argc, const char **argv, const size_t *lens)
+/* Returns true when the op was answered (and freed) already. */
+static bool submit(store *st, store_op *op, int argc, const char **argv, const size_t *lens)
 {
     if (send_command(st->ac, on_reply, op, argc, argv, lens) != REDIS_OK) {
         store_cb cb = op->cb;
         void *data = op->data;
         op_free(op);
         cb(data, STORE_UNAVAILABLE, NULL);
-        return;
+        return true;
     }
     st->stats.commands++;
     if (st->outstanding++ == 0)
@@ -227,21 +247,31 @@ static void submit(store *st, store_op *op, int argc, const char **argv, const s
     list_push(st, op);
     if (!uv_is_active((uv_handle_t *)&st->tick))
         uv_timer_start(&st->tick, on_tick, TICK_MS, TICK_MS);
+    return false;
+}
+
+/* store_command, tracked or not; returns true when cb has already run. */
+static bool command(store *st, bool track, store_cb cb, void *data, int argc, const char **argv,
+                    const size_t *lens)
+{
+    if (st->state != ST_READY) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return true;
+    }
+    store_op *op = op_new(st, cb, data, 0);
+    if (!op) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return true;
+    }
+    if (track && send_caching_yes(st->ac) == REDIS_OK)
+        st->stats.commands++;
+    return submit(st, op, argc, argv, lens);
 }
 
 void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens)
 {
-    if (st->state != ST_READY) {
-        cb(data, STORE_UNAVAILABLE, NULL);
-        return;
-    }
-    store_op *op = op_new(st, cb, data, 0);
-    if (!op) {
-        cb(data, STORE_UNAVAILABLE, NULL);
-        return;
-    }
-    submit(st, op, argc, argv, lens);
+    command(st, false, cb, data, argc, argv, lens);
 }
 
 const char *store_script_sha(const store *st, int script)
@@ -278,11 +308,12 @@ static void on_exec_reply(void *data, int status, redisReply *reply)
     cb(cb_data, status, reply);
 }
 
-void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
+/* store_exec, tracked or not; returns true when cb has already run. */
+static bool exec(store *st, bool track, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
 {
     if (st->state != ST_READY) {
         cb(data, STORE_UNAVAILABLE, NULL);
-        return;
+        return true;
     }
     /* The caller's callback rides in a spare op so that EXEC's answer is looked at first. */
     store_op *inner = op_new(st, cb, data, 0);
@@ -291,25 +322,116 @@ void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *
         if (inner)
             op_free(inner);
         cb(data, STORE_UNAVAILABLE, NULL);
-        return;
+        return true;
     }
     /* MULTI and the QUEUED answers carry no callback: EXEC's reply says it all, and a dropped
      * connection answers EXEC's op with NULL like any other. */
     static const char *multi[] = {"MULTI"};
     static const size_t multi_len[] = {5};
-    int rc = send_command(st->ac, NULL, NULL, 1, multi, multi_len);
+    int rc = track ? send_caching_yes(st->ac) : REDIS_OK;
+    if (rc == REDIS_OK)
+        rc = send_command(st->ac, NULL, NULL, 1, multi, multi_len);
     for (int i = 0; rc == REDIS_OK && i < ncmds; i++)
         rc = send_command(st->ac, NULL, NULL, cmds[i].argc, cmds[i].argv, cmds[i].lens);
     if (rc != REDIS_OK) {
         op_free(op);
         op_free(inner);
         cb(data, STORE_UNAVAILABLE, NULL);
-        return;
+        return true;
     }
-    st->stats.commands += (uint64_t)ncmds + 1;
-    static const char *exec[] = {"EXEC"};
+    st->stats.commands += (uint64_t)ncmds + 1 + (track ? 1 : 0);
+    static const char *exec_cmd[] = {"EXEC"};
     static const size_t exec_len[] = {4};
-    submit(st, op, 1, exec, exec_len);
+    return submit(st, op, 1, exec_cmd, exec_len);
+}
+
+void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
+{
+    exec(st, false, cb, data, ncmds, cmds);
+}
+
+/* --- reads through the read cache --- */
+
+/* A read sent tracked: its answer goes to the cache, then to the caller. One allocation: this,
+ * then the read's bytes (the cache's key). */
+typedef struct read_op {
+    store *st;
+    store_cb cb;
+    void *data;
+    readcache_ticket ticket;
+    size_t len;
+    char read[];
+} read_op;
+
+static void on_read_reply(void *data, int status, redisReply *reply)
+{
+    read_op *ro = data;
+    if (status == STORE_OK)
+        readcache_put(ro->st->app->reads, &ro->ticket, ro->read, ro->len, reply);
+    store_cb cb = ro->cb;
+    void *cb_data = ro->data;
+    free(ro);
+    cb(cb_data, status, reply);
+}
+
+/* The read's bytes, as the cache knows it: the commands framed, a transaction marked. */
+static buf read_key = BUF_INIT;
+
+static bool read_through(store *st, int flags, store_cb cb, void *data, int ncmds,
+                         const store_cmd *cmds, bool transaction)
+{
+    readcache *rc = st->app->reads;
+    if (!readcache_enabled(rc) || st->state != ST_READY)
+        return transaction ? exec(st, false, cb, data, ncmds, cmds)
+                           : command(st, false, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
+    buf_reset(&read_key, 1 << 20);
+    if (transaction)
+        buf_append_str(&read_key, "MULTI\r\n");
+    for (int i = 0; i < ncmds; i++)
+        frame(&read_key, cmds[i].argc, cmds[i].argv, cmds[i].lens);
+    if (!(flags & STORE_READ_NO_HIT)) {
+        const redisReply *hit = readcache_get(rc, read_key.data, read_key.len);
+        if (hit) {
+            /* Handed out read-only: store callbacks only read replies. */
+            cb(data, STORE_OK, (redisReply *)hit);
+            return true;
+        }
+    }
+    read_op *ro = malloc(sizeof *ro + read_key.len);
+    if (!ro)
+        return transaction ? exec(st, false, cb, data, ncmds, cmds)
+                           : command(st, false, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
+    ro->st = st;
+    ro->cb = cb;
+    ro->data = data;
+    ro->len = read_key.len;
+    memcpy(ro->read, read_key.data, read_key.len);
+    readcache_ticket_begin(rc, &ro->ticket);
+    for (int i = 0; i < ncmds; i++)
+        if (cmds[i].argc >= 2)
+            readcache_ticket_key(rc, &ro->ticket, cmds[i].argv[1], cmds[i].lens[1]);
+    /* The caller learns only whether its callback ran; on_read_reply runs exactly once. */
+    return transaction
+               ? exec(st, true, on_read_reply, ro, ncmds, cmds)
+               : command(st, true, on_read_reply, ro, cmds[0].argc, cmds[0].argv, cmds[0].lens);
+}
+
+bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
+                const size_t *lens)
+{
+    store_cmd one = {argc, argv, lens};
+    return read_through(st, flags, cb, data, 1, &one, false);
+}
+
+bool store_read_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
+                     const store_cmd *cmds)
+{
+    return read_through(st, flags, cb, data, ncmds, cmds, true);
+}
+
+store_endpoint store_get_endpoint(const store *st)
+{
+    return (store_endpoint){st->host, st->user, st->password, st->port};
 }
 
 void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
@@ -349,6 +471,7 @@ void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int
     }
     op->argc = total;
     op->script = script;
+    op->nkeys = nkeys < argc ? nkeys : argc;
     submit(st, op, total, (const char **)op->argv, op->lens);
 }
 
@@ -405,6 +528,7 @@ static void on_handshake_reply(void *data, int status, redisReply *reply)
         st->state = ST_READY;
         st->backoff_ms = BACKOFF_MIN_MS;
         log_event(LOG_INFO, "redis ready", NULL);
+        tracking_store_ready(st->app->tracking);
     }
 }
 
@@ -475,6 +599,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     store *st = ac->data;
     st->ac = NULL;
     st->stats.disconnects++;
+    tracking_store_down(st->app->tracking);
     if (st->state == ST_CLOSED)
         return;
     log_event(LOG_WARN, "redis disconnected", status == REDIS_OK ? NULL : ac->errstr);

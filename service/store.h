@@ -55,8 +55,30 @@ void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *
 const char *store_script_sha(const store *st, int script);
 
 /* Runs a script by its id (lua_scripts.h) with EVALSHA; argv holds nkeys keys then the
- * arguments. A NOSCRIPT answer is retried once with the script's source. */
+ * arguments. A NOSCRIPT answer is retried once with the script's source. When its answer
+ * arrives, its keys are invalidated in the read cache before cb runs: a write's own caller
+ * never reads what it replaced. */
 void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
                   const char **argv, const size_t *lens);
+
+/* Reads through the read cache (readcache.h, the app's `reads`): each command reads the one
+ * key at its argv[1]. When the cache holds the answer, cb runs with it before this returns;
+ * otherwise the read goes to Redis tracked (CLIENT CACHING yes in front) and its answer is
+ * kept. With STORE_READ_NO_HIT the cache may keep the answer but not give one: for a read
+ * that must be answered after commands already sent. Returns true when cb has already run
+ * (an answer from the cache, or the store not ready). */
+#define STORE_READ_NO_HIT 1
+bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
+                const size_t *lens);
+/* The same for a transaction (store_exec) of such reads. */
+bool store_read_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
+                     const store_cmd *cmds);
+
+/* Where the store connects, for the invalidation connection (tracking.h). */
+typedef struct store_endpoint {
+    const char *host, *user, *password;
+    int port;
+} store_endpoint;
+store_endpoint store_get_endpoint(const store *st);
 
 #endif

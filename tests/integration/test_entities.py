@@ -179,9 +179,11 @@ def commandstats(r):
 
 
 def stats_delta(before, after):
+    """Commands Redis ran in between, but for INFO itself and PUBLISH: every entityd with the
+    read cache on publishes a heartbeat once a second, whatever the requests."""
     keys = set(before) | set(after)
     d = {k: after.get(k, 0) - before.get(k, 0) for k in keys}
-    return {k: v for k, v in d.items() if v and k != 'info'}
+    return {k: v for k, v in d.items() if v and k not in ('info', 'publish')}
 
 
 def parse_member_record(rec):
@@ -1430,8 +1432,14 @@ class EntityApiTest(EntityCase):
     # --- Redis round trips ---
 
     def test_round_trips_by_commandstats(self):
+        """What each request costs Redis when it is read from Redis: the read cache is off in
+        the instance measured (test_read_cache_* pin what it saves)."""
         c = self.c
         eid = self.fresh()
+        port = self.entityd(redis=self.r, env={'READ_CACHE_MB': '0'}).port
+        get_entity, users = self.get_entity, self.users
+        self.get_entity = lambda *a, **kw: get_entity(*a, port=port, **kw)
+        self.users = lambda *a, **kw: users(*a, port=port, **kw)
         self.assertOk(self.get_entity(eid, c['stranger']))  # signature recovered and cached
 
         def cost(fn):
@@ -1540,7 +1548,10 @@ class RoundTripProxyTest(EntityCase):
         self.r = self.redis()
         self.proxy = RedisProxy(self.r.port)
         self.addCleanup(self.proxy.close)
-        self.svc = self.entityd(redis=None, env={'REDIS_URL': self.proxy.url})
+        # The read cache off: its heartbeats and tracking commands would be in every count
+        # (test_read_cache_* pin what it changes).
+        self.svc = self.entityd(redis=None, env={'REDIS_URL': self.proxy.url,
+                                                 'READ_CACHE_MB': '0'})
         self.port = self.svc.port
         self.c = make_callers(self.port, ('owner', 'reader'))
 
@@ -1599,6 +1610,165 @@ class RoundTripProxyTest(EntityCase):
                          'with it' % (units, trips))
 
 
+def read_cache_metrics(port):
+    """{name or name{labels}: value} of the entityd_read_cache_* samples."""
+    st, _, body = harness.request(port, 'GET', '/metrics')
+    assert st == 200, st
+    out = {}
+    for line in body.decode().splitlines():
+        if line.startswith('entityd_read_cache'):
+            k, v = line.rsplit(' ', 1)
+            out[k] = float(v)
+    return out
+
+
+class ReadCacheTest(EntityCase):
+    """The read cache: two instances (A and B, both with the cache on) on one Redis. A read
+    answered from the cache costs Redis nothing; whatever changes a key (a write through
+    either instance, a raw write to Redis, a flush) is seen by the next read on both; and the
+    cache is off whenever invalidations could be lost."""
+
+    def setUp(self):
+        super().setUp()
+        self.r = self.redis(appendonly=True, appendfsync='always')  # survives a restart
+        self.a = self.entityd(redis=self.r)
+        self.b = self.entityd(redis=self.r)
+        self.port = self.a.port
+        for svc in (self.a, self.b):
+            harness.wait_for(lambda: read_cache_metrics(svc.port).get(
+                'entityd_read_cache_enabled') == 1, scaled(10), what='read cache on')
+        self.c = make_callers(self.a.port, ('owner', 'reader', 'revoked'))
+
+    def cost(self, fn):
+        before = commandstats(self.r)
+        resp = fn()
+        return resp, stats_delta(before, commandstats(self.r))
+
+    def eventually(self, fn, check, what):
+        """fn() until check(result) holds: an instance hears of another's write through
+        Redis's invalidation message, which races the next request by microseconds."""
+        out = {}
+
+        def ok():
+            out['r'] = fn()
+            return check(out['r'])
+        harness.wait_for(ok, scaled(2), what=what)
+        return out['r']
+
+    def test_repeated_reads_cost_redis_nothing(self):
+        c = self.c
+        eid = self.create(c['owner'])['id']
+        for _ in range(2):  # the signature, the revocation check and the entity now cached
+            self.assertOk(self.get_entity(eid, c['reader']))
+            self.assertOk(self.get_entity(eid, c['reader'], signed=False))
+        hits = read_cache_metrics(self.port)['entityd_read_cache_total{outcome="hit"}']
+        resp, signed = self.cost(lambda: self.get_entity(eid, c['reader']))
+        self.assertEqual(self.assertOk(resp)['data']['id'], eid)
+        resp, unsigned = self.cost(lambda: self.get_entity(eid, c['reader'], signed=False))
+        self.assertOk(resp)
+        self.assertEqual((signed, unsigned), ({}, {}))
+        self.assertEqual(read_cache_metrics(self.port)['entityd_read_cache_total{outcome="hit"}'],
+                         hits + 3)  # revocation check + entity, then the entity
+        # A write through this instance: its own next read is the new entity, read again
+        # tracked (CLIENT CACHING in front of the HMGET; the revocation check still cached).
+        self.assertOk(self.update(c['owner'], eid, [c['owner'].address], name='Renamed'))
+        resp, after = self.cost(lambda: self.get_entity(eid, c['reader']))
+        self.assertEqual(self.assertOk(resp)['data']['name'], 'Renamed')
+        self.assertEqual(after, {'client|caching': 1, 'hmget': 1}, after)
+        # Users pages and skills read the same way.
+        self.assertOk(self.force_add(eid, c['owner'], [rand_addr()]))
+        for _ in range(2):
+            self.assertOk(self.users(eid, c['reader']))
+        resp, page = self.cost(lambda: self.users(eid, c['reader']))
+        self.assertEqual(len(self.assertOk(resp)['users']), 1)
+        self.assertEqual(page, {})
+
+    def test_changes_through_either_instance_or_redis_are_seen_on_both(self):
+        c = self.c
+        eid = self.create(c['owner'])['id']
+        name = lambda svc: self.get_entity(eid, c['reader'], port=svc.port)
+        for svc in (self.a, self.b):
+            for _ in range(2):
+                self.assertOk(name(svc))
+        # Through instance A: A answers at once, B once Redis's message arrives.
+        self.assertOk(self.update(c['owner'], eid, [c['owner'].address], name='Via A'))
+        self.assertEqual(self.assertOk(name(self.a))['data']['name'], 'Via A')
+        self.eventually(lambda: name(self.b), lambda r: r[0] == 200 and
+                        r[2]['data']['name'] == 'Via A', 'instance B seeing the update')
+        # A raw write to Redis by another client.
+        stored = json.loads(rcli(self.r, 'HGET', ekey(eid), 'json'))
+        stored['name'] = 'Raw'
+        rcli(self.r, 'HSET', ekey(eid), 'json', json.dumps(stored))
+        for svc in (self.a, self.b):
+            self.eventually(lambda: name(svc), lambda r: r[0] == 200 and
+                            r[2]['data']['name'] == 'Raw', 'the raw write')
+        # Members: a page cached on B, members added through A.
+        for _ in range(2):
+            self.assertEqual(self.assertOk(self.users(eid, c['reader'], port=self.b.port))
+                             ['users'], [])
+        added = rand_addr()
+        self.assertOk(self.force_add(eid, c['owner'], [added]))
+        self.eventually(lambda: self.users(eid, c['reader'], port=self.b.port),
+                        lambda r: r[0] == 200 and [u['address'] for u in r[2]['users']] ==
+                        [added], 'instance B seeing the new member')
+        # Made private through A: B refuses the reader (no role) once it hears.
+        self.assertOk(self.update(c['owner'], eid, [c['owner'].address], public=False))
+        self.eventually(lambda: name(self.b), lambda r: r[0] == 403, 'instance B refusing')
+        # A revocation through A: B refuses the revoked signature once it hears.
+        v = c['revoked']
+        self.assertOk(self.update(c['owner'], eid, [c['owner'].address], public=True))
+        for _ in range(2):
+            self.eventually(lambda: self.get_entity(eid, v, port=self.b.port),
+                            lambda r: r[0] == 200, 'the signature accepted on B')
+        st, _, body = self.req('POST', '/api/auth/revoke?' + v.q)
+        self.assertEqual(st, 200, body)
+        self.eventually(lambda: self.get_entity(eid, v, port=self.b.port),
+                        lambda r: r[0] == 401, 'instance B refusing the revoked signature')
+        # A flush of the whole database: nothing cached survives it.
+        for _ in range(2):
+            self.assertOk(name(self.b))
+        rcli(self.r, 'FLUSHALL')
+        for svc in (self.a, self.b):
+            self.eventually(lambda: name(svc), lambda r: r[0] == 404, 'the flush')
+
+    def test_cache_off_while_invalidations_cannot_arrive(self):
+        c = self.c
+        eid = self.create(c['owner'])['id']
+        for _ in range(2):
+            self.assertOk(self.get_entity(eid, c['reader'], port=self.b.port))
+        # Kill every subscriber connection: the instances' invalidation connections. A write
+        # made while they are down reaches no one; the caches must not keep their answers.
+        def subscribers():
+            return set(re.findall(r'^id=(\d+) ', rcli(self.r, 'CLIENT', 'LIST', 'TYPE', 'pubsub'),
+                                  re.M))
+        old = subscribers()
+        self.assertEqual(len(old), 2, old)
+        rcli(self.r, 'CLIENT', 'KILL', 'TYPE', 'pubsub')
+        self.assertOk(self.update(c['owner'], eid, [c['owner'].address], name='Unheard'))
+        # Both back (which each does only after seeing its connection go), and on again.
+        harness.wait_for(lambda: len(subscribers() - old) == 2, scaled(10),
+                         what='both invalidation connections back')
+        for svc in (self.a, self.b):
+            harness.wait_for(lambda: read_cache_metrics(svc.port).get(
+                'entityd_read_cache_enabled') == 1, scaled(10), what='read cache on again')
+        resp = self.get_entity(eid, c['reader'], port=self.b.port)
+        self.assertEqual(self.assertOk(resp)['data']['name'], 'Unheard')
+        # Redis restarted: the main connection's tracking is gone too; on again afterwards,
+        # and what changed meanwhile is read.
+        for _ in range(2):
+            self.assertOk(self.get_entity(eid, c['reader'], port=self.b.port))
+        self.r.restart()
+        self.eventually(lambda: self.update(c['owner'], eid, [c['owner'].address],
+                                            name='After restart'),
+                        lambda r: r[0] == 200, 'the update once A is back')
+        for svc in (self.a, self.b):
+            harness.wait_for(lambda: read_cache_metrics(svc.port).get(
+                'entityd_read_cache_enabled') == 1, scaled(10), what='read cache on again')
+        self.eventually(lambda: self.get_entity(eid, c['reader'], port=self.b.port),
+                        lambda r: r[0] == 200 and r[2]['data']['name'] == 'After restart',
+                        'instance B reading the change made across the restart')
+
+
 class AliasRaceAcrossInstancesTest(EntityCase):
     """Two instances on one Redis claiming the same alias. Instance A reaches Redis through a
     proxy that holds its replies back, so its claim is taken but its entity write is still on
@@ -1609,7 +1779,10 @@ class AliasRaceAcrossInstancesTest(EntityCase):
         self.r = self.redis()
         self.proxy = RedisProxy(self.r.port)
         self.addCleanup(self.proxy.close)
-        self.slow = self.entityd(redis=None, env={'REDIS_URL': self.proxy.url})
+        # The read cache off behind the proxy: it holds back every reply chunk in turn, and the
+        # cache's heartbeat replies would queue ahead of the claim's.
+        self.slow = self.entityd(redis=None, env={'REDIS_URL': self.proxy.url,
+                                                  'READ_CACHE_MB': '0'})
         self.fast = self.entityd(redis=self.r)
         self.c = make_callers(self.fast.port, ('a', 'b'))
         # Warm both signatures on both instances (recovery cached).
