@@ -540,14 +540,14 @@ static void on_members_page(void *data, int status, redisReply *r)
     size_t vlen = 0;
     bool versioned = page_version(fields, r->element[nreplies - 1], version, sizeof version, &vlen);
     pagecache *pc = req->app->pages;
-    buf *b = reply_scratch();
     if (!u->full) {
         size_t blen;
         const char *body =
             versioned ? pagecache_get(pc, u->key, u->klen, version, vlen, &blen) : NULL;
         if (body) {
-            buf_append(b, body, blen);
-            reply_send(req, 200, b);
+            /* Queued on the connection (copied) before anything can replace the entry. */
+            slice part = {body, blen};
+            request_reply_parts(req, 200, &part, 1);
         } else {
             u->full = true; /* changed since it was cached: read the page itself */
             send_users_read(req);
@@ -559,6 +559,7 @@ static void on_members_page(void *data, int status, redisReply *r)
         request_fail_internal(req, "members page: unexpected reply");
         return;
     }
+    buf *b = reply_scratch();
     render_page(b, page, u->limit);
     if (versioned)
         pagecache_put(pc, u->key, u->klen, version, vlen, b->data, b->len);
