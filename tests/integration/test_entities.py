@@ -1768,6 +1768,24 @@ class ReadCacheTest(EntityCase):
                         lambda r: r[0] == 200 and r[2]['data']['name'] == 'After restart',
                         'instance B reading the change made across the restart')
 
+    def test_silent_invalidation_connection_turns_the_cache_off(self):
+        """Connections that stay open but deliver nothing (a proxy holding every reply back
+        4.5 s): the heartbeat stops coming back within 3 s and the cache goes off; once
+        replies flow again it comes back on."""
+        proxy = RedisProxy(self.r.port)
+        self.addCleanup(proxy.close)
+        svc = self.entityd(redis=None, env={'REDIS_URL': proxy.url})
+        enabled = lambda: read_cache_metrics(svc.port).get('entityd_read_cache_enabled')
+        harness.wait_for(lambda: enabled() == 1, scaled(10), what='read cache on')
+        proxy.delay = 4.5
+        try:
+            harness.wait_for(lambda: enabled() == 0, scaled(15), what='read cache off')
+        finally:
+            proxy.delay = 0
+        self.assertTrue(any(l.get('msg') == 'read cache off' and 'silent' in l.get('detail', '')
+                            for l in svc.logs()), svc.stdout()[-2000:])
+        harness.wait_for(lambda: enabled() == 1, scaled(30), what='read cache on again')
+
 
 class AliasRaceAcrossInstancesTest(EntityCase):
     """Two instances on one Redis claiming the same alias. Instance A reaches Redis through a
