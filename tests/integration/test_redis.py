@@ -200,6 +200,9 @@ class RedisTest(harness.ServiceTestCase):
         svc = self.entityd(env={'REDIS_URL': 'redis://:%s@127.0.0.1:%d/3' % (r.password,
                                                                              r.port)})
         creds = self.signed(svc)
+        # The read cache's own connection signs in too, and the cache goes on.
+        harness.wait_for(lambda: b'\nentityd_read_cache_enabled 1\n' in
+                         svc.request('GET', '/metrics')[2], scaled(10), what='read cache on')
         self.assertRevokeOk(svc, creds)
         # The revocation landed in database 3.
         self.assertEqual(r.cli('DBSIZE'), 0)
