@@ -144,7 +144,30 @@ def write(target, seeds):
             f.write(s)
 
 
+def resp_seeds():
+    """Replies entityd reads: an entity HMGET, a transaction's EXEC, a users page, errors,
+    nils, integers, nesting, and replies cut short."""
+    ent = '{"id":"%s","name":"n"}' % EID
+    entry = '0001700000000000:%s:%s:ETH' % (ADDR, ADDR)
+    bulk = lambda s: '$%d\r\n%s\r\n' % (len(s.encode()), s)
+    arr = lambda *xs: '*%d\r\n' % len(xs) + ''.join(xs)
+    hmget = arr(bulk(ent), bulk('1'), bulk('1'), '$-1\r\n')
+    replies = [
+        hmget,
+        arr(hmget, ':0\r\n', ':1\r\n', ':0\r\n'),
+        arr(arr(bulk(EID), bulk('1'), bulk('1'), bulk('v1')), arr(*[bulk(entry)] * 3), ':3\r\n'),
+        '-NOSCRIPT No matching script\r\n',
+        arr(hmget, '-ERR wrong type\r\n'),
+        ':1\r\n', '$-1\r\n', '*-1\r\n', '+OK\r\n', '*0\r\n',
+        arr(arr(arr(arr(':1\r\n')))),
+        hmget[:-7],
+        ':1\r\n+OK\r\n' + hmget,
+    ]
+    return [bytes([i]) + r.encode() for i, r in enumerate(replies)]
+
+
 if __name__ == '__main__':
+    write('fuzz_resp', resp_seeds())
     write('fuzz_http', http_seeds())
     write('fuzz_json', json_seeds())
     write('fuzz_sig', sig_seeds())
