@@ -20,7 +20,7 @@ enum state { T_DOWN, T_CONNECTING, T_SUBSCRIBING, T_READY, T_CLOSED };
 #define HEARTBEAT_MS       1000
 #define SILENCE_MS         3000 /* no heartbeat back for this long: the connection is not trusted */
 #define BACKOFF_MIN_MS     50
-#define BACKOFF_MAX_MS     2000
+#define BACKOFF_MAX_MS     10000 /* an ACL refusing SUBSCRIBE logs once per retry */
 
 struct tracking {
     app *app;
