@@ -242,6 +242,9 @@ bench_wrk() {
   W_P50=$(awk -v v="$(sed -E 's/.*p50_us=([0-9]+).*/\1/' <<<"$line")" 'BEGIN {printf "%.2f", v / 1000}')
   W_P99=$(awk -v v="$(sed -E 's/.*p99_us=([0-9]+).*/\1/' <<<"$line")" 'BEGIN {printf "%.2f", v / 1000}')
   W_ERR=$(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^errors_/) {split($i, kv, "="); s += kv[2]}} END {print s + 0}' <<<"$line")
+  # Bytes per answer, headers included: shows that every answer was the full one.
+  W_BPA=$(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^(bytes|requests)=/) {split($i, kv, "="); v[kv[1]] = kv[2]}}
+    END {if (v["requests"] > 0) printf "%.0f", v["bytes"] / v["requests"]; else print "-"}' <<<"$line")
   if [ "$W_ERR" != 0 ]; then
     bench_log "WARNING: $label had $W_ERR failed requests (non-2xx/3xx or socket errors): $line"
   fi

@@ -27,8 +27,8 @@ function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
     "WRK_RESULT requests=%d duration_us=%d rps=%.1f p50_us=%d p90_us=%d p99_us=%d max_us=%d " ..
-    "errors_status=%d errors_socket=%d\n",
+    "errors_status=%d errors_socket=%d bytes=%d\n",
     summary.requests, summary.duration, summary.requests / (summary.duration / 1e6),
     latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max,
-    e.status, e.connect + e.read + e.write + e.timeout))
+    e.status, e.connect + e.read + e.write + e.timeout, summary.bytes))
 end
