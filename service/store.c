@@ -377,13 +377,20 @@ static void on_read_reply(void *data, int status, redisReply *reply)
 /* The read's bytes, as the cache knows it: the commands framed, a transaction marked. */
 static buf read_key = BUF_INIT;
 
+/* The read itself, to Redis: one command or a transaction. */
+static bool send_read(store *st, bool track, store_cb cb, void *data, int ncmds,
+                      const store_cmd *cmds, bool transaction)
+{
+    return transaction ? exec(st, track, cb, data, ncmds, cmds)
+                       : command(st, track, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
+}
+
 static bool read_through(store *st, int flags, store_cb cb, void *data, int ncmds,
                          const store_cmd *cmds, bool transaction)
 {
     readcache *rc = st->app->reads;
     if (!readcache_enabled(rc) || st->state != ST_READY)
-        return transaction ? exec(st, false, cb, data, ncmds, cmds)
-                           : command(st, false, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
+        return send_read(st, false, cb, data, ncmds, cmds, transaction);
     buf_reset(&read_key, 1 << 20);
     if (transaction)
         buf_append_str(&read_key, "MULTI\r\n");
@@ -399,8 +406,7 @@ static bool read_through(store *st, int flags, store_cb cb, void *data, int ncmd
     }
     read_op *ro = malloc(sizeof *ro + read_key.len);
     if (!ro)
-        return transaction ? exec(st, false, cb, data, ncmds, cmds)
-                           : command(st, false, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
+        return send_read(st, false, cb, data, ncmds, cmds, transaction);
     ro->st = st;
     ro->cb = cb;
     ro->data = data;
@@ -411,9 +417,7 @@ static bool read_through(store *st, int flags, store_cb cb, void *data, int ncmd
         if (cmds[i].argc >= 2)
             readcache_ticket_key(rc, &ro->ticket, cmds[i].argv[1], cmds[i].lens[1]);
     /* The caller learns only whether its callback ran; on_read_reply runs exactly once. */
-    return transaction
-               ? exec(st, true, on_read_reply, ro, ncmds, cmds)
-               : command(st, true, on_read_reply, ro, cmds[0].argc, cmds[0].argv, cmds[0].lens);
+    return send_read(st, true, on_read_reply, ro, ncmds, cmds, transaction);
 }
 
 bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
