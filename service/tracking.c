@@ -28,6 +28,8 @@ struct tracking {
     int state;
     long long id;     /* this connection's CLIENT ID, once known */
     uint64_t request; /* numbers the store's CLIENT TRACKING requests; only the latest counts */
+    bool pointing;    /* the latest is in flight */
+    bool refused;     /* Redis answered it with an error: not asked again on this connection */
     uv_timer_t timer; /* the reconnect backoff while down, the heartbeat while up */
     unsigned backoff_ms;
     uint64_t heard_ms; /* last heartbeat back (or when the cache went on) */
@@ -52,6 +54,7 @@ static uint64_t now_ms(tracking *tr)
 static void cache_off(tracking *tr)
 {
     tr->request++; /* an answer still in flight no longer turns the cache on */
+    tr->pointing = false;
     if (readcache_enabled(tr->app->reads))
         readcache_set_enabled(tr->app->reads, false);
 }
@@ -64,11 +67,15 @@ static void on_tracking_reply(void *data, int status, redisReply *reply)
     free(p);
     if (!current)
         return;
-    if (status != STORE_OK || reply->type == REDIS_REPLY_ERROR) {
+    tr->pointing = false;
+    if (status != STORE_OK)
+        return; /* no answer in time, or the connection went: the heartbeat tick asks again */
+    if (reply->type == REDIS_REPLY_ERROR) {
+        tr->refused = true;
         /* Redis before 6, or an ACL without CLIENT: the service runs without the cache. */
         buf *l = log_begin(LOG_WARN, "read cache off: CLIENT TRACKING refused");
         if (l) {
-            log_str(l, "detail", status == STORE_OK ? reply->str : "no answer from the data store");
+            log_str(l, "detail", reply->str);
             log_end(l);
         }
         return;
@@ -89,6 +96,7 @@ static void point_store(tracking *tr)
         return;
     p->tr = tr;
     p->request = tr->request;
+    tr->pointing = true;
     char id[24];
     snprintf(id, sizeof id, "%lld", tr->id);
     const char *argv[] = {"CLIENT", "TRACKING", "on", "REDIRECT", id, "OPTIN"};
@@ -151,6 +159,10 @@ static void on_timer(uv_timer_t *t)
     if (readcache_enabled(tr->app->reads) && now_ms(tr) - tr->heard_ms > SILENCE_MS) {
         tr->stats.silences++;
         drop_connection(tr, "the invalidation connection went silent");
+        return;
+    }
+    if (!readcache_enabled(tr->app->reads) && !tr->pointing && !tr->refused) {
+        point_store(tr);
         return;
     }
     if (store_ready(tr->app->store)) {
@@ -269,6 +281,7 @@ static void start_connect(tracking *tr)
         return;
     tr->state = T_CONNECTING;
     tr->id = 0;
+    tr->refused = false;
     tr->stats.reconnects++;
     store_endpoint ep = store_get_endpoint(tr->app->store);
     redisAsyncContext *ac = redisAsyncConnect(ep.host, ep.port);
