@@ -18,6 +18,7 @@
 
 #include "readcache.h"
 #include "redis_reply.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -25,14 +26,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define BUDGET (256 * 1024)
 
 static readcache *rc;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_resp: check failed at line %d: %s\n", __LINE__, #cond);          \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -102,20 +95,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     redisReader *ours = redisReaderCreateWithFunctions(&redis_reply_functions);
     redisReader *theirs = redisReaderCreate();
-    CHECK(ours && theirs);
+    FUZZ_CHECK(ours && theirs);
     ours->maxbuf = theirs->maxbuf = 0;
     int nkeys = data[0] % (READCACHE_MAX_KEYS + 2);
-    CHECK(redisReaderFeed(ours, (const char *)data + 1, size - 1) == REDIS_OK);
-    CHECK(redisReaderFeed(theirs, (const char *)data + 1, size - 1) == REDIS_OK);
+    FUZZ_CHECK(redisReaderFeed(ours, (const char *)data + 1, size - 1) == REDIS_OK);
+    FUZZ_CHECK(redisReaderFeed(theirs, (const char *)data + 1, size - 1) == REDIS_OK);
     for (int n = 0; n < 64; n++) {
         void *a = NULL, *b = NULL;
         int ra = redisReaderGetReply(ours, &a);
         int rb = redisReaderGetReply(theirs, &b);
-        CHECK(ra == rb);
-        CHECK((a == NULL) == (b == NULL));
+        FUZZ_CHECK(ra == rb);
+        FUZZ_CHECK((a == NULL) == (b == NULL));
         if (ra != REDIS_OK || !a)
             break;
-        CHECK(same(a, b));
+        FUZZ_CHECK(same(a, b));
         freeReplyObject(b);
 
         char read[32];
@@ -127,15 +120,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         readcache_put(rc, &t, read, strlen(read), a);
         const redisReply *kept = readcache_get(rc, read, strlen(read));
         if (kept)
-            CHECK(same(kept, a) && !holds_error(kept));
+            FUZZ_CHECK(same(kept, a) && !holds_error(kept));
         ours->fn->freeObject(a);
         if (kept) /* still whole once the original is gone */
-            CHECK(readcache_get(rc, read, strlen(read)) == kept);
-        CHECK(readcache_get_stats(rc)->bytes <= BUDGET);
+            FUZZ_CHECK(readcache_get(rc, read, strlen(read)) == kept);
+        FUZZ_CHECK(readcache_get_stats(rc)->bytes <= BUDGET);
     }
     redisReaderFree(ours);
     redisReaderFree(theirs);
     readcache_flush(rc);
-    CHECK(readcache_get_stats(rc)->bytes == 0 && readcache_get_stats(rc)->entries == 0);
+    FUZZ_CHECK(readcache_get_stats(rc)->bytes == 0 && readcache_get_stats(rc)->entries == 0);
     return 0;
 }

@@ -24,20 +24,13 @@
 #include "isotime.h"
 #include "query.h"
 #include "sig.h"
+#include "fuzz_check.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static secp256k1_context *ctx;
 static uint8_t hash[32];
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_sig: check failed at line %d: %s\n", __LINE__, #cond);           \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -62,23 +55,23 @@ static void fuzz_address(const char *s, size_t n)
     uint8_t a[ADDRESS_SIZE], b[ADDRESS_SIZE];
     memset(a, 0xa5, sizeof a);
     int rc = address_parse(s, n, a);
-    CHECK(rc == ADDRESS_OK || rc == ADDRESS_EFORMAT || rc == ADDRESS_ECHECKSUM);
+    FUZZ_CHECK(rc == ADDRESS_OK || rc == ADDRESS_EFORMAT || rc == ADDRESS_ECHECKSUM);
     if (rc != ADDRESS_OK) {
         for (size_t i = 0; i < sizeof a; i++)
-            CHECK(a[i] == 0xa5); /* untouched on error */
+            FUZZ_CHECK(a[i] == 0xa5); /* untouched on error */
         return;
     }
-    CHECK(n == 42 && s[0] == '0' && s[1] == 'x' && all_hex(s + 2, 40));
+    FUZZ_CHECK(n == 42 && s[0] == '0' && s[1] == 'x' && all_hex(s + 2, 40));
     char lower[ADDRESS_STRING_SIZE], sum[ADDRESS_STRING_SIZE];
     address_format_lower(a, lower);
     address_format_checksum(a, sum);
-    CHECK(strlen(lower) == 42 && strlen(sum) == 42);
-    CHECK(address_parse(lower, 42, b) == ADDRESS_OK && !memcmp(a, b, sizeof a));
-    CHECK(address_parse(sum, 42, b) == ADDRESS_OK && !memcmp(a, b, sizeof a));
+    FUZZ_CHECK(strlen(lower) == 42 && strlen(sum) == 42);
+    FUZZ_CHECK(address_parse(lower, 42, b) == ADDRESS_OK && !memcmp(a, b, sizeof a));
+    FUZZ_CHECK(address_parse(sum, 42, b) == ADDRESS_OK && !memcmp(a, b, sizeof a));
     /* Case-insensitively the input is the lowercase form. */
     for (size_t i = 2; i < 42; i++) {
         char ch = s[i] >= 'A' && s[i] <= 'F' ? (char)(s[i] + 32) : s[i];
-        CHECK(ch == lower[i]);
+        FUZZ_CHECK(ch == lower[i]);
     }
 }
 
@@ -87,29 +80,29 @@ static void fuzz_signature(const char *s, size_t n, bool recover)
     eth_sig sg, again;
     memset(&sg, 0x5a, sizeof sg);
     int rc = sig_parse(s, n, &sg);
-    CHECK(sig_strerror(rc) != NULL);
+    FUZZ_CHECK(sig_strerror(rc) != NULL);
     if (rc != SIG_OK) {
-        CHECK(rc == SIG_EHEX || rc == SIG_ELENGTH || rc == SIG_EV || rc == SIG_ERANGE ||
-              rc == SIG_EHIGHS);
+        FUZZ_CHECK(rc == SIG_EHEX || rc == SIG_ELENGTH || rc == SIG_EV || rc == SIG_ERANGE ||
+                   rc == SIG_EHIGHS);
         return;
     }
-    CHECK(sg.recid == 0 || sg.recid == 1);
+    FUZZ_CHECK(sg.recid == 0 || sg.recid == 1);
     char full[SIG_STRING_SIZE], compact[SIG_COMPACT_STRING_SIZE];
     char id1[SIG_REVOCATION_ID_SIZE], id2[SIG_REVOCATION_ID_SIZE];
     sig_format(&sg, full);
     sig_format_compact(&sg, compact);
     sig_revocation_id(&sg, id1);
-    CHECK(strlen(full) == 132 && strlen(compact) == 130 && strlen(id1) == 128);
-    CHECK(sig_parse(full, strlen(full), &again) == SIG_OK);
-    CHECK(!memcmp(again.r, sg.r, 32) && !memcmp(again.s, sg.s, 32) && again.recid == sg.recid);
+    FUZZ_CHECK(strlen(full) == 132 && strlen(compact) == 130 && strlen(id1) == 128);
+    FUZZ_CHECK(sig_parse(full, strlen(full), &again) == SIG_OK);
+    FUZZ_CHECK(!memcmp(again.r, sg.r, 32) && !memcmp(again.s, sg.s, 32) && again.recid == sg.recid);
     sig_revocation_id(&again, id2);
-    CHECK(!strcmp(id1, id2));
-    CHECK(sig_parse(compact, strlen(compact), &again) == SIG_OK);
-    CHECK(!memcmp(again.r, sg.r, 32) && !memcmp(again.s, sg.s, 32) && again.recid == sg.recid);
+    FUZZ_CHECK(!strcmp(id1, id2));
+    FUZZ_CHECK(sig_parse(compact, strlen(compact), &again) == SIG_OK);
+    FUZZ_CHECK(!memcmp(again.r, sg.r, 32) && !memcmp(again.s, sg.s, 32) && again.recid == sg.recid);
     sig_revocation_id(&again, id2);
-    CHECK(!strcmp(id1, id2));
+    FUZZ_CHECK(!strcmp(id1, id2));
     /* Without the 0x prefix too. */
-    CHECK(sig_parse(full + 2, 130, &again) == SIG_OK && again.recid == sg.recid);
+    FUZZ_CHECK(sig_parse(full + 2, 130, &again) == SIG_OK && again.recid == sg.recid);
     if (recover) {
         uint8_t addr[20];
         (void)sig_recover(ctx, &sg, hash, addr);
@@ -121,14 +114,14 @@ static void fuzz_hex(const char *s, size_t n)
     uint8_t out[64];
     size_t want = n / 2 < sizeof out ? n / 2 : sizeof out;
     int rc = hex_decode(s, n, out, want);
-    CHECK(rc == 0 || rc == -1);
+    FUZZ_CHECK(rc == 0 || rc == -1);
     if (rc == 0) {
-        CHECK(n == 2 * want && all_hex(s, n));
+        FUZZ_CHECK(n == 2 * want && all_hex(s, n));
         char back[2 * sizeof out + 1];
         hex_encode(out, want, back);
         for (size_t i = 0; i < n; i++) {
             char ch = s[i] >= 'A' && s[i] <= 'F' ? (char)(s[i] + 32) : s[i];
-            CHECK(ch == back[i]);
+            FUZZ_CHECK(ch == back[i]);
         }
     }
 }
@@ -140,22 +133,22 @@ static void fuzz_time(const char *s, size_t n)
         return;
     char iso[ISOTIME_STRING_SIZE];
     isotime_format(ms, iso);
-    CHECK(strlen(iso) == 24);
+    FUZZ_CHECK(strlen(iso) == 24);
     if (ms >= ISOTIME_MIN_MS && ms <= ISOTIME_MAX_MS) {
-        CHECK(isotime_parse(iso, 24, &again) == 0);
-        CHECK(again == ms);
+        FUZZ_CHECK(isotime_parse(iso, 24, &again) == 0);
+        FUZZ_CHECK(again == ms);
     }
 }
 
 static void fuzz_ids(const char *s, size_t n)
 {
     if (ids_valid(s, n, 'c') || ids_valid(s, n, 's')) {
-        CHECK(n == 38 && s[1] == '-' && s[16] == '4');
+        FUZZ_CHECK(n == 38 && s[1] == '-' && s[16] == '4');
         for (size_t i = 2; i < n; i++)
-            CHECK((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || s[i] == '-');
+            FUZZ_CHECK((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || s[i] == '-');
     }
     if (ids_valid_level(s, n))
-        CHECK(n >= 1 && n <= 64 && !memchr(s, '/', n) && !memchr(s, '\0', n));
+        FUZZ_CHECK(n >= 1 && n <= 64 && !memchr(s, '/', n) && !memchr(s, '\0', n));
 }
 
 static void fuzz_query(const char *s, size_t n)
@@ -165,17 +158,17 @@ static void fuzz_query(const char *s, size_t n)
     size_t np = 0;
     const char *bad = NULL;
     int rc = query_parse(&pool, s, n, &ps, &np, &bad);
-    CHECK(rc == QUERY_OK || rc == QUERY_EENCODING || rc == QUERY_EREPEATED);
+    FUZZ_CHECK(rc == QUERY_OK || rc == QUERY_EENCODING || rc == QUERY_EREPEATED);
     /* llhttp admits no raw NUL in a request target; an escaped one is refused below. */
     if (rc == QUERY_OK && !memchr(s, '\0', n)) {
         for (size_t i = 0; i < np; i++) {
-            CHECK(strlen(ps[i].key) == ps[i].key_len && strlen(ps[i].val) == ps[i].val_len);
+            FUZZ_CHECK(strlen(ps[i].key) == ps[i].key_len && strlen(ps[i].val) == ps[i].val_len);
             for (size_t j = i + 1; j < np; j++)
-                CHECK(ps[i].key_len != ps[j].key_len ||
-                      memcmp(ps[i].key, ps[j].key, ps[i].key_len) != 0);
+                FUZZ_CHECK(ps[i].key_len != ps[j].key_len ||
+                           memcmp(ps[i].key, ps[j].key, ps[i].key_len) != 0);
         }
     } else if (rc == QUERY_EREPEATED) {
-        CHECK(bad != NULL);
+        FUZZ_CHECK(bad != NULL);
     }
     arena_reset(&pool);
 }
