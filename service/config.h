@@ -21,10 +21,14 @@ typedef struct config {
     int64_t max_connections;
     int64_t header_timeout_ms;
     int64_t idle_timeout_ms;
+    int64_t write_timeout_ms;
+    int64_t write_buffer_bytes;
     int64_t shutdown_timeout_ms;
     int64_t sig_cache_size;
     int64_t page_cache_size;
     int64_t read_cache_mb;
+    int64_t redis_max_pending;
+    int64_t log_buffer_bytes;
     bool dev;
 } config;
 
