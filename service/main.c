@@ -32,8 +32,7 @@ static void on_drained(server *srv)
     log_event(LOG_INFO, "drained: closing", NULL);
     store_close(a->store);
     tracking_close(a->tracking);
-    uv_close((uv_handle_t *)&srv->drain_timer, NULL);
-    uv_close((uv_handle_t *)&srv->sweep_timer, NULL);
+    server_close(srv);
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_close((uv_handle_t *)&sig_int, NULL);
     uv_close((uv_handle_t *)&log_timer, NULL);

@@ -31,7 +31,7 @@ typedef struct route_metrics {
 } route_metrics;
 
 static route_metrics per_route[MAX_ROUTES + 1]; /* [router_routes_count]: unmatched */
-static uint64_t conns_open, conns_total, conns_rejected;
+static uint64_t conns_open, conns_total, conns_rejected, conns_read_timeouts, conns_write_timeouts;
 
 static size_t route_slot(const route *r)
 {
@@ -72,6 +72,14 @@ void metrics_connection_closed(void)
 void metrics_connection_rejected(void)
 {
     conns_rejected++;
+}
+
+void metrics_connection_timed_out(bool write)
+{
+    if (write)
+        conns_write_timeouts++;
+    else
+        conns_read_timeouts++;
 }
 
 static void labels(buf *out, size_t slot)
@@ -144,6 +152,13 @@ void metrics_render(buf *out, app *a)
     counter(out, "entityd_http_connections_total", "Client connections accepted.", conns_total);
     counter(out, "entityd_http_connections_rejected_total",
             "Connections answered 503 for being over MAX_CONNECTIONS.", conns_rejected);
+    buf_append_str(out, "# HELP entityd_http_connections_timed_out_total Connections closed for a "
+                        "deadline: read (header, body, idle) or write (a client not reading).\n"
+                        "# TYPE entityd_http_connections_timed_out_total counter\n");
+    buf_printf(out, "entityd_http_connections_timed_out_total{deadline=\"read\"} %llu\n",
+               (unsigned long long)conns_read_timeouts);
+    buf_printf(out, "entityd_http_connections_timed_out_total{deadline=\"write\"} %llu\n",
+               (unsigned long long)conns_write_timeouts);
 
     const store_stats *st = store_get_stats(a->store);
     gauge(out, "entityd_redis_connected", "1 when Redis is connected and the scripts are loaded.",
