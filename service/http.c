@@ -100,7 +100,9 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
         return -1;
     /* llhttp joins a folded line to the value without a word: a value that starts on a later
      * line than its name, or a second span of a value that is not the same bytes cut by the
-     * end of one read, is a fold. */
+     * end of one read, is a fold. (An empty value comes as an empty span after its line end.) */
+    if (len == 0)
+        return 0;
     if (!c->value_open) {
         scan_gap(c, at);
         c->gap_open = false;
