@@ -83,7 +83,8 @@ bool conn_accepts_output(const conn *c)
 
 bool conn_last_answer(const conn *c)
 {
-    return c->state != CONN_OPEN || c->set->draining;
+    /* After the client's EOF, once nothing unparsed is left, no request can follow. */
+    return c->state != CONN_OPEN || c->set->draining || (c->eof && c->pending_in.len == 0);
 }
 
 bool conn_wants_input(const conn *c)
