@@ -30,8 +30,10 @@ static bool is_platform(request *req)
 static void send_entity(request *req, int status, const redisReply *json)
 {
     static const char head[] = "{\"success\":true,\"data\":";
-    slice parts[3] = {{head, sizeof head - 1}, {json->str, json->len}, {"}", 1}};
-    request_reply_parts(req, status, parts, 3);
+    slice parts[4] = {{head, sizeof head - 1}};
+    size_t n = 1 + entity_json_parts(json->str, json->len, parts + 1);
+    parts[n++] = (slice){"}", 1};
+    request_reply_parts(req, status, parts, n);
 }
 
 static void send_entity_read(request *req, bool roles);
