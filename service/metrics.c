@@ -8,6 +8,7 @@
 
 #include "app.h"
 #include "auth.h"
+#include "log.h"
 #include "pagecache.h"
 #include "readcache.h"
 #include "router.h"
@@ -218,4 +219,7 @@ void metrics_render(buf *out, app *a)
           readcache_enabled(a->reads) ? 1 : 0);
     gauge(out, "entityd_read_cache_bytes", "Memory held by kept answers.", (double)rs->bytes);
     gauge(out, "entityd_read_cache_entries", "Answers kept.", (double)rs->entries);
+    counter(out, "entityd_log_lines_dropped_total",
+            "Log lines dropped: stdout did not take them and LOG_BUFFER_BYTES was full.",
+            log_dropped_lines());
 }
