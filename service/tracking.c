@@ -101,7 +101,7 @@ static void point_store(tracking *tr)
     snprintf(id, sizeof id, "%lld", tr->id);
     const char *argv[] = {"CLIENT", "TRACKING", "on", "REDIRECT", id, "OPTIN"};
     size_t lens[] = {6, 8, 2, 8, strlen(id), 5};
-    store_command(tr->app->store, on_tracking_reply, p, 6, argv, lens);
+    store_control(tr->app->store, on_tracking_reply, p, 6, argv, lens);
 }
 
 void tracking_store_ready(tracking *tr)
@@ -168,7 +168,7 @@ static void on_timer(uv_timer_t *t)
     if (store_ready(tr->app->store)) {
         const char *argv[] = {"PUBLISH", tr->channel, "1"};
         size_t lens[] = {7, strlen(tr->channel), 1};
-        store_command(tr->app->store, on_ignored, NULL, 3, argv, lens);
+        store_control(tr->app->store, on_ignored, NULL, 3, argv, lens);
     }
 }
 
