@@ -25,6 +25,7 @@
 #include "readcache.h"
 #include "redis_reply.h"
 #include "redis_uv.h"
+#include "resolve.h"
 #include "tracking.h"
 
 enum state { ST_DOWN, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_CLOSED };
@@ -105,6 +106,8 @@ struct store {
     store_op *head, *tail;
     uv_timer_t tick;
     uv_timer_t reconnect;
+    resolver resolver;    /* the host, before each connect */
+    bool resolve_failing; /* the last resolution failed: logged once until one succeeds */
     unsigned backoff_ms;
     uint64_t last_progress_ms;
     size_t outstanding; /* ops handed to hiredis and not yet called back */
@@ -666,13 +669,29 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     schedule_reconnect(st);
 }
 
-static void start_connect(store *st)
+/* Connects to the address the host resolved to: hiredis's own lookup of a numeric address
+ * does not block. */
+static void on_resolved(void *data, int status, const char *numeric)
 {
+    store *st = data;
     if (st->state == ST_CLOSED)
+        return; /* store_close ran meanwhile; the store itself lives until store_free */
+    if (status != 0) {
+        if (!st->resolve_failing || log_enabled(LOG_DEBUG)) {
+            buf *l =
+                log_begin(st->resolve_failing ? LOG_DEBUG : LOG_WARN, "redis host not resolved");
+            if (l) {
+                log_str(l, "host", st->host);
+                log_str(l, "detail", uv_strerror(status));
+                log_end(l);
+            }
+        }
+        st->resolve_failing = true;
+        schedule_reconnect(st);
         return;
-    st->state = ST_CONNECTING;
-    st->stats.reconnects++;
-    redisAsyncContext *ac = redisAsyncConnect(st->host, st->port);
+    }
+    st->resolve_failing = false;
+    redisAsyncContext *ac = redisAsyncConnect(numeric, st->port);
     if (!ac || ac->err) {
         if (ac)
             redisAsyncFree(ac);
@@ -689,6 +708,16 @@ static void start_connect(store *st)
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     st->ac = ac;
+}
+
+static void start_connect(store *st)
+{
+    if (st->state == ST_CLOSED)
+        return;
+    st->state = ST_CONNECTING;
+    st->stats.reconnects++;
+    /* Resolved again before every attempt: the host may have moved (a failover by DNS). */
+    resolve_start(&st->resolver, st->app->loop, st->host, on_resolved, st);
 }
 
 static int parse_url(store *st, const char *url, char *err, size_t err_len)
@@ -718,13 +747,27 @@ static int parse_url(store *st, const char *url, char *err, size_t err_len)
     }
     const char *slash = strchr(p, '/');
     size_t hostport = slash ? (size_t)(slash - p) : strlen(p);
-    const char *colon = memchr(p, ':', hostport);
-    size_t hlen = colon ? (size_t)(colon - p) : hostport;
+    const char *host = p, *colon;
+    size_t hlen;
+    if (*p == '[') {
+        /* An IPv6 address in brackets, as in URLs: [::1]:6379. */
+        const char *close = memchr(p, ']', hostport);
+        if (!close || (close + 1 != p + hostport && close[1] != ':')) {
+            snprintf(err, err_len, "REDIS_URL has an unclosed [ in its host");
+            return -1;
+        }
+        host = p + 1;
+        hlen = (size_t)(close - host);
+        colon = close + 1 != p + hostport ? close + 1 : NULL;
+    } else {
+        colon = memchr(p, ':', hostport);
+        hlen = colon ? (size_t)(colon - p) : hostport;
+    }
     if (hlen == 0 || hlen >= sizeof st->host) {
         snprintf(err, err_len, "REDIS_URL has no valid host");
         return -1;
     }
-    memcpy(st->host, p, hlen);
+    memcpy(st->host, host, hlen);
     st->host[hlen] = '\0';
     st->port = 6379;
     if (colon) {
@@ -784,6 +827,9 @@ void store_close(store *st)
     if (st->state == ST_CLOSED)
         return;
     st->state = ST_CLOSED;
+    /* A resolution under way still calls back (on_resolved sees ST_CLOSED); the loop runs
+     * until it has, before store_free. */
+    resolve_cancel(&st->resolver);
     if (st->ac) {
         redisAsyncContext *ac = st->ac;
         st->ac = NULL;
