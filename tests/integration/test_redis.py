@@ -235,6 +235,37 @@ class RedisTest(harness.ServiceTestCase):
         self.wait_ready(svc, scaled(8))
         self.assertRevokeOk(svc, creds[1])
 
+    # --- host names --------------------------------------------------------------------
+
+    def clients_from(self, r, prefix):
+        """Client connections of Redis whose address starts with prefix."""
+        return [line for line in r.cli('CLIENT', 'LIST').decode().splitlines()
+                if ' addr=' + prefix in ' ' + line]
+
+    def assertServedThrough(self, r, url, prefix):
+        svc = self.entityd(env={'REDIS_URL': url})
+        # Both connections up: the store's, and the read cache's invalidation connection.
+        harness.wait_for(lambda: b'\nentityd_read_cache_enabled 1\n' in
+                         svc.request('GET', '/metrics')[2], scaled(10), what='read cache on')
+        self.assertRevokeOk(svc, self.signed(svc))
+        self.assertGreaterEqual(len(self.clients_from(r, prefix)), 2, r.cli('CLIENT', 'LIST'))
+        return svc
+
+    def test_host_name(self):
+        # The name is resolved on the threadpool, and hiredis is given the address.
+        r = self.redis()
+        svc = self.assertServedThrough(r, 'redis://localhost:%d/0' % r.port, '127.0.0.1:')
+        # Reconnects resolve it again.
+        r.kill()
+        svc.wait_ready(scaled(2), ready=False)
+        r.restart()
+        self.wait_ready(svc, scaled(8))
+        self.assertRevokeOk(svc, self.signed(svc))
+
+    def test_ipv6_literal(self):
+        r = self.redis(extra_args=['--bind', '127.0.0.1', '::1'])
+        self.assertServedThrough(r, 'redis://[::1]:%d/0' % r.port, '[::1]:')
+
     # --- load shedding (REDIS_MAX_PENDING) ----------------------------------------------
 
     def create_public_entity(self, svc):
