@@ -753,7 +753,7 @@ static int parse_url(store *st, const char *url, char *err, size_t err_len)
         /* An IPv6 address in brackets, as in URLs: [::1]:6379. */
         const char *close = memchr(p, ']', hostport);
         if (!close || (close + 1 != p + hostport && close[1] != ':')) {
-            snprintf(err, err_len, "REDIS_URL has an unclosed [ in its host");
+            snprintf(err, err_len, "REDIS_URL has a malformed [IPv6] host");
             return -1;
         }
         host = p + 1;
