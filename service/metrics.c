@@ -169,6 +169,12 @@ void metrics_render(buf *out, app *a)
     counter(out, "entityd_redis_timeouts_total", "Commands past REDIS_TIMEOUT_MS.", st->timeouts);
     counter(out, "entityd_redis_connects_total", "Connection attempts to Redis.", st->reconnects);
     counter(out, "entityd_redis_disconnects_total", "Redis connections lost.", st->disconnects);
+    gauge(out, "entityd_redis_pending_commands",
+          "Commands sent to Redis and not yet answered (capped by REDIS_MAX_PENDING).",
+          (double)store_pending(a->store));
+    counter(out, "entityd_redis_shed_total",
+            "Commands or transactions refused at once (503) for REDIS_MAX_PENDING; nothing sent.",
+            st->shed);
 
     const auth_stats *au = auth_get_stats(a->auth);
     buf_append_str(out, "# HELP entityd_auth_signature_checks_total Sign-in checks by "
