@@ -119,8 +119,10 @@ int main(int argc, char **argv)
 
     uv_run(a->loop, UV_RUN_DEFAULT);
 
+    /* Everything still waiting goes out now, unless stdout stays stalled past this; then the
+     * last line, which a full buffer would otherwise have dropped. */
+    log_finish(1000);
     log_event(LOG_INFO, "stopped", NULL);
-    /* Everything still waiting goes out now, unless stdout stays stalled past this. */
     log_finish(1000);
     store_free(a->store);
     auth_free(a->auth);
