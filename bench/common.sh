@@ -100,7 +100,7 @@ bench_packages() {
 bench_build() {
   build_dir "$BIN" --buildtype=release && return 0
   bench_log "the full release build failed; building only what the benchmarks run"
-  ninja -C "$BIN" service/entityd service/sign/entityd-sign tests/bench/entityd-bench-recover >&2
+  ninja -C "$BIN" service/entityd service/tools/entityd-sign tests/bench/entityd-bench-recover >&2
 }
 
 # bench_start NAME CMD...: CMD in the background, output in $BENCH_TMP/NAME.log; sets LAST_PID.

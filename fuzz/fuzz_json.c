@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "inproc.h"
-#include "query.h"
-#include "request.h"
-#include "router.h"
+#include "http/query.h"
+#include "http/request.h"
+#include "api/router.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -74,6 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                      req->path_params, &req->npath_params, allow, sizeof allow) != ROUTER_FOUND)
         abort();
     req->route = r;
+    req->route_name = r->pattern;
+    req->route_slot = (int)(r - router_routes);
     /* Signed in. */
     memcpy(req->caller, caller, 43);
     req->signed_in = true;

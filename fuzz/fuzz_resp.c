@@ -16,8 +16,8 @@
 
 #include <hiredis/hiredis.h>
 
-#include "readcache.h"
-#include "redis_reply.h"
+#include "cache/readcache.h"
+#include "redis/reply.h"
 #include "fuzz_check.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -17,13 +17,13 @@
 
 #include <secp256k1.h>
 
-#include "address.h"
-#include "arena.h"
-#include "hex.h"
-#include "ids.h"
-#include "isotime.h"
-#include "query.h"
-#include "sig.h"
+#include "crypto/address.h"
+#include "core/arena.h"
+#include "crypto/hex.h"
+#include "core/ids.h"
+#include "core/isotime.h"
+#include "http/query.h"
+#include "crypto/sig.h"
 #include "fuzz_check.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

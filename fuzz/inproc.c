@@ -13,15 +13,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "buf.h"
-#include "log.h"
-#include "metrics.h"
-#include "store.h"
+#include "auth/auth.h"
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "api/dispatch.h"
+#include "redis/store.h"
 
 static uv_loop_t loop;
 static app the_app;
 static server the_server;
+/* The service's own wiring of HTTP to the route table (as main.c does it). */
+static http_service the_service = {.app = &the_app, .dispatch = dispatch_request};
 static int peer_fd = -1;
 static buf written = BUF_INIT; /* what the current connection wrote */
 static int log_fd = -1;        /* the read end of the pipe that stdout (the log) goes to */
@@ -98,8 +101,7 @@ void inproc_init(const char *max_body)
     if (uv_loop_init(&loop) != 0)
         DIE("uv_loop_init");
     the_app.loop = &loop;
-    the_app.server = &the_server;
-    the_server.app = &the_app;
+    the_app.server = &the_server; /* never listens: /readyz reads only its draining flag */
     conn_limits limits = {
         .header_timeout_ms = (uint64_t)the_app.cfg.header_timeout_ms,
         .idle_timeout_ms = (uint64_t)the_app.cfg.idle_timeout_ms,
@@ -107,7 +109,8 @@ void inproc_init(const char *max_body)
         .write_buffer_bytes = (size_t)the_app.cfg.write_buffer_bytes,
         .max_connections = (size_t)the_app.cfg.max_connections,
     };
-    conn_set_init(&the_server.conns, &loop, &http_protocol, &limits, &the_app);
+    dispatch_init();
+    conn_set_init(&the_server.conns, &loop, &http_protocol, &limits, &the_service);
     /* The deadline sweep must not keep the loop running once a connection is done. */
     uv_unref((uv_handle_t *)&the_server.conns.sweep);
     if (auth_new(&the_app.auth, &the_app, err, sizeof err) != 0)

@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "app.h"
-#include "http.h"
-#include "server.h"
+#include "core/app.h"
+#include "http/http.h"
+#include "net/server.h"
 
 /* The address PLATFORM_ADMINS holds in the harness, and one that is nobody in particular. */
 #define INPROC_PLATFORM_ADMIN "0x1111111111111111111111111111111111111111"

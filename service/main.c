@@ -6,18 +6,22 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "app.h"
-#include "auth.h"
-#include "log.h"
-#include "pagecache.h"
-#include "readcache.h"
-#include "server.h"
-#include "store.h"
-#include "tracking.h"
-#include "version.h"
+#include "api/dispatch.h"
+#include "auth/auth.h"
+#include "cache/pagecache.h"
+#include "cache/readcache.h"
+#include "core/app.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "core/version.h"
+#include "http/http.h"
+#include "net/server.h"
+#include "redis/store.h"
+#include "redis/tracking.h"
 
 static app the_app;
 static server the_server;
+static http_service the_service = {.app = &the_app, .dispatch = dispatch_request};
 static uv_signal_t sig_term, sig_int;
 static uv_timer_t log_timer;
 
@@ -29,7 +33,7 @@ static void on_log_timer(uv_timer_t *t)
 
 static void on_drained(server *srv)
 {
-    app *a = srv->app;
+    app *a = &the_app;
     log_event(LOG_INFO, "drained: closing", NULL);
     store_close(a->store);
     tracking_close(a->tracking);
@@ -94,7 +98,22 @@ int main(int argc, char **argv)
         if (a->reads)
             a->tracking = tracking_new(a);
     }
-    rc = server_start(&the_server, a);
+    metrics_register(pagecache_render_metrics, a->pages);
+    metrics_register(readcache_render_metrics, a->reads);
+    dispatch_init();
+    server_options so = {
+        .host = a->cfg.host,
+        .port = (int)a->cfg.port,
+        .proto = &http_protocol,
+        .proto_ctx = &the_service,
+        .limits = {.header_timeout_ms = (uint64_t)a->cfg.header_timeout_ms,
+                   .idle_timeout_ms = (uint64_t)a->cfg.idle_timeout_ms,
+                   .write_timeout_ms = (uint64_t)a->cfg.write_timeout_ms,
+                   .write_buffer_bytes = (size_t)a->cfg.write_buffer_bytes,
+                   .max_connections = (size_t)a->cfg.max_connections},
+        .shutdown_timeout_ms = (uint64_t)a->cfg.shutdown_timeout_ms,
+    };
+    rc = server_start(&the_server, a->loop, &so);
     if (rc != 0) {
         fprintf(stderr, "entityd: cannot listen on %s:%lld: %s\n", a->cfg.host,
                 (long long)a->cfg.port, uv_strerror(rc));

@@ -1,10 +1,10 @@
 /* Ethereum addresses: parsing with EIP-55 checksum rules, formatting, derivation from a key. */
-#include "address.h"
+#include "crypto/address.h"
 
 #include <string.h>
 
-#include "hex.h"
-#include "keccak.h"
+#include "crypto/hex.h"
+#include "crypto/keccak.h"
 
 /* EIP-55: hex digit i of the lowercase spelling is uppercased when nibble i of
  * keccak256(lowercase spelling) is 8 or more. lower40 holds the 40 digits, no prefix. */

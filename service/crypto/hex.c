@@ -1,5 +1,5 @@
 /* Hexadecimal encoding and strict decoding of byte strings. */
-#include "hex.h"
+#include "crypto/hex.h"
 
 /* Digit values by byte, 0xff for "not a hex digit". Explicit, rather than isxdigit: no locale
  * may widen what counts as a digit. A table because addresses and signatures are decoded on

@@ -1,5 +1,5 @@
 /* Keccak-256 sponge over nettle's Keccak-f[1600] permutation. */
-#include "keccak.h"
+#include "crypto/keccak.h"
 
 #include <string.h>
 

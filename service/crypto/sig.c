@@ -1,14 +1,14 @@
 /* Ethereum signatures: parsing (65-byte and EIP-2098), EIP-191 hashing, recovery, signing. */
-#include "sig.h"
+#include "crypto/sig.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include <secp256k1_recovery.h>
 
-#include "address.h"
-#include "hex.h"
-#include "keccak.h"
+#include "crypto/address.h"
+#include "crypto/hex.h"
+#include "crypto/keccak.h"
 
 /* The secp256k1 group order n and n/2, big-endian. */
 static const uint8_t curve_n[32] = {

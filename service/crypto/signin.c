@@ -1,13 +1,13 @@
 /* The sign-in message callers sign (CONTRACT section 2): epochs, nonces, message text. */
-#include "signin.h"
+#include "crypto/signin.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 
 #include <nettle/hmac.h>
 
-#include "hex.h"
-#include "isotime.h"
+#include "crypto/hex.h"
+#include "core/isotime.h"
 
 int64_t signin_epoch(int64_t unix_seconds, int64_t epoch_seconds)
 {

@@ -8,8 +8,8 @@
 
 #include <secp256k1.h>
 
-#include "keccak.h"
-#include "sig.h"
+#include "crypto/keccak.h"
+#include "crypto/sig.h"
 
 #define NSIGS 1000
 

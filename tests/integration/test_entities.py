@@ -27,7 +27,7 @@ ENTITY_FIELDS = {
 STRING_FIELDS = ('name', 'description', 'twitter', 'discord', 'website', 'telegram', 'instagram',
                  'openseaSlug', 'imageURL', 'bannerURL', 'defaultDyNftThemeId',
                  'communityURLAlias')
-# The fields every entity hash in Redis holds (service/keys.h); the service may keep more (such
+# The fields every entity hash in Redis holds (service/redis/keys.h); the service may keep more (such
 # as a rendering of the entity's JSON, checked against the rest when present).
 STORED_FIELDS = {
     'id', 'name', 'description', 'twitter', 'discord', 'website', 'imageURL', 'telegram',

@@ -56,7 +56,7 @@ ENTITY_FIELDS = {'id', 'name', 'description', 'contracts', 'twitter', 'discord',
 
 
 def check_invariants(r):
-    """Every key of the data set (service/keys.h), checked for the states whole writes leave.
+    """Every key of the data set (service/redis/keys.h), checked for the states whole writes leave.
     Returns a list of problems (empty when consistent)."""
     problems = []
     keys = [k.decode() for k in r.cli('KEYS', '*', timeout=30)]

@@ -1,4 +1,4 @@
-"""proto/openapi.yaml against the service's route table (service/routes.c), stdlib only.
+"""proto/openapi.yaml against the service's route table (service/api/routes.c), stdlib only.
 
 The document must list exactly the method+path pairs of the route table (path parameter names
 may differ: `{id}` in the table is `{entityId}` in the document), and each operation's
@@ -23,7 +23,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
-ROUTES_C = os.path.join(harness.REPO, 'service', 'routes.c')
+ROUTES_C = os.path.join(harness.REPO, 'service', 'api', 'routes.c')
 OPENAPI = os.path.join(harness.REPO, 'proto', 'openapi.yaml')
 SERVICE_DIR = os.path.join(harness.REPO, 'service')
 
@@ -368,10 +368,11 @@ _FAIL_CALL = re.compile(r'(?:request_fail|fail_with_headers)\s*\(\s*[^,()]+,\s*(
 def service_error_codes():
     """{code: {status}} from every request_fail-style call in the service's C sources."""
     codes = {}
-    for name in sorted(os.listdir(SERVICE_DIR)):
-        if not name.endswith('.c'):
+    paths = sorted(os.path.join(d, n) for d, _, names in os.walk(SERVICE_DIR) for n in names)
+    for path in paths:
+        if not path.endswith('.c'):
             continue
-        with open(os.path.join(SERVICE_DIR, name), encoding='utf-8') as f:
+        with open(path, encoding='utf-8') as f:
             src = f.read()
         for status, code in _FAIL_CALL.findall(src):
             codes.setdefault(code, set()).add(int(status))
@@ -447,7 +448,7 @@ class OpenApiMatchesRoutes(unittest.TestCase):
         self.assertIsInstance(enum, list, 'components.schemas.ErrorCode.enum missing')
         used = service_error_codes()
         self.assertEqual(sorted(enum), sorted(used),
-                         'ErrorCode enum differs from the codes in service/*.c')
+                         'ErrorCode enum differs from the codes in service/**/*.c')
         self.assertEqual(len(enum), len(set(enum)), 'ErrorCode enum repeats a code')
 
     def test_check_fails_when_a_route_is_added(self):

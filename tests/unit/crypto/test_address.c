@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "address.h"
+#include "crypto/address.h"
 #include "fixture.h"
 
 static json_t *g_fixture;

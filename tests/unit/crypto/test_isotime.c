@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "fixture.h"
-#include "isotime.h"
+#include "core/isotime.h"
 
 static json_t *g_fixture;
 

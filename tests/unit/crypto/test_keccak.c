@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "fixture.h"
-#include "keccak.h"
+#include "crypto/keccak.h"
 
 static json_t *g_fixture;
 

@@ -11,7 +11,7 @@
 #include <secp256k1.h>
 
 #include "fixture.h"
-#include "sig.h"
+#include "crypto/sig.h"
 
 static json_t *g_fixture;
 static secp256k1_context *g_ctx;

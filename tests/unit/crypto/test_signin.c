@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "fixture.h"
-#include "signin.h"
+#include "crypto/signin.h"
 
 static json_t *g_fixture;
 

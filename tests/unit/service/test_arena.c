@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "arena.h"
+#include "core/arena.h"
 
 static int setup(void **state)
 {

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "buf.h"
+#include "core/buf.h"
 
 static int setup(void **state)
 {

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+#include "core/config.h"
 
 /* Every variable the table reads: cleared before each test so the caller's environment is moot. */
 static const char *const g_vars[] = {

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "conn.h"
+#include "net/conn.h"
 
 /* --- a toy protocol: each "\n"-terminated line is a request --- */
 

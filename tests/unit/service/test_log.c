@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "log.h"
+#include "core/log.h"
 
 #define LINES 20000
 

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "pagecache.h"
+#include "cache/pagecache.h"
 
 /* The cache under test, freed by teardown also when an assertion cut the test short. */
 static pagecache *g_pc;

@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "arena.h"
-#include "query.h"
+#include "core/arena.h"
+#include "http/query.h"
 
 typedef struct parsed {
     arena pool;

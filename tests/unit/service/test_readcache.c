@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "readcache.h"
+#include "cache/readcache.h"
 
 /* The cache under test, freed by teardown also when an assertion cut the test short. */
 static readcache *g_rc;

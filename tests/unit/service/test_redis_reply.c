@@ -14,8 +14,8 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/read.h>
 
-#include "buf.h"
-#include "redis_reply.h"
+#include "core/buf.h"
+#include "redis/reply.h"
 
 /* The data size of one block in redis_reply.c: strings around it cross block boundaries. */
 #define BLOCK (32 * 1024)

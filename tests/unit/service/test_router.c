@@ -9,8 +9,8 @@
 #include <cmocka.h>
 #include <llhttp.h>
 
-#include "handlers.h"
-#include "router.h"
+#include "api/handlers.h"
+#include "api/router.h"
 
 /* Normalizes a copy of `in` and checks the result and the returned length. */
 static void check_normalize(const char *in, const char *want)

@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "sigcache.h"
+#include "cache/sigcache.h"
 
 /* A deterministic stream of signature-like bytes (xorshift64). */
 static uint64_t g_rng = 0x243f6a8885a308d3ULL;

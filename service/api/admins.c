@@ -1,0 +1,99 @@
+/* handlers_admins: an entity's admins, listed by its owners and admins, managed by its owners. */
+#include <string.h>
+
+#include "core/app.h"
+#include "auth/auth.h"
+#include "api/handlers.h"
+#include "api/entity.h"
+#include "core/ids.h"
+#include "redis/keys.h"
+#include "redis/lua_scripts.h"
+#include "api/respond.h"
+#include "redis/store.h"
+#include "api/validate.h"
+
+/* Every admin route answers with the full, sorted list. */
+static void on_admins(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    if (respond_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_ARRAY) {
+        request_fail_internal(req, "admins: unexpected reply");
+        return;
+    }
+    json_t *list = json_array();
+    for (size_t i = 0; i < r->elements; i++)
+        json_array_append_new(list, respond_string(r->element[i]));
+    json_t *out = respond_ok();
+    json_object_set_new(out, "admins", list);
+    request_reply(req, 200, out);
+}
+
+/* Runs an admin script: keys entity, owners, admins; args caller, platform, extra... */
+static void run(request *req, const char *id, int script, const char **extra, size_t nextra)
+{
+    entity_keys k;
+    keys_entity(&k, id);
+    size_t argc = 5 + nextra;
+    const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
+    size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
+    if (!argv || !lens) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    const char *head[] = {k.entity, k.owners, k.admins, req->caller,
+                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0"};
+    for (size_t i = 0; i < argc; i++) {
+        argv[i] = i < 5 ? head[i] : extra[i - 5];
+        lens[i] = strlen(argv[i]);
+    }
+    store_script(req->app->store, script, on_admins, req, 3, (int)argc, argv, lens);
+}
+
+void admins_get(request *req)
+{
+    char id[IDS_SIZE];
+    if (entity_path_id(req, id))
+        run(req, id, LUA_ADMINS_LIST, NULL, 0);
+}
+
+void admins_post(request *req)
+{
+    char id[IDS_SIZE];
+    if (!entity_path_id(req, id))
+        return;
+    json_t *body = validate_body(req);
+    if (!body)
+        return;
+    char(*addrs)[43];
+    size_t n;
+    int rc = validate_address_field(req, body, "addresses", 1, 100, &addrs, &n);
+    json_decref(body);
+    if (rc != 0)
+        return;
+    const char **extra = arena_alloc(&req->pool, n * sizeof *extra);
+    if (!extra) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        extra[i] = addrs[i];
+    run(req, id, LUA_ADMINS_ADD, extra, n);
+}
+
+void admins_delete(request *req)
+{
+    char id[IDS_SIZE];
+    if (!entity_path_id(req, id))
+        return;
+    slice a = request_path_param(req, 1);
+    char lower[43];
+    verr e;
+    if (validate_address(a.s, a.len, "address", lower, &e) != 0) {
+        request_fail(req, 404, "not_found", "No such admin address.", NULL);
+        return;
+    }
+    const char *extra[] = {lower};
+    run(req, id, LUA_ADMINS_REMOVE, extra, 1);
+}

@@ -1,0 +1,96 @@
+/* dispatch: from a parsed request to its handler: target, route, media type, sign-in. */
+#include "api/dispatch.h"
+
+#include <llhttp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/app.h"
+#include "core/metrics.h"
+#include "auth/auth.h"
+#include "http/query.h"
+#include "api/router.h"
+
+static void run_handler(request *req)
+{
+    req->route->handler(req);
+}
+
+#define MAX_LABEL 160
+
+void dispatch_init(void)
+{
+    static char text[64][MAX_LABEL];
+    static const char *labels[64];
+    size_t n = router_routes_count < 64 ? router_routes_count : 64;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(text[i], MAX_LABEL, "route=\"%s\",method=\"%s\"", router_routes[i].pattern,
+                 llhttp_method_name((llhttp_method_t)router_routes[i].method));
+        labels[i] = text[i];
+    }
+    metrics_set_routes(labels, n);
+}
+
+void dispatch_request(request *req)
+{
+    const char *url = buf_cstr(&req->url);
+    size_t len = req->url.len;
+    if (len == 0 || url[0] != '/') {
+        request_fail(req, 400, "invalid_request", "The request target must be a path.", NULL);
+        return;
+    }
+    const char *q = memchr(url, '?', len);
+    size_t plen = q ? (size_t)(q - url) : len;
+    req->path = arena_strndup(&req->pool, url, plen);
+    if (!req->path) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    req->path_len = router_normalize(req->path, plen);
+
+    const char *bad_key = NULL;
+    int qerr =
+        q ? query_parse(&req->pool, q + 1, len - plen - 1, &req->params, &req->nparams, &bad_key)
+          : QUERY_OK;
+    char field[200];
+    if (bad_key)
+        request_printable(bad_key, strlen(bad_key), field, sizeof field);
+    if (qerr == QUERY_EREPEATED) {
+        request_fail(req, 400, "invalid_request", "A query parameter is given more than once.",
+                     bad_key ? field : NULL);
+        return;
+    }
+    if (qerr == QUERY_EENCODING) {
+        request_fail(req, 400, "invalid_request", "The query string has an invalid %-escape.",
+                     bad_key ? field : NULL);
+        return;
+    }
+    if (qerr != QUERY_OK) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+
+    char allow[64];
+    const route *r = NULL;
+    switch (router_match(router_routes, router_routes_count, req->method, req->path, req->path_len,
+                         &r, req->path_params, &req->npath_params, allow, sizeof allow)) {
+    case ROUTER_NOT_FOUND:
+        request_fail(req, 404, "not_found", "No such route.", NULL);
+        return;
+    case ROUTER_METHOD_NOT_ALLOWED:
+        request_fail_allow(req, allow);
+        return;
+    }
+    req->route = r;
+    req->route_name = r->pattern;
+    req->route_slot = (int)(r - router_routes);
+    if (req->body_total > 0 && !req->json_content_type) {
+        request_fail(req, 415, "unsupported_media_type",
+                     "A request body must be sent as Content-Type: application/json.", NULL);
+        return;
+    }
+    if (r->auth == AUTH_NONE)
+        run_handler(req);
+    else
+        auth_authenticate(req, r->auth, (r->flags & ROUTE_READ_WITH_REVOCATION) != 0, run_handler);
+}

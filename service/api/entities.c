@@ -1,0 +1,747 @@
+/* handlers_entities: read, create and update entities; list and force-add members. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "core/app.h"
+#include "auth/auth.h"
+#include "api/entity.h"
+#include "api/handlers.h"
+#include "crypto/hex.h"
+#include "core/ids.h"
+#include "core/isotime.h"
+#include "redis/keys.h"
+#include "core/log.h"
+#include "cache/pagecache.h"
+#include "redis/lua_scripts.h"
+#include "api/respond.h"
+#include "redis/store.h"
+
+static bool is_platform(request *req)
+{
+    return auth_is_platform_admin(req->app->auth, req->caller);
+}
+
+/* ---- GET /api/entities/{id} ---- */
+
+static void send_entity(request *req, int status, const redisReply *json)
+{
+    static const char head[] = "{\"success\":true,\"data\":";
+    slice parts[4] = {{head, sizeof head - 1}};
+    size_t n = 1 + entity_json_parts(json->str, json->len, parts + 1);
+    parts[n++] = (slice){"}", 1};
+    request_reply_parts(req, status, parts, n);
+}
+
+static void send_entity_read(request *req, bool roles);
+
+/* HMGET json isEnabled public: unsigned, or signed with the role not asked for yet. */
+static void on_entity_read(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    entity_read e = entity_read_fields(req, status, r, true);
+    if (e == ENTITY_READ_OK)
+        send_entity(req, 200, r->element[0]);
+    else if (e == ENTITY_READ_ASK_ROLES)
+        send_entity_read(req, true);
+}
+
+/* EXEC of {HMGET json isEnabled public, the role lookups}. */
+static void on_entity_read_roles(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    const redisReply *f;
+    if (entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, ENTITY_ROLE_CMDS, true, &f) ==
+        ENTITY_READ_OK)
+        send_entity(req, 200, f->element[0]);
+}
+
+static void send_entity_read(request *req, bool roles)
+{
+    entity_keys k;
+    keys_entity(&k, req->state); /* the id, in the request arena */
+    const char *argv[] = {"HMGET", k.entity, "json", "isEnabled", "public"};
+    size_t lens[] = {5, k.entity_len, 4, 9, 6};
+    entity_read_send(req, &k, 5, argv, lens, roles, on_entity_read, on_entity_read_roles);
+}
+
+void entity_get(request *req)
+{
+    char *id = arena_alloc(&req->pool, IDS_SIZE);
+    if (!id) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    if (!entity_path_id(req, id))
+        return;
+    req->state = id;
+    /* The role is asked for only when it decides (entity.h). */
+    send_entity_read(req, false);
+}
+
+/* ---- POST /api/entities: create or update ---- */
+
+typedef struct post_state {
+    json_t *body;
+    entity_input in;
+    char id[IDS_SIZE];
+    bool creating;
+    bool claimed_new; /* this request took the alias: release it if the write did not happen */
+    char token[17];   /* this request's claim of the alias (alias_claim.lua) */
+    bool stale_checked;
+    char holder[IDS_SIZE];
+    char holder_value[IDS_SIZE + 48]; /* the stale claim as stored, for compare-and-set */
+    char guard[70]; /* an alias-setting update: "=" + the alias the entity had before */
+    int attempts;
+} post_state;
+
+/* The request's reset hook: releases the JSON the post holds. */
+static void post_release(void *data)
+{
+    post_state *st = data;
+    json_decref(st->body);
+    json_decref(st->in.fields);
+    st->body = st->in.fields = NULL;
+}
+
+static void on_ignored(void *data, int status, redisReply *r)
+{
+    (void)data, (void)status, (void)r;
+}
+
+/* Gives up the one claim of `alias` that `id` made with `token`: a newer claim of the same
+ * entity (another update, its write perhaps still on the way) has another token and stays. */
+static void alias_release(request *req, const char *alias, const char *id, const char *token)
+{
+    char key[KEYS_ALIAS_SIZE];
+    size_t klen = keys_alias(key, alias);
+    const char *argv[] = {key, id, token};
+    size_t lens[] = {klen, strlen(id), strlen(token)};
+    store_script(req->app->store, LUA_ALIAS_RELEASE, on_ignored, NULL, 1, 3, argv, lens);
+}
+
+static void start_alias_update(request *req);
+
+#define ALIAS_ATTEMPTS 10
+
+static void on_write(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    post_state *st = req->state;
+    if (status == STORE_OK && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "RETRY", 5)) {
+        /* Another update of this entity came between our claim and our write: start over. */
+        if (st->claimed_new)
+            alias_release(req, st->in.alias, st->id, st->token);
+        st->claimed_new = st->stale_checked = false;
+        if (++st->attempts < ALIAS_ATTEMPTS) {
+            start_alias_update(req);
+            return;
+        }
+        request_fail(req, 409, "conflict",
+                     "The entity kept changing while its alias was claimed; try again.", NULL);
+        return;
+    }
+    /* Only Redis's own error answer says the write did not happen. A timeout or a lost
+     * connection leaves it unknown: the script may run later, after any claim or release sent
+     * since. So the claim stays; if the write never happens, the holder's record does not name
+     * the alias and the next claimant takes it over once the grace period has passed. */
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR && st->claimed_new)
+        alias_release(req, st->in.alias, st->id, st->token);
+    if (respond_store_failed(req, status, r)) {
+        return;
+    }
+    /* create: the entity JSON; update: {entity JSON, the alias held before, its claim token} */
+    const redisReply *json = r;
+    if (!st->creating) {
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+            r->element[1]->type != REDIS_REPLY_STRING ||
+            r->element[2]->type != REDIS_REPLY_STRING) {
+            request_fail_internal(req, "entity write: unexpected reply");
+            return;
+        }
+        json = r->element[0];
+        const char *old = r->element[1]->str, *old_token = r->element[2]->str;
+        /* Without a token (a record from before tokens) the old claim is left to the
+         * stale-claim takeover rather than released blind. */
+        if (*old && *old_token && st->in.has_alias && strcmp(old, st->in.alias) != 0)
+            alias_release(req, old, st->id, old_token);
+    }
+    if (json->type != REDIS_REPLY_STRING) {
+        request_fail_internal(req, "entity write: unexpected reply");
+        return;
+    }
+    send_entity(req, st->creating ? 201 : 200, json);
+}
+
+/* Sends the create or update script. The rendered JSON is local: store_script copies its
+ * arguments, and an answer given inside the call (store down) ends the request's state. */
+static void write_entity(request *req)
+{
+    post_state *st = req->state;
+    entity_keys k;
+    keys_entity(&k, st->id);
+    /* The record names the claim backing its alias, so the update that moves the alias away
+     * releases exactly that claim. */
+    if (st->in.has_alias)
+        json_object_set_new(st->in.fields, "aliasClaim",
+                            json_string(st->in.alias[0] ? st->token : ""));
+    json_t *owner_list = json_array();
+    for (size_t i = 0; i < st->in.nowners; i++)
+        json_array_append_new(owner_list, json_string(st->in.owners[i]));
+    char *owners = json_dumps(owner_list, JSON_COMPACT);
+    char *fields = json_dumps(st->in.fields, JSON_COMPACT);
+    json_decref(owner_list);
+    if (!owners || !fields) {
+        free(owners);
+        free(fields);
+        request_fail_internal(req, "entity write: encoding");
+        return;
+    }
+    if (st->creating) {
+        const char *argv[] = {k.entity, k.owners, fields, owners};
+        size_t lens[] = {k.entity_len, k.owners_len, strlen(fields), strlen(owners)};
+        store_script(req->app->store, LUA_ENTITY_CREATE, on_write, req, 2, 4, argv, lens);
+    } else {
+        char v[24] = "";
+        if (st->in.has_v)
+            snprintf(v, sizeof v, "%lld", (long long)st->in.v);
+        const char *platform = is_platform(req) ? "1" : "0";
+        const char *argv[] = {k.entity, k.owners, k.admins, req->caller, platform,
+                              v,        fields,   owners,   st->guard};
+        size_t lens[] = {k.entity_len, k.owners_len,   k.admins_len,   strlen(req->caller), 1,
+                         strlen(v),    strlen(fields), strlen(owners), strlen(st->guard)};
+        store_script(req->app->store, LUA_ENTITY_UPDATE, on_write, req, 3, 9, argv, lens);
+    }
+    free(owners);
+    free(fields);
+}
+
+static void claim_alias(request *req);
+
+static void alias_taken(request *req)
+{
+    request_fail(req, 409, "conflict", "That communityURLAlias belongs to another entity.",
+                 "communityURLAlias");
+}
+
+/* The holder's own record says whether its claim is live or left over from a failed write. */
+static void on_holder(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    post_state *st = req->state;
+    if (respond_store_failed(req, status, r)) {
+        return;
+    }
+    if (r->type == REDIS_REPLY_STRING && !strcmp(r->str, st->in.alias)) {
+        alias_taken(req);
+        return;
+    }
+    st->stale_checked = true;
+    claim_alias(req);
+}
+
+/* A claim younger than this may belong to a write still on its way (on another instance):
+ * only an older one can be judged left over by a failed write. Well past any write deadline. */
+static long long alias_grace_seconds(const request *req)
+{
+    long long t = 2 * req->app->cfg.redis_timeout_ms / 1000 + 1;
+    return t > 60 ? t : 60;
+}
+
+static void on_claim(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    post_state *st = req->state;
+    if (respond_store_failed(req, status, r))
+        return;
+    if (r->type == REDIS_REPLY_STRING && (!strcmp(r->str, "+") || !strcmp(r->str, "="))) {
+        st->claimed_new = r->str[0] == '+';
+        /* Only a claim found already ours can be undone by a sibling update of this entity that
+         * moves or clears the alias before our write: that one keeps the guard. */
+        if (st->claimed_new)
+            st->guard[0] = '\0';
+        write_entity(req);
+        return;
+    }
+    /* {holder id, claim age in seconds, stored value} */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[2]->type != REDIS_REPLY_STRING ||
+        r->element[2]->len >= sizeof st->holder_value) {
+        request_fail_internal(req, "alias_claim: unexpected reply");
+        return;
+    }
+    const redisReply *holder = r->element[0];
+    if (st->stale_checked || !ids_valid(holder->str, holder->len, 'c') ||
+        strtoll(r->element[1]->str, NULL, 10) < alias_grace_seconds(req)) {
+        alias_taken(req);
+        return;
+    }
+    memcpy(st->holder, holder->str, IDS_SIZE);
+    memcpy(st->holder_value, r->element[2]->str, r->element[2]->len + 1);
+    entity_keys hk;
+    keys_entity(&hk, st->holder);
+    const char *argv[] = {"HGET", hk.entity, "communityURLAlias"};
+    size_t lens[] = {4, hk.entity_len, 17};
+    store_command(req->app->store, on_holder, req, 3, argv, lens);
+}
+
+static void claim_alias(request *req)
+{
+    post_state *st = req->state;
+    uint8_t rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        request_fail_internal(req, "no randomness for an alias claim");
+        return;
+    }
+    hex_encode(rnd, sizeof rnd, st->token);
+    char key[KEYS_ALIAS_SIZE];
+    size_t klen = keys_alias(key, st->in.alias);
+    const char *stale = st->stale_checked ? st->holder_value : "";
+    const char *argv[] = {key, st->id, stale, st->token};
+    size_t lens[] = {klen, strlen(st->id), strlen(stale), strlen(st->token)};
+    store_script(req->app->store, LUA_ALIAS_CLAIM, on_claim, req, 1, 4, argv, lens);
+}
+
+void entity_post(request *req)
+{
+    post_state *st = arena_alloc(&req->pool, sizeof *st);
+    if (!st) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    req->state = st;
+    json_t *body = validate_body(req);
+    if (!body)
+        return; /* answered: st is gone with the request */
+    st->body = body;
+    req->on_reset = post_release;
+    req->on_reset_data = st;
+    verr e;
+    if (entity_parse_input(req, st->body, &st->in, &e) != 0) {
+        validate_fail(req, &e);
+        return;
+    }
+    bool platform = is_platform(req);
+    if (st->in.has_enabled && !platform) {
+        request_fail(req, 403, "forbidden", "Only platform admins may change isEnabled.", NULL);
+        return;
+    }
+    char now[ISOTIME_STRING_SIZE];
+    isotime_format(isotime_now_ms(), now);
+    st->creating = !st->in.has_id;
+    if (st->creating) {
+        if (!strcmp(req->app->cfg.entity_creation, "platform") && !platform) {
+            request_fail(req, 403, "forbidden", "Only platform admins may create entities.", NULL);
+            return;
+        }
+        if (ids_new(st->id, 'c') != 0) {
+            request_fail_internal(req, "no randomness for an id");
+            return;
+        }
+        /* The creator owns what it creates. */
+        bool listed = false;
+        for (size_t i = 0; i < st->in.nowners && !listed; i++)
+            listed = !strcmp(st->in.owners[i], req->caller);
+        if (!listed) {
+            char(*more)[43] = arena_alloc(&req->pool, (st->in.nowners + 1) * sizeof *more);
+            if (!more) {
+                request_fail_internal(req, "out of memory");
+                return;
+            }
+            memcpy(more, st->in.owners, st->in.nowners * sizeof *more);
+            memcpy(more[st->in.nowners++], req->caller, 43);
+            st->in.owners = more;
+        }
+        entity_fill_defaults(&st->in);
+        json_object_set_new(st->in.fields, "id", json_string(st->id));
+        json_object_set_new(st->in.fields, "createdAt", json_string(now));
+        json_object_set_new(st->in.fields, "createdBy", json_string(req->caller));
+    } else {
+        memcpy(st->id, st->in.id, IDS_SIZE);
+    }
+    json_object_set_new(st->in.fields, "modifiedAt", json_string(now));
+    if (!st->creating && st->in.has_alias)
+        start_alias_update(req); /* guarded against a concurrent alias change */
+    else if (st->in.has_alias && st->in.alias[0])
+        claim_alias(req);
+    else
+        write_entity(req);
+}
+
+static void on_guard(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    post_state *st = req->state;
+    if (respond_store_failed(req, status, r))
+        return;
+    /* An unknown entity has no alias: the update script then answers 404. */
+    snprintf(st->guard, sizeof st->guard, "=%.64s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    if (st->in.alias[0]) {
+        claim_alias(req);
+    } else {
+        st->guard[0] = '\0'; /* clearing claims nothing another update could undo */
+        write_entity(req);
+    }
+}
+
+/* An update that sets or clears the alias reads the current one first; its write requires it
+ * unchanged (updates that leave the alias alone never make it retry). */
+static void start_alias_update(request *req)
+{
+    post_state *st = req->state;
+    entity_keys k;
+    keys_entity(&k, st->id);
+    const char *argv[] = {"HGET", k.entity, "communityURLAlias"};
+    size_t lens[] = {4, k.entity_len, 17};
+    store_command(req->app->store, on_guard, req, 3, argv, lens);
+}
+
+/* ---- GET /api/entities/{id}/users ---- */
+
+/* A member entry (keys.h): "<addedAt ms, 16 digits>:<address>:<addedBy>:<chain>". Its first
+ * ORDER_ENTRY_LEN bytes are the page cursor. */
+#define ORDER_ENTRY_LEN 59 /* 16 digits + ':' + 42-character address */
+#define ENTRY_BY_AT     (ORDER_ENTRY_LEN + 1)
+#define ENTRY_CHAIN_AT  (ENTRY_BY_AT + 42 + 1)
+#define CHAIN_MAX       32
+
+static bool valid_order_entry(const char *s, size_t len)
+{
+    if (len != ORDER_ENTRY_LEN || s[16] != ':' || s[17] != '0' || s[18] != 'x')
+        return false;
+    for (size_t i = 0; i < 16; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    for (size_t i = 19; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+static bool valid_chain(const char *s, size_t n)
+{
+    if (n < 1 || n > CHAIN_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '_' || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* The ISO form of the last addedAt rendered: a page's members mostly share one per batch. */
+typedef struct member_time {
+    char ms[16];
+    char iso[ISOTIME_STRING_SIZE];
+} member_time;
+
+/* Appends the member JSON of one order entry; false when the entry is not one. The addresses
+ * are trusted as force_add.lua wrote them (validated on the way in); the structure and the one
+ * free-form part, the chain, are checked, so no entry can break the page's JSON. Entries of the
+ * first storage format ("<addedAt>:<address>:<member JSON>") are copied as they are. */
+static bool render_member(buf *b, const char *e, size_t len, member_time *t)
+{
+    if (len <= ENTRY_BY_AT || e[16] != ':' || e[ORDER_ENTRY_LEN] != ':')
+        return false;
+    if (e[ENTRY_BY_AT] == '{') {
+        buf_append(b, e + ENTRY_BY_AT, len - ENTRY_BY_AT);
+        return true;
+    }
+    if (len <= ENTRY_CHAIN_AT || e[ENTRY_CHAIN_AT - 1] != ':' ||
+        !valid_chain(e + ENTRY_CHAIN_AT, len - ENTRY_CHAIN_AT))
+        return false;
+    if (memcmp(t->ms, e, 16) != 0) {
+        int64_t ms = 0;
+        for (size_t i = 0; i < 16; i++) {
+            if (e[i] < '0' || e[i] > '9')
+                return false;
+            ms = ms * 10 + (e[i] - '0');
+        }
+        memcpy(t->ms, e, 16);
+        isotime_format(ms, t->iso);
+    }
+    buf_append_str(b, "{\"address\":\"");
+    buf_append(b, e + 17, 42);
+    buf_append_str(b, "\",\"chain\":\"");
+    buf_append(b, e + ENTRY_CHAIN_AT, len - ENTRY_CHAIN_AT);
+    buf_append_str(b, "\",\"addedAt\":\"");
+    buf_append_str(b, t->iso);
+    buf_append_str(b, "\",\"addedBy\":\"");
+    buf_append(b, e + ENTRY_BY_AT, 42);
+    buf_append(b, "\"}", 2);
+    return true;
+}
+
+/* A users page request. Pages are cached (pagecache.h) under the member list's version,
+ * "<membersVersion>:<ZCARD of the order>": force_add.lua sets a fresh membersVersion with
+ * every change, and the count also moves with any add made without one (by an older release
+ * during an upgrade), since members are never removed. */
+typedef struct users_req {
+    char id[IDS_SIZE];
+    long limit;
+    bool full;  /* the page itself was asked for, not only the version */
+    bool roles; /* the caller's role lookups were asked for (entity.h) */
+    char start[ORDER_ENTRY_LEN + 3], count[8];
+    char key[IDS_SIZE + ORDER_ENTRY_LEN + 16]; /* id|cursor|limit */
+    size_t klen;
+} users_req;
+
+static void send_users_read(request *req);
+
+/* The page's version from the EXEC reply's HMGET (4th field) and ZCARD; false when the entity
+ * has no membersVersion yet (its pages are not cached). */
+static bool page_version(const redisReply *fields, const redisReply *zcard, char *out, size_t size,
+                         size_t *len)
+{
+    const redisReply *v = fields->elements >= 4 ? fields->element[3] : NULL;
+    if (!v || v->type != REDIS_REPLY_STRING || v->len == 0 || v->len > 32 ||
+        zcard->type != REDIS_REPLY_INTEGER)
+        return false;
+    int n = snprintf(out, size, "%.*s:%lld", (int)v->len, v->str, (long long)zcard->integer);
+    if (n < 0 || (size_t)n >= size)
+        return false;
+    *len = (size_t)n;
+    return true;
+}
+
+static void render_page(buf *b, const redisReply *page, long limit)
+{
+    size_t n = page->elements < (size_t)limit ? page->elements : (size_t)limit;
+    buf_append_str(b, "{\"success\":true,\"users\":[");
+    member_time t = {.ms = {0}};
+    size_t skipped = 0;
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = page->element[i];
+        size_t mark = b->len;
+        if (b->data[b->len - 1] != '[')
+            buf_append(b, ",", 1);
+        if (e->type != REDIS_REPLY_STRING || !render_member(b, e->str, e->len, &t)) {
+            b->len = mark;
+            skipped++;
+        }
+    }
+    buf *line = skipped ? log_begin(LOG_WARN, "members page: malformed entries skipped") : NULL;
+    if (line) {
+        log_int(line, "skipped", (int64_t)skipped);
+        log_end(line);
+    }
+    buf_append_str(b, "],\"nextCursor\":");
+    if (page->elements > (size_t)limit && n > 0 && page->element[n - 1]->len > ORDER_ENTRY_LEN) {
+        char cursor[2 * ORDER_ENTRY_LEN + 1];
+        hex_encode((const uint8_t *)page->element[n - 1]->str, ORDER_ENTRY_LEN, cursor);
+        buf_append(b, "\"", 1);
+        buf_append(b, cursor, 2 * ORDER_ENTRY_LEN);
+        buf_append(b, "\"}", 2);
+    } else {
+        buf_append_str(b, "null}");
+    }
+}
+
+static void on_members_page(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    users_req *u = req->state;
+    /* EXEC: {HMGET id isEnabled public membersVersion, [the role lookups,] [the ZRANGEBYLEX
+     * page,] ZCARD} */
+    int nroles = u->roles ? ENTITY_ROLE_CMDS : 0;
+    size_t nreplies = (u->full ? 3 : 2) + (size_t)nroles;
+    const redisReply *fields;
+    entity_read e = entity_read_exec(req, status, r, nreplies, nroles, false, &fields);
+    if (e == ENTITY_READ_ASK_ROLES) {
+        u->roles = true;
+        send_users_read(req);
+        return;
+    }
+    if (e != ENTITY_READ_OK)
+        return;
+    char version[64];
+    size_t vlen = 0;
+    bool versioned = page_version(fields, r->element[nreplies - 1], version, sizeof version, &vlen);
+    pagecache *pc = req->app->pages;
+    if (!u->full) {
+        size_t blen;
+        const char *body =
+            versioned ? pagecache_get(pc, u->key, u->klen, version, vlen, &blen) : NULL;
+        if (body) {
+            /* Queued on the connection (copied) before anything can replace the entry. */
+            slice part = {body, blen};
+            request_reply_parts(req, 200, &part, 1);
+        } else {
+            u->full = true; /* changed since it was cached: read the page itself */
+            send_users_read(req);
+        }
+        return;
+    }
+    const redisReply *page = r->element[1 + nroles];
+    if (page->type != REDIS_REPLY_ARRAY) {
+        request_fail_internal(req, "members page: unexpected reply");
+        return;
+    }
+    buf *b = respond_scratch();
+    render_page(b, page, u->limit);
+    if (versioned)
+        pagecache_put(pc, u->key, u->klen, version, vlen, b->data, b->len);
+    respond_send(req, 200, b);
+}
+
+static void send_users_read(request *req)
+{
+    users_req *u = req->state;
+    entity_keys k;
+    keys_entity(&k, u->id);
+    const char *access[] = {"HMGET", k.entity, "id", "isEnabled", "public", "membersVersion"};
+    size_t alens[] = {5, k.entity_len, 2, 9, 6, 14};
+    const char *range[] = {"ZRANGEBYLEX", k.order, u->start, "+", "LIMIT", "0", u->count};
+    size_t rlens[] = {11, k.order_len, strlen(u->start), 1, 5, 1, strlen(u->count)};
+    const char *zcard[] = {"ZCARD", k.order};
+    size_t zlens[] = {5, k.order_len};
+    store_cmd cmds[3 + ENTITY_ROLE_CMDS] = {{6, access, alens}};
+    entity_role_lookup rl;
+    int n = 1;
+    if (u->roles) {
+        entity_role_cmds(&rl, &k, req->caller, cmds + 1);
+        n += ENTITY_ROLE_CMDS;
+    }
+    if (u->full)
+        cmds[n++] = (store_cmd){7, range, rlens};
+    cmds[n++] = (store_cmd){2, zcard, zlens};
+    /* After a stale cached page or a role that decides, this is a second read; the revocation
+     * check went with the first. */
+    auth_store_exec(req, on_members_page, n, cmds);
+}
+
+void entity_users_get(request *req)
+{
+    users_req *u = arena_alloc(&req->pool, sizeof *u);
+    if (!u) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    if (!entity_path_id(req, u->id))
+        return;
+    size_t len;
+    long limit = 100;
+    const char *lp = request_param(req, "limit", &len);
+    if (lp) {
+        limit = 0;
+        for (size_t i = 0; i < len && limit <= 1000; i++)
+            limit = lp[i] >= '0' && lp[i] <= '9' ? limit * 10 + (lp[i] - '0') : 100000;
+        if (!len || limit < 1 || limit > 1000) {
+            request_fail_field(req, "limit", "limit must be an integer from 1 to 1000.");
+            return;
+        }
+    }
+    char cursor[ORDER_ENTRY_LEN + 1] = "";
+    const char *cp = request_param(req, "cursor", &len);
+    if (cp && len) {
+        if (len != 2 * ORDER_ENTRY_LEN ||
+            hex_decode(cp, len, (uint8_t *)cursor, ORDER_ENTRY_LEN) != 0 ||
+            !valid_order_entry(cursor, ORDER_ENTRY_LEN)) {
+            request_fail_field(req, "cursor", "cursor must be a nextCursor value from a page.");
+            return;
+        }
+        cursor[ORDER_ENTRY_LEN] = '\0';
+    }
+    u->limit = limit;
+    /* One page past the cursor: "[<cursor>;" sorts after every entry of that member. */
+    if (cursor[0])
+        snprintf(u->start, sizeof u->start, "[%s;", cursor);
+    else
+        memcpy(u->start, "-", 2);
+    snprintf(u->count, sizeof u->count, "%ld", limit + 1);
+    int kl = snprintf(u->key, sizeof u->key, "%s|%s|%ld", u->id, cursor, limit);
+    u->klen = kl > 0 && (size_t)kl < sizeof u->key ? (size_t)kl : 0;
+    req->state = u;
+    /* With a page cached under this key, ask only for the version; otherwise for the page. */
+    u->full = !pagecache_lookup(req->app->pages, u->key, u->klen);
+    u->roles = false;
+    send_users_read(req);
+}
+
+/* ---- POST /api/entities/{id}/force-add ---- */
+
+static void on_force_add(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    if (respond_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        request_fail_internal(req, "force_add: unexpected reply");
+        return;
+    }
+    json_t *out = respond_ok();
+    json_object_set_new(out, "added", json_integer(r->element[0]->integer));
+    json_object_set_new(out, "existing", json_integer(r->element[1]->integer));
+    request_reply(req, 200, out);
+}
+
+void entity_force_add(request *req)
+{
+    char id[IDS_SIZE];
+    if (!entity_path_id(req, id))
+        return;
+    json_t *body = validate_body(req);
+    if (!body)
+        return;
+    char(*addrs)[43];
+    size_t n;
+    if (validate_address_field(req, body, "addresses", 1, 1000, &addrs, &n) != 0) {
+        json_decref(body);
+        return;
+    }
+    const char *chain_key = json_object_get(body, "Chain") ? "Chain" : "chain";
+    json_t *chain = json_object_get(body, chain_key);
+    if (!json_is_string(chain) ||
+        !valid_chain(json_string_value(chain), json_string_length(chain))) {
+        json_decref(body);
+        request_fail_field(req, "Chain",
+                           "Chain must be 1 to 32 characters of A-Z, a-z, 0-9, _ and -.");
+        return;
+    }
+    char chain_buf[33];
+    snprintf(chain_buf, sizeof chain_buf, "%s", json_string_value(chain));
+    json_decref(body);
+
+    entity_keys k;
+    keys_entity(&k, id);
+    char added_at[24], version[17];
+    snprintf(added_at, sizeof added_at, "%016lld", (long long)isotime_now_ms());
+    uint8_t rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        request_fail_internal(req, "no randomness for the members version");
+        return;
+    }
+    hex_encode(rnd, sizeof rnd, version);
+    size_t argc = 10 + n;
+    const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
+    size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
+    if (!argv || !lens) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    const char *head[] = {k.entity,
+                          k.owners,
+                          k.admins,
+                          k.members,
+                          k.order,
+                          req->caller,
+                          is_platform(req) ? "1" : "0",
+                          chain_buf,
+                          added_at,
+                          version};
+    size_t nhead = sizeof head / sizeof head[0];
+    for (size_t i = 0; i < nhead; i++) {
+        argv[i] = head[i];
+        lens[i] = strlen(head[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        argv[nhead + i] = addrs[i];
+        lens[nhead + i] = 42;
+    }
+    store_script(req->app->store, LUA_FORCE_ADD, on_force_add, req, 5, (int)argc, argv, lens);
+}

@@ -1,0 +1,303 @@
+/* entity: the Entity resource's fields, its JSON shape, body validation and the read rule. */
+#include "api/entity.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/app.h"
+#include "auth/auth.h"
+#include "core/ids.h"
+#include "api/respond.h"
+
+/* Text fields: body name, stored (and returned) name, kind, required on create and update. */
+typedef struct text_field {
+    const char *body, *stored;
+    int kind;
+    bool required;
+} text_field;
+
+static const text_field text_fields[] = {
+    {"name", "name", TEXT_NAME, true},
+    {"description", "description", TEXT_DESCRIPTION, true},
+    {"twitter", "twitter", TEXT_SOCIAL, true},
+    {"discord", "discord", TEXT_SOCIAL, true},
+    {"website", "website", TEXT_URL, true},
+    {"imageUrl", "imageURL", TEXT_URL, true},
+    {"telegram", "telegram", TEXT_SOCIAL, false},
+    {"instagram", "instagram", TEXT_SOCIAL, false},
+    {"openseaSlug", "openseaSlug", TEXT_SOCIAL, false},
+    {"defaultDyNftThemeId", "defaultDyNftThemeId", TEXT_SOCIAL, false},
+    {"bannerUrl", "bannerURL", TEXT_URL, false},
+};
+#define NTEXT (sizeof text_fields / sizeof text_fields[0])
+
+static int fail(verr *e, const char *field, const char *message)
+{
+    snprintf(e->field, sizeof e->field, "%s", field);
+    snprintf(e->message, sizeof e->message, "%s %s", field, message);
+    return -1;
+}
+
+static bool valid_alias(const char *s, size_t n)
+{
+    if (n < 3 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+int entity_parse_input(request *req, json_t *body, entity_input *in, verr *e)
+{
+    memset(in, 0, sizeof *in);
+    in->fields = json_object();
+    for (size_t i = 0; i < NTEXT; i++) {
+        const char *s;
+        size_t n;
+        int rc = validate_text(body, text_fields[i].body, text_fields[i].required,
+                               text_fields[i].kind, &s, &n, e);
+        if (rc < 0)
+            return -1;
+        if (rc > 0)
+            json_object_set_new(in->fields, text_fields[i].stored, json_stringn(s, n));
+    }
+    json_t *owners = json_object_get(body, "ownerAddresses");
+    if (!owners)
+        return fail(e, "ownerAddresses", "is required.");
+    if (validate_addresses(&req->pool, owners, "ownerAddresses", 1, 50, false, &in->owners,
+                           &in->nowners, e) != 0)
+        return -1;
+    json_t *contracts = json_object_get(body, "contracts");
+    if (contracts) {
+        char(*list)[43];
+        size_t n;
+        if (validate_addresses(&req->pool, contracts, "contracts", 0, 1000, true, &list, &n, e))
+            return -1;
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(arr, json_string(list[i]));
+        char *text = json_dumps(arr, JSON_COMPACT);
+        json_decref(arr);
+        json_object_set_new(in->fields, "contracts", json_string(text ? text : "[]"));
+        free(text);
+    }
+    const char *alias;
+    size_t alen;
+    int rc = validate_text(body, "communityURLAlias", false, TEXT_SOCIAL, &alias, &alen, e);
+    if (rc < 0)
+        return -1;
+    if (rc > 0) {
+        if (alen && !valid_alias(alias, alen))
+            return fail(e, "communityURLAlias",
+                        "must be empty or 3 to 64 characters of a-z, 0-9 and '-'.");
+        in->has_alias = true;
+        memcpy(in->alias, alias, alen);
+        in->alias[alen] = '\0';
+        json_object_set_new(in->fields, "communityURLAlias", json_stringn(alias, alen));
+    }
+    bool b;
+    if ((rc = validate_bool(body, "public", &b, e)) < 0)
+        return -1;
+    if (rc > 0)
+        json_object_set_new(in->fields, "public", json_string(b ? "1" : "0"));
+    if ((rc = validate_bool(body, "isEnabled", &in->enabled, e)) < 0)
+        return -1;
+    in->has_enabled = rc > 0;
+    if (in->has_enabled)
+        json_object_set_new(in->fields, "isEnabled", json_string(in->enabled ? "1" : "0"));
+    if ((rc = validate_int(body, "__v", 0, INT64_MAX, &in->v, e)) < 0)
+        return -1;
+    in->has_v = rc > 0;
+
+    /* The entity to update: body id or query entityID; both given must agree. */
+    json_t *id = json_object_get(body, "id");
+    size_t qlen = 0;
+    const char *qid = request_param(req, "entityID", &qlen);
+    if (id && !json_is_null(id)) {
+        if (!json_is_string(id) || !ids_valid(json_string_value(id), json_string_length(id), 'c'))
+            return fail(e, "id", "must be an entity id (c- followed by a lowercase UUIDv4).");
+        memcpy(in->id, json_string_value(id), IDS_SIZE);
+        in->has_id = true;
+    }
+    if (qid) {
+        if (!ids_valid(qid, qlen, 'c'))
+            return fail(e, "entityID", "must be an entity id (c- followed by a lowercase UUIDv4).");
+        if (in->has_id && strcmp(in->id, qid) != 0)
+            return fail(e, "id", "differs from the entityID query parameter.");
+        memcpy(in->id, qid, IDS_SIZE);
+        in->has_id = true;
+    }
+    return 0;
+}
+
+void entity_fill_defaults(entity_input *in)
+{
+    for (size_t i = 0; i < NTEXT; i++)
+        if (!json_object_get(in->fields, text_fields[i].stored))
+            json_object_set_new(in->fields, text_fields[i].stored, json_string(""));
+    static const char *const defaults[][2] = {
+        {"contracts", "[]"}, {"communityURLAlias", ""}, {"public", "1"}, {"isEnabled", "1"}};
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+        if (!json_object_get(in->fields, defaults[i][0]))
+            json_object_set_new(in->fields, defaults[i][0], json_string(defaults[i][1]));
+    json_object_set_new(in->fields, "__v", json_string("0"));
+}
+
+bool entity_flag(const redisReply *r)
+{
+    return !(r && r->type == REDIS_REPLY_STRING && r->len == 1 && r->str[0] == '0');
+}
+
+int entity_read_rule(bool enabled, bool is_public, int role, bool platform, bool signed_in,
+                     bool unsigned_ok)
+{
+    if (!enabled)
+        return platform || role == ROLE_OWNER ? 0 : 404;
+    if (is_public)
+        return signed_in || unsigned_ok ? 0 : 401;
+    if (!signed_in)
+        return 401;
+    return platform || role != ROLE_NONE ? 0 : 403;
+}
+
+void entity_fail_read(request *req, int status)
+{
+    if (status == 401)
+        request_fail(req, 401, "unauthenticated",
+                     "Sign in (address and signature) to read this entity.", NULL);
+    else if (status == 403)
+        request_fail(req, 403, "forbidden",
+                     "This entity is private to its owners, admins and members.", NULL);
+    else
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+}
+
+bool entity_path_id(request *req, char out[IDS_SIZE])
+{
+    slice id = request_path_param(req, 0);
+    if (!ids_valid(id.s, id.len, 'c')) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return false;
+    }
+    memcpy(out, id.s, id.len);
+    out[id.len] = '\0';
+    return true;
+}
+
+/* The read rule over {first, isEnabled, public, ...}. Without the caller's role (have_role
+ * false) a refusal that the strongest role would turn into a read is not final: the caller must
+ * be asked for. Answers a final refusal itself. */
+static entity_read decide(request *req, const redisReply *f, int role, bool have_role,
+                          bool unsigned_ok)
+{
+    bool enabled = entity_flag(f->element[1]), is_public = entity_flag(f->element[2]);
+    bool platform = auth_is_platform_admin(req->app->auth, req->caller);
+    int rule = entity_read_rule(enabled, is_public, role, platform, req->signed_in, unsigned_ok);
+    if (rule == 0)
+        return ENTITY_READ_OK;
+    if (!have_role && req->signed_in &&
+        entity_read_rule(enabled, is_public, ROLE_OWNER, platform, true, unsigned_ok) == 0)
+        return ENTITY_READ_ASK_ROLES;
+    entity_fail_read(req, rule);
+    return ENTITY_READ_ANSWERED;
+}
+
+void entity_role_cmds(entity_role_lookup *l, const entity_keys *k, const char *caller,
+                      store_cmd out[ENTITY_ROLE_CMDS])
+{
+    static const char *const names[ENTITY_ROLE_CMDS] = {"SISMEMBER", "SISMEMBER", "HEXISTS"};
+    const char *keys[ENTITY_ROLE_CMDS] = {k->owners, k->admins, k->members};
+    size_t klens[ENTITY_ROLE_CMDS] = {k->owners_len, k->admins_len, k->members_len};
+    size_t clen = strlen(caller);
+    for (int i = 0; i < ENTITY_ROLE_CMDS; i++) {
+        l->argv[i][0] = names[i];
+        l->lens[i][0] = strlen(names[i]);
+        l->argv[i][1] = keys[i];
+        l->lens[i][1] = klens[i];
+        l->argv[i][2] = caller;
+        l->lens[i][2] = clen;
+        out[i] = (store_cmd){3, l->argv[i], l->lens[i]};
+    }
+}
+
+void entity_read_send(request *req, const entity_keys *k, int argc, const char **argv,
+                      const size_t *lens, bool roles, store_cb alone, store_cb with_roles)
+{
+    if (!roles) {
+        auth_store_command(req, alone, argc, argv, lens);
+        return;
+    }
+    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{argc, argv, lens}};
+    entity_role_lookup rl;
+    entity_role_cmds(&rl, k, req->caller, cmds + 1);
+    auth_store_exec(req, with_roles, 1 + ENTITY_ROLE_CMDS, cmds);
+}
+
+entity_read entity_read_exec(request *req, int status, redisReply *r, size_t nreplies, int nroles,
+                             bool unsigned_ok, const redisReply **fields)
+{
+    if (respond_store_failed(req, status, r))
+        return ENTITY_READ_ANSWERED;
+    bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == nreplies &&
+              nreplies >= 1 + (size_t)nroles && r->element[0]->type == REDIS_REPLY_ARRAY &&
+              r->element[0]->elements >= 3;
+    for (size_t i = 1; ok && i <= (size_t)nroles; i++)
+        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+    if (!ok) {
+        request_fail_internal(req, "entity read: unexpected reply");
+        return ENTITY_READ_ANSWERED;
+    }
+    const redisReply *f = r->element[0];
+    if (f->element[0]->type == REDIS_REPLY_NIL) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return ENTITY_READ_ANSWERED;
+    }
+    /* The strongest role first, as the write scripts' role_of. */
+    int role = ROLE_NONE;
+    if (nroles == ENTITY_ROLE_CMDS)
+        role = r->element[1]->integer   ? ROLE_OWNER
+               : r->element[2]->integer ? ROLE_ADMIN
+               : r->element[3]->integer ? ROLE_MEMBER
+                                        : ROLE_NONE;
+    *fields = f;
+    return decide(req, f, role, nroles == ENTITY_ROLE_CMDS, unsigned_ok);
+}
+
+entity_read entity_read_fields(request *req, int status, redisReply *r, bool unsigned_ok)
+{
+    if (respond_store_failed(req, status, r))
+        return ENTITY_READ_ANSWERED;
+    if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+                                       r->element[0]->type == REDIS_REPLY_NIL)) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return ENTITY_READ_ANSWERED;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) {
+        request_fail_internal(req, "entity read: unexpected reply");
+        return ENTITY_READ_ANSWERED;
+    }
+    return decide(req, r, ROLE_NONE, false, unsigned_ok);
+}
+
+size_t entity_json_parts(const char *json, size_t len, slice out[2])
+{
+    static const char member[] = ",\"createdBy\":\"";
+    const size_t mlen = sizeof member - 1;
+    /* It was rendered last but "__v", so only the tail is searched: reads stay a copy. */
+    size_t from = len > 160 ? len - 160 : 0;
+    const char *at = NULL;
+    for (size_t i = from; !at && i + mlen <= len; i++)
+        if (json[i] == ',' && !memcmp(json + i, member, mlen))
+            at = json + i;
+    const char *end = at ? memchr(at + mlen, '"', (size_t)(json + len - at - mlen)) : NULL;
+    if (!end) {
+        out[0] = (slice){json, len};
+        return 1;
+    }
+    end++;
+    out[0] = (slice){json, (size_t)(at - json)};
+    out[1] = (slice){end, (size_t)(json + len - end)};
+    return 2;
+}

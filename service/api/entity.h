@@ -1,0 +1,101 @@
+/* entity: the Entity resource's fields, its JSON shape, body validation and the read rule. */
+#ifndef ENTITYD_ENTITY_H
+#define ENTITYD_ENTITY_H
+
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/ids.h"
+#include "redis/keys.h"
+#include "http/request.h"
+#include "redis/store.h"
+#include "api/validate.h"
+
+/* What a create-or-update body asks for, validated. Views point into the body JSON. */
+typedef struct entity_input {
+    json_t *fields;     /* stored name -> string value, only what the body gives */
+    char (*owners)[43]; /* deduplicated lowercase owners */
+    size_t nowners;
+    bool has_alias;
+    char alias[65]; /* "" clears */
+    bool has_enabled, enabled;
+    bool has_v;
+    int64_t v;
+    bool has_id;
+    char id[40];
+} entity_input;
+
+/* Validates a create-or-update body (CONTRACT §3.2). On error fills e and returns -1. `fields`
+ * is a new reference the caller releases. */
+int entity_parse_input(request *req, json_t *body, entity_input *in, verr *e);
+/* Adds the defaults of a new entity to in->fields for every field the body left out. */
+void entity_fill_defaults(entity_input *in);
+
+enum entity_role { ROLE_NONE = 0, ROLE_MEMBER, ROLE_ADMIN, ROLE_OWNER };
+
+/* Copies the path's entity id (first path parameter) into out, or answers 404 and returns
+ * false: a malformed id in a path names nothing. */
+bool entity_path_id(request *req, char out[IDS_SIZE]);
+
+/* How a read's answer came out: refused or failed (already answered), allowed, or not yet
+ * decidable because the caller's role decides and was not asked for. */
+typedef enum entity_read {
+    ENTITY_READ_ANSWERED = 0,
+    ENTITY_READ_OK,
+    ENTITY_READ_ASK_ROLES,
+} entity_read;
+
+/* Reads go out first without the caller's role: a public, enabled entity is open to anyone
+ * signed in (and, for GET of an entity, to anyone), so most reads need no role, and a read
+ * that does (a private or disabled entity, a signed caller) is sent again with the role
+ * lookups. Each answer still comes from one atomic read. */
+
+/* Checks a plain HMGET's answer, {payload, isEnabled, public, ...}, taken without the role.
+ * Answers 503/504, 404 (unknown entity) or a refusal no role could lift itself. */
+entity_read entity_read_fields(request *req, int status, redisReply *r, bool unsigned_ok);
+
+/* A read with more than the entity hash is one transaction: MULTI, an HMGET of the entity hash
+ * whose first three fields are <a field every entity has>, isEnabled, public, then the
+ * caller's role lookups (these three plain commands) when asked for, then whatever else the
+ * read needs, and EXEC. Plain commands rather than a script: Redis runs them for a fraction of
+ * a Lua call's cost, and a large payload is not copied through Lua twice. */
+#define ENTITY_ROLE_CMDS 3
+typedef struct entity_role_lookup {
+    const char *argv[ENTITY_ROLE_CMDS][3];
+    size_t lens[ENTITY_ROLE_CMDS][3];
+} entity_role_lookup;
+
+/* Fills out[0..2] with SISMEMBER owners, SISMEMBER admins and HEXISTS members for the caller;
+ * l holds their arguments and k the keys, both until the commands are sent. */
+void entity_role_cmds(entity_role_lookup *l, const entity_keys *k, const char *caller,
+                      store_cmd out[ENTITY_ROLE_CMDS]);
+
+/* Sends a read of the entity hash, the HMGET argv: alone (its answer goes to `alone`, for
+ * entity_read_fields), or with the caller's role lookups in one transaction (`with_roles`, for
+ * entity_read_exec with ENTITY_ROLE_CMDS). Either way with a deferred revocation check. */
+void entity_read_send(request *req, const entity_keys *k, int argc, const char **argv,
+                      const size_t *lens, bool roles, store_cb alone, store_cb with_roles);
+
+/* Checks such a transaction's EXEC reply: nreplies replies, the HMGET, nroles (0 or
+ * ENTITY_ROLE_CMDS) role lookups, the rest. Sets *fields to the HMGET's reply unless the
+ * answer is ENTITY_READ_ANSWERED. */
+entity_read entity_read_exec(request *req, int status, redisReply *r, size_t nreplies, int nroles,
+                             bool unsigned_ok, const redisReply **fields);
+
+/* A stored flag ("0" false, anything else or absent true). */
+bool entity_flag(const redisReply *r);
+/* Splits a stored Entity JSON into the parts the API returns: records rendered by earlier
+ * releases carry a "createdBy" member the Entity does not have (CONTRACT §3.1), cut here until
+ * the entity's next write renders it again. Returns the number of parts (1 or 2). */
+size_t entity_json_parts(const char *json, size_t len, slice out[2]);
+
+/* The contract's read rule. Returns 0 when reading is allowed, else the HTTP status (401, 403,
+ * 404) to answer with. `unsigned_ok`: a public, enabled entity may be read without sign-in. */
+int entity_read_rule(bool enabled, bool is_public, int role, bool platform, bool signed_in,
+                     bool unsigned_ok);
+/* Answers the status entity_read_rule chose. */
+void entity_fail_read(request *req, int status);
+
+#endif

@@ -1,0 +1,35 @@
+/* handlers: every route's handler, one file per resource. */
+#ifndef ENTITYD_HANDLERS_H
+#define ENTITYD_HANDLERS_H
+
+#include "http/request.h"
+
+/* handlers_health.c */
+void health_live(request *req);
+void health_ready(request *req);
+void metrics_get(request *req);
+
+/* handlers_auth.c */
+void auth_message_get(request *req);
+void auth_revoke_post(request *req);
+
+/* handlers_entities.c */
+void entity_get(request *req);
+void entity_post(request *req);
+void entity_users_get(request *req);
+void entity_force_add(request *req);
+
+/* handlers_admins.c */
+void admins_get(request *req);
+void admins_post(request *req);
+void admins_delete(request *req);
+
+/* handlers_skills.c */
+void skills_get(request *req);
+void skills_post(request *req);
+void skills_post_multiple(request *req);
+
+/* handlers_levels.c */
+void level_update(request *req);
+
+#endif

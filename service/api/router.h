@@ -1,0 +1,38 @@
+/* router: path normalization and matching against the route table. */
+#ifndef ENTITYD_ROUTER_H
+#define ENTITYD_ROUTER_H
+
+#include <stddef.h>
+
+#include "auth/auth.h"
+#include "http/request.h"
+
+typedef void (*route_handler)(request *req);
+
+typedef struct route {
+    int method;          /* llhttp_method_t */
+    const char *pattern; /* "/api/entities/{id}": a {name} segment matches one path segment */
+    route_handler handler;
+    int auth;  /* enum auth_mode (auth/auth.h) */
+    int flags; /* ROUTE_* */
+} route;
+
+/* The handler reads through auth_store_exec(), so the revocation check may ride with its read
+ * (one round trip) instead of coming first. Only for handlers that change nothing. */
+#define ROUTE_READ_WITH_REVOCATION 1
+
+enum router_result { ROUTER_FOUND = 0, ROUTER_NOT_FOUND, ROUTER_METHOD_NOT_ALLOWED };
+
+/* Collapses repeated slashes and drops one trailing slash, in place. Returns the new length. */
+size_t router_normalize(char *path, size_t len);
+
+/* Matches a normalized path. On ROUTER_FOUND, *out is the route and params point into path.
+ * On ROUTER_METHOD_NOT_ALLOWED, allow gets "GET, POST"-style text. */
+int router_match(const route *table, size_t n, int method, const char *path, size_t len,
+                 const route **out, slice *params, size_t *nparams, char *allow, size_t allow_len);
+
+/* The route table (routes.c). */
+extern const route router_routes[];
+extern const size_t router_routes_count;
+
+#endif

@@ -1,0 +1,27 @@
+/* routes: the route table, the one place every method, path, handler and auth need is listed. */
+#include <llhttp.h>
+
+#include "api/handlers.h"
+#include "api/router.h"
+
+const route router_routes[] = {
+    {HTTP_GET, "/healthz", health_live, AUTH_NONE, 0},
+    {HTTP_GET, "/readyz", health_ready, AUTH_NONE, 0},
+    {HTTP_GET, "/metrics", metrics_get, AUTH_NONE, 0},
+    {HTTP_GET, "/api/auth/message", auth_message_get, AUTH_NONE, 0},
+    {HTTP_POST, "/api/auth/revoke", auth_revoke_post, AUTH_REQUIRED, 0},
+    {HTTP_POST, "/api/entities", entity_post, AUTH_REQUIRED, 0},
+    {HTTP_GET, "/api/entities/{id}", entity_get, AUTH_OPTIONAL, ROUTE_READ_WITH_REVOCATION},
+    {HTTP_GET, "/api/entities/{id}/users", entity_users_get, AUTH_REQUIRED,
+     ROUTE_READ_WITH_REVOCATION},
+    {HTTP_POST, "/api/entities/{id}/force-add", entity_force_add, AUTH_REQUIRED, 0},
+    {HTTP_GET, "/api/entities/{id}/admins", admins_get, AUTH_REQUIRED, 0},
+    {HTTP_POST, "/api/entities/{id}/admins", admins_post, AUTH_REQUIRED, 0},
+    {HTTP_DELETE, "/api/entities/{id}/admins/{address}", admins_delete, AUTH_REQUIRED, 0},
+    {HTTP_POST, "/api/entities/{id}/levels/{lvID}/update", level_update, AUTH_RECOVER, 0},
+    {HTTP_GET, "/api/skills", skills_get, AUTH_REQUIRED, ROUTE_READ_WITH_REVOCATION},
+    {HTTP_POST, "/api/skills", skills_post, AUTH_REQUIRED, 0},
+    {HTTP_POST, "/api/skills/multiple", skills_post_multiple, AUTH_REQUIRED, 0},
+};
+
+const size_t router_routes_count = sizeof router_routes / sizeof router_routes[0];

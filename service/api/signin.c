@@ -1,0 +1,50 @@
+/* handlers_auth: the sign-in message and signature revocation. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/app.h"
+#include "auth/auth.h"
+#include "api/handlers.h"
+#include "core/isotime.h"
+#include "redis/keys.h"
+#include "redis/lua_scripts.h"
+#include "redis/store.h"
+
+void auth_message_get(request *req)
+{
+    auth_message m;
+    auth_current_message(req->app->auth, &m);
+    char issued[ISOTIME_STRING_SIZE], expires[ISOTIME_STRING_SIZE], renew[ISOTIME_STRING_SIZE];
+    isotime_format(m.issued_at_ms, issued);
+    isotime_format(m.expires_at_ms, expires);
+    isotime_format(m.renew_after_ms, renew);
+    json_t *data = json_pack("{s:s%, s:I, s:s, s:s, s:s}", "message", m.text, m.len, "epoch",
+                             (json_int_t)m.epoch, "issuedAt", issued, "expiresAt", expires,
+                             "renewAfter", renew);
+    request_reply(req, 200, json_pack("{s:b, s:o}", "success", 1, "data", data));
+}
+
+static void on_revoked(void *data, int status, redisReply *reply)
+{
+    request *req = data;
+    if (status == STORE_TIMEOUT) {
+        request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
+        return;
+    }
+    if (status != STORE_OK || reply->type == REDIS_REPLY_ERROR) {
+        request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
+        return;
+    }
+    request_reply(req, 200, json_pack("{s:b}", "success", 1));
+}
+
+void auth_revoke_post(request *req)
+{
+    char key[KEYS_REVOKED_SIZE], expiry[32];
+    size_t klen = keys_revoked(key, auth_request_revocation_id(req));
+    int elen = snprintf(expiry, sizeof expiry, "%lld",
+                        (long long)auth_signature_expiry(req->app->auth, auth_request_epoch(req)));
+    const char *argv[2] = {key, expiry};
+    size_t lens[2] = {klen, (size_t)elen};
+    store_script(req->app->store, LUA_REVOKE, on_revoked, req, 1, 2, argv, lens);
+}

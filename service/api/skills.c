@@ -1,0 +1,314 @@
+/* handlers_skills: an entity's skill tree: list skills and levels, add one skill or several. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/app.h"
+#include "auth/auth.h"
+#include "api/entity.h"
+#include "api/handlers.h"
+#include "core/ids.h"
+#include "core/isotime.h"
+#include "redis/keys.h"
+#include "api/listfield.h"
+#include "redis/lua_scripts.h"
+#include "api/respond.h"
+#include "redis/store.h"
+
+/* ---- GET /api/skills?entityID= ---- */
+
+static void append_list(buf *b, const redisReply *list)
+{
+    buf_append(b, "[", 1);
+    for (size_t i = 0; i < list->elements; i++) {
+        if (i)
+            buf_append(b, ",", 1);
+        respond_append(b, list->element[i]);
+    }
+    buf_append(b, "]", 1);
+}
+
+static void send_skills_read(request *req, bool roles);
+
+/* {id, isEnabled, public, skilltree} of the entity hash; skilltree is
+ * '"skills":[…],"levels":[…]', absent until the first skill. */
+static void send_skills(request *req, const redisReply *f)
+{
+    if (f->elements != 4 ||
+        (f->element[3]->type != REDIS_REPLY_STRING && f->element[3]->type != REDIS_REPLY_NIL)) {
+        request_fail_internal(req, "skills read: unexpected reply");
+        return;
+    }
+    static const char empty[] = "\"skills\":[],\"levels\":[]";
+    slice tree = f->element[3]->type == REDIS_REPLY_STRING
+                     ? (slice){f->element[3]->str, f->element[3]->len}
+                     : (slice){empty, sizeof empty - 1};
+    static const char head[] = "{\"success\":true,\"data\":{\"entityID\":\"";
+    static const char mid[] = "\",";
+    const char *id = req->state;
+    slice parts[5] = {
+        {head, sizeof head - 1}, {id, IDS_SIZE - 1}, {mid, sizeof mid - 1}, tree, {"}}", 2}};
+    request_reply_parts(req, 200, parts, 5);
+}
+
+/* The HMGET alone: the role not asked for yet. */
+static void on_skills_read(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    entity_read e = entity_read_fields(req, status, r, false);
+    if (e == ENTITY_READ_OK)
+        send_skills(req, r);
+    else if (e == ENTITY_READ_ASK_ROLES)
+        send_skills_read(req, true);
+}
+
+/* EXEC: {the HMGET, the role lookups}. */
+static void on_skills_read_roles(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    const redisReply *f;
+    if (entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, ENTITY_ROLE_CMDS, false, &f) ==
+        ENTITY_READ_OK)
+        send_skills(req, f);
+}
+
+static void send_skills_read(request *req, bool roles)
+{
+    entity_keys k;
+    keys_entity(&k, req->state);
+    const char *argv[] = {"HMGET", k.entity, "id", "isEnabled", "public", "skilltree"};
+    size_t lens[] = {5, k.entity_len, 2, 9, 6, 9};
+    entity_read_send(req, &k, 6, argv, lens, roles, on_skills_read, on_skills_read_roles);
+}
+
+void skills_get(request *req)
+{
+    size_t len;
+    const char *id = request_param(req, "entityID", &len);
+    if (!id || !ids_valid(id, len, 'c')) {
+        request_fail_field(req, "entityID",
+                           "entityID must be an entity id (c- followed by a lowercase UUIDv4).");
+        return;
+    }
+    req->state = (void *)id; /* the decoded parameter lives in the request arena */
+    /* The role is asked for only when it decides (entity.h). */
+    send_skills_read(req, false);
+}
+
+/* ---- POST /api/skills (one, or several) ---- */
+
+typedef struct add_state {
+    bool many;
+} add_state;
+
+static void on_skills_added(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    add_state *st = req->state;
+    if (respond_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        request_fail_internal(req, "skills_add: unexpected reply");
+        return;
+    }
+    buf *b = respond_scratch();
+    buf_append_str(b, "{\"success\":true,\"data\":");
+    if (st->many) {
+        append_list(b, r);
+    } else {
+        respond_append(b, r->element[0]);
+    }
+    buf_append(b, "}", 1);
+    respond_send(req, 201, b);
+}
+
+/* Reads names (and descriptions) in any accepted form into new arrays. */
+static int read_many(json_t *body, json_t **names, json_t **descs, verr *e)
+{
+    json_t *n = json_object_get(body, "names");
+    if (!n) {
+        snprintf(e->field, sizeof e->field, "names");
+        snprintf(e->message, sizeof e->message, "names is required.");
+        return -1;
+    }
+    if (!(*names = listfield_array(n, "names", false, e)))
+        return -1;
+    size_t count = json_array_size(*names);
+    if (count < 1 || count > 100) {
+        snprintf(e->field, sizeof e->field, "names");
+        snprintf(e->message, sizeof e->message, "names must hold 1 to 100 names.");
+        return -1;
+    }
+    json_t *d = json_object_get(body, "descriptions");
+    if (!d) {
+        *descs = json_array();
+        for (size_t i = 0; i < count; i++)
+            json_array_append_new(*descs, json_string(""));
+        return 0;
+    }
+    if (!(*descs = listfield_array(d, "descriptions", false, e)))
+        return -1;
+    if (json_array_size(*descs) != count) {
+        snprintf(e->field, sizeof e->field, "descriptions");
+        snprintf(e->message, sizeof e->message, "descriptions must hold as many items as names.");
+        return -1;
+    }
+    return 0;
+}
+
+/* skills_add.lua's arguments before the per-skill triples: 7 keys, caller, platform, time. */
+#define SKILLS_HEAD 10
+
+static void add_skills(request *req, bool many)
+{
+    add_state *st = arena_alloc(&req->pool, sizeof *st);
+    json_t *body = validate_body(req);
+    if (!body || !st) {
+        json_decref(body);
+        if (!st)
+            request_fail_internal(req, "out of memory");
+        return;
+    }
+    req->state = st;
+    verr e;
+    json_t *names = NULL, *descs = NULL;
+    if (!many && !json_object_get(body, "name") && json_object_get(body, "names"))
+        many = true;
+    st->many = many;
+    json_t *eid = json_object_get(body, "entityID");
+    if (!json_is_string(eid) || !ids_valid(json_string_value(eid), json_string_length(eid), 'c')) {
+        json_decref(body);
+        request_fail_field(req, "entityID",
+                           "entityID must be an entity id (c- followed by a lowercase UUIDv4).");
+        return;
+    }
+    int rc;
+    if (many) {
+        rc = read_many(body, &names, &descs, &e);
+    } else {
+        names = json_array();
+        descs = json_array();
+        json_t *n = json_object_get(body, "name"), *d = json_object_get(body, "description");
+        rc = 0;
+        if (!n) {
+            snprintf(e.field, sizeof e.field, "name");
+            snprintf(e.message, sizeof e.message, "name is required.");
+            rc = -1;
+        }
+        json_array_append(names, n ? n : json_null());
+        if (d)
+            json_array_append(descs, d);
+        else
+            json_array_append_new(descs, json_string(""));
+    }
+    char entity_id[IDS_SIZE];
+    memcpy(entity_id, json_string_value(eid), IDS_SIZE);
+    char created[24], created_iso[ISOTIME_STRING_SIZE];
+    int64_t now = isotime_now_ms();
+    snprintf(created, sizeof created, "%lld", (long long)now);
+    isotime_format(now, created_iso);
+
+    size_t count = rc == 0 ? json_array_size(names) : 0;
+    size_t argc = SKILLS_HEAD + 3 * count;
+    const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
+    size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
+    if (rc == 0 && (!argv || !lens)) {
+        rc = -1;
+        snprintf(e.field, sizeof e.field, "names");
+        snprintf(e.message, sizeof e.message, "names is too large.");
+    }
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        char fn[32], fd[40];
+        snprintf(fn, sizeof fn, many ? "names[%zu]" : "name", i);
+        snprintf(fd, sizeof fd, many ? "descriptions[%zu]" : "description", i);
+        const char *name, *desc;
+        size_t nlen, dlen;
+        if (validate_text_value(json_array_get(names, i), fn, TEXT_NAME, &name, &nlen, &e) ||
+            validate_text_value(json_array_get(descs, i), fd, TEXT_DESCRIPTION, &desc, &dlen, &e)) {
+            rc = -1;
+            break;
+        }
+        char *sid = arena_alloc(&req->pool, IDS_SIZE);
+        char *norm = arena_strndup(&req->pool, name, nlen);
+        if (!sid || !norm || ids_new(sid, 's') != 0) {
+            rc = -2;
+            break;
+        }
+        for (char *p = norm; *p; p++)
+            if (*p >= 'A' && *p <= 'Z')
+                *p = (char)(*p + 32);
+        /* The Skill exactly as the API returns it: reads copy it as is. */
+        buf rec = BUF_INIT;
+        buf_append_str(&rec, "{\"id\":\"");
+        buf_append_str(&rec, sid);
+        buf_append_str(&rec, "\",\"entityID\":\"");
+        buf_append_str(&rec, entity_id);
+        buf_append_str(&rec, "\",\"name\":\"");
+        buf_append_json_escaped(&rec, name, nlen);
+        buf_append_str(&rec, "\",\"description\":\"");
+        buf_append_json_escaped(&rec, desc, dlen);
+        buf_append_str(&rec, "\",\"createdAt\":\"");
+        buf_append_str(&rec, created_iso);
+        buf_append_str(&rec, "\",\"createdBy\":\"");
+        buf_append_str(&rec, req->caller);
+        buf_append_str(&rec, "\"}");
+        char *stored = arena_strndup(&req->pool, buf_cstr(&rec), rec.len);
+        buf_free(&rec);
+        if (!stored) {
+            rc = -2;
+            break;
+        }
+        argv[SKILLS_HEAD + 3 * i] = sid;
+        argv[SKILLS_HEAD + 1 + 3 * i] = norm;
+        argv[SKILLS_HEAD + 2 + 3 * i] = stored;
+    }
+    json_decref(names);
+    json_decref(descs);
+    json_decref(body);
+    if (rc == -2) {
+        request_fail_internal(req, "skills: out of memory");
+        return;
+    }
+    if (rc != 0) {
+        validate_fail(req, &e);
+        return;
+    }
+    /* A duplicate inside the request is a conflict too; the script checks it again. */
+    for (size_t i = 0; i < count; i++)
+        for (size_t j = i + 1; j < count; j++)
+            if (!strcmp(argv[SKILLS_HEAD + 1 + 3 * i], argv[SKILLS_HEAD + 1 + 3 * j])) {
+                request_fail(req, 409, "conflict", "Two skills in the request have one name.",
+                             NULL);
+                return;
+            }
+    entity_keys k;
+    keys_entity(&k, entity_id);
+    const char *head[] = {k.entity,
+                          k.owners,
+                          k.admins,
+                          k.skills,
+                          k.skill_order,
+                          k.skill_names,
+                          k.level_order,
+                          req->caller,
+                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+                          arena_strndup(&req->pool, created, strlen(created))};
+    for (size_t i = 0; i < SKILLS_HEAD; i++)
+        argv[i] = head[i];
+    for (size_t i = 0; i < argc; i++)
+        lens[i] = argv[i] ? strlen(argv[i]) : 0;
+    store_script(req->app->store, LUA_SKILLS_ADD, on_skills_added, req, 7, (int)argc, argv, lens);
+}
+
+void skills_post(request *req)
+{
+    size_t len;
+    const char *m = request_param(req, "multiple", &len);
+    add_skills(req, m && !strcmp(m, "true"));
+}
+
+void skills_post_multiple(request *req)
+{
+    add_skills(req, true);
+}

@@ -1,0 +1,528 @@
+/* auth: wallet sign-in.
+ *
+ * A signed request is checked in two halves that run at once: signature recovery (from the cache,
+ * or on the libuv threadpool) and the revocation lookup in Redis. The work callback reads only
+ * its own copies (hashes, signature) and the shared secp256k1 context, which recovery only
+ * reads. The request waits for both halves; its arena holds the state until then. */
+#include "auth/auth.h"
+
+#include <secp256k1.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/app.h"
+#include "core/metrics.h"
+#include "crypto/address.h"
+#include "redis/keys.h"
+#include "crypto/sig.h"
+#include "cache/sigcache.h"
+#include "crypto/signin.h"
+#include "redis/store.h"
+
+#define POOL_NICE 10
+
+/* Messages of the current epoch and the two before it (the oldest only to name "expired"). */
+#define EPOCHS 3
+
+typedef struct epoch_msg {
+    int64_t epoch;
+    char *text;
+    size_t len;
+    uint8_t hash[32];
+} epoch_msg;
+
+struct auth {
+    app *app;
+    secp256k1_context *ctx;
+    uint8_t *secret;
+    size_t secret_len;
+    epoch_msg msgs[EPOCHS]; /* [0] current, [1] previous, [2] the one before */
+    sigcache *cache;
+    auth_stats stats;
+    char (*platform)[ADDRESS_STRING_SIZE]; /* PLATFORM_ADMINS, lowercase */
+    size_t nplatform;
+};
+
+typedef struct auth_ctx {
+    uv_work_t work;
+    request *req;
+    auth *au;
+    auth_next next;
+    int mode;
+    eth_sig sig;
+    uint8_t sig65[65];
+    bool have_addr;
+    uint8_t addr[20];
+    int pending; /* halves still running */
+    /* threadpool inputs (copies) and outputs */
+    const secp256k1_context *ctx;
+    uint8_t hashes[EPOCHS][32];
+    int64_t epochs[EPOCHS];
+    int tries; /* how many hashes the work may try */
+    uint8_t rec[EPOCHS][20];
+    bool rec_ok[EPOCHS];
+    /* results */
+    bool cached;
+    bool deferred; /* a read: revocation is checked with the handler's read */
+    int store_status;
+    bool revoked;
+    int64_t matched_epoch;
+    char revocation_id[SIG_REVOCATION_ID_SIZE];
+} auth_ctx;
+
+static int64_t now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec;
+}
+
+static int set_message(auth *au, epoch_msg *m, int64_t epoch)
+{
+    size_t cap = strlen(au->app->cfg.auth_domain) + SIGNIN_MESSAGE_EXTRA;
+    char *text = realloc(m->text, cap);
+    if (!text)
+        return -1;
+    m->text = text;
+    m->len = signin_message(au->app->cfg.auth_domain, au->secret, au->secret_len,
+                            au->app->cfg.auth_epoch_seconds, epoch, text, cap);
+    m->epoch = epoch;
+    sig_personal_hash(text, m->len, m->hash);
+    return m->len ? 0 : -1;
+}
+
+/* Keeps msgs[] on the current epoch; cheap when it has not changed. */
+static int refresh(auth *au)
+{
+    int64_t e = signin_epoch(now_seconds(), au->app->cfg.auth_epoch_seconds);
+    if (au->msgs[0].text && au->msgs[0].epoch == e)
+        return 0;
+    for (int i = 0; i < EPOCHS; i++)
+        if (set_message(au, &au->msgs[i], e - i) != 0)
+            return -1;
+    return 0;
+}
+
+/* Parses the comma-separated PLATFORM_ADMINS. */
+static int parse_platform_admins(auth *au, const char *list, char *err, size_t err_len)
+{
+    size_t cap = 1;
+    for (const char *p = list; *p; p++)
+        cap += *p == ',';
+    au->platform = calloc(cap, sizeof *au->platform);
+    if (!au->platform)
+        return -1;
+    for (const char *p = list; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        while (len && (*p == ' ' || *p == '\t')) {
+            p++;
+            len--;
+        }
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
+        if (len) {
+            uint8_t a[ADDRESS_SIZE];
+            if (address_parse(p, len, a) != ADDRESS_OK) {
+                snprintf(err, err_len, "PLATFORM_ADMINS holds an invalid address: \"%.*s\"",
+                         (int)(len > 60 ? 60 : len), p);
+                return -1;
+            }
+            address_format_lower(a, au->platform[au->nplatform++]);
+        }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+bool auth_is_platform_admin(const auth *au, const char *caller)
+{
+    if (!caller || !*caller)
+        return false;
+    for (size_t i = 0; i < au->nplatform; i++)
+        if (!strcmp(au->platform[i], caller))
+            return true;
+    return false;
+}
+
+static void auth_render_metrics(buf *out, void *ctx);
+
+int auth_new(auth **out, app *a, char *err, size_t err_len)
+{
+    auth *au = calloc(1, sizeof *au);
+    if (!au) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    au->app = a;
+    const char *secret = a->cfg.auth_secret;
+    if (!*secret && a->cfg.dev)
+        secret = "entityd-development-secret-do-not-use-in-production";
+    au->secret_len = strlen(secret);
+    au->secret = (uint8_t *)strdup(secret);
+    au->ctx = secp256k1_context_create(SECP256K1_CONTEXT_NONE);
+    au->cache = sigcache_new((size_t)a->cfg.sig_cache_size);
+    if (parse_platform_admins(au, a->cfg.platform_admins, err, err_len) != 0) {
+        auth_free(au);
+        return -1;
+    }
+    if (!au->secret || !au->ctx || !au->cache || refresh(au) != 0) {
+        snprintf(err, err_len, "cannot set up the signature verifier");
+        auth_free(au);
+        return -1;
+    }
+    metrics_register(auth_render_metrics, au);
+    *out = au;
+    return 0;
+}
+
+void auth_free(auth *au)
+{
+    if (!au)
+        return;
+    if (au->ctx)
+        secp256k1_context_destroy(au->ctx);
+    sigcache_free(au->cache);
+    free(au->platform);
+    for (int i = 0; i < EPOCHS; i++)
+        free(au->msgs[i].text);
+    free(au->secret);
+    free(au);
+}
+
+void auth_current_message(auth *au, auth_message *out)
+{
+    refresh(au);
+    int64_t es = au->app->cfg.auth_epoch_seconds;
+    out->text = au->msgs[0].text;
+    out->len = au->msgs[0].len;
+    out->epoch = au->msgs[0].epoch;
+    out->issued_at_ms = out->epoch * es * 1000;
+    out->renew_after_ms = (out->epoch + 1) * es * 1000;
+    out->expires_at_ms = (out->epoch + 2) * es * 1000;
+}
+
+int64_t auth_signature_expiry(const auth *au, int64_t epoch)
+{
+    return (epoch + 2) * au->app->cfg.auth_epoch_seconds;
+}
+
+int64_t auth_request_epoch(const request *req)
+{
+    return req->auth ? req->auth->matched_epoch : 0;
+}
+
+const char *auth_request_revocation_id(const request *req)
+{
+    return req->auth ? req->auth->revocation_id : "";
+}
+
+/* The metrics source (core/metrics.h) of the sign-in checks. */
+static void auth_render_metrics(buf *out, void *ctx)
+{
+    const auth_stats *au = &((const auth *)ctx)->stats;
+    metrics_family(out, "entityd_auth_signature_checks_total", "counter",
+                   "Sign-in checks by outcome.");
+    const struct {
+        const char *name;
+        uint64_t v;
+    } outcomes[] = {{"ok", au->ok},
+                    {"missing", au->missing},
+                    {"malformed", au->malformed},
+                    {"mismatch", au->mismatch},
+                    {"expired", au->expired},
+                    {"revoked", au->revoked}};
+    for (size_t i = 0; i < sizeof outcomes / sizeof outcomes[0]; i++)
+        buf_printf(out, "entityd_auth_signature_checks_total{outcome=\"%s\"} %llu\n",
+                   outcomes[i].name, (unsigned long long)outcomes[i].v);
+    metrics_counter(out, "entityd_auth_cache_hits_total", "Signatures answered from the cache.",
+                    au->cache_hits);
+    metrics_counter(out, "entityd_auth_recoveries_total",
+                    "Signature recoveries queued on the threadpool.", au->queued);
+    metrics_gauge(out, "entityd_auth_threadpool_queue_depth",
+                  "Signature recoveries waiting or running on the threadpool.",
+                  (double)au->queue_depth);
+}
+
+const auth_stats *auth_get_stats(const auth *au)
+{
+    return &au->stats;
+}
+
+static void on_deferred_revocation(void *data, int status, redisReply *reply)
+{
+    request *req = data;
+    if (status == STORE_TIMEOUT)
+        req->auth_veto = 504;
+    else if (status != STORE_OK || reply->type != REDIS_REPLY_INTEGER)
+        req->auth_veto = 503;
+    else if (reply->integer != 0) {
+        req->auth_veto = 401;
+        req->app->auth->stats.revoked++;
+        req->app->auth->stats.ok--;
+    }
+}
+
+/* Queues the deferred revocation check, if any, ahead of the read that follows. Returns the
+ * flags for that read: when the check went to Redis, the read must not be answered from the
+ * read cache, which would answer it first. */
+static int send_deferred_revocation(request *req)
+{
+    if (!req->revocation_key)
+        return 0;
+    /* Queued first on the one connection, so answered first: the veto is in place before the
+     * handler's callback runs (also when both fail at once). */
+    const char *eargv[] = {"EXISTS", req->revocation_key};
+    size_t elens[] = {6, strlen(req->revocation_key)};
+    req->revocation_key = NULL;
+    bool answered = store_read(req->app->store, 0, on_deferred_revocation, req, 2, eargv, elens);
+    return answered ? 0 : STORE_READ_NO_HIT;
+}
+
+void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds)
+{
+    int flags = send_deferred_revocation(req);
+    store_read_exec(req->app->store, flags, cb, req, ncmds, cmds);
+}
+
+void auth_store_command(request *req, store_cb cb, int argc, const char **argv, const size_t *lens)
+{
+    int flags = send_deferred_revocation(req);
+    store_read(req->app->store, flags, cb, req, argc, argv, lens);
+}
+
+static void unauthenticated(request *req, const char *message)
+{
+    request_fail(req, 401, "unauthenticated", message, NULL);
+}
+
+/* Both halves are in: decide. */
+static void finish(auth_ctx *ac)
+{
+    request *req = ac->req;
+    auth *au = ac->au;
+    if (ac->store_status == STORE_TIMEOUT) {
+        request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
+        return;
+    }
+    if (ac->store_status != STORE_OK) {
+        request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
+        return;
+    }
+    int matched = -1;
+    if (ac->have_addr) {
+        for (int i = 0; i < 2 && matched < 0; i++)
+            if (ac->rec_ok[i] && !memcmp(ac->rec[i], ac->addr, 20))
+                matched = i;
+        if (matched < 0) {
+            bool expired = ac->rec_ok[2] && !memcmp(ac->rec[2], ac->addr, 20);
+            if (expired) {
+                au->stats.expired++;
+                unauthenticated(req, "The signature is over an expired sign-in message; sign "
+                                     "the current one from GET /api/auth/message.");
+            } else {
+                au->stats.mismatch++;
+                unauthenticated(req, "The signature does not match the address for the current "
+                                     "sign-in message.");
+            }
+            return;
+        }
+    } else if (ac->rec_ok[0]) {
+        /* Without an address the message cannot be told apart: the current epoch's speaks. */
+        matched = 0;
+    } else {
+        au->stats.mismatch++;
+        unauthenticated(req, "The signature does not recover to an address.");
+        return;
+    }
+    if (!ac->cached)
+        sigcache_put(au->cache, ac->sig65, ac->epochs[matched], ac->rec[matched]);
+    if (ac->revoked) {
+        au->stats.revoked++;
+        unauthenticated(req, "The signature has been revoked.");
+        return;
+    }
+    if (ac->deferred) {
+        /* A read: the revocation check goes with the handler's own read (auth_store_exec). */
+        char *key = arena_alloc(&req->pool, KEYS_REVOKED_SIZE);
+        if (!key) {
+            request_fail_internal(req, "out of memory");
+            return;
+        }
+        keys_revoked(key, ac->revocation_id);
+        req->revocation_key = key;
+    }
+    au->stats.ok++;
+    ac->matched_epoch = ac->epochs[matched];
+    address_format_lower(ac->rec[matched], req->caller);
+    req->signed_in = true;
+    ac->next(req);
+}
+
+static void half_done(auth_ctx *ac)
+{
+    if (--ac->pending == 0)
+        finish(ac);
+}
+
+static void on_revocation(void *data, int status, redisReply *reply)
+{
+    auth_ctx *ac = data;
+    ac->store_status = status;
+    if (status == STORE_OK) {
+        if (reply->type == REDIS_REPLY_INTEGER)
+            ac->revoked = reply->integer != 0;
+        else
+            ac->store_status = STORE_UNAVAILABLE;
+    }
+    half_done(ac);
+}
+
+/* Pool threads run at a lower priority than the loop: with more pool threads than cores, a
+ * burst of signature checks would otherwise starve the loop, and every unsigned request and
+ * probe with it. Each pool thread lowers itself once (Linux: per-thread nice). */
+static void lower_thread_priority(void)
+{
+    static _Thread_local bool lowered;
+    if (lowered)
+        return;
+    lowered = true;
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), POOL_NICE);
+}
+
+static void work_recover(uv_work_t *w)
+{
+    auth_ctx *ac = w->data;
+    lower_thread_priority();
+    for (int i = 0; i < ac->tries; i++) {
+        ac->rec_ok[i] = sig_recover(ac->ctx, &ac->sig, ac->hashes[i], ac->rec[i]) == 0;
+        /* With an address, stop at the first epoch that matches it. */
+        if (ac->have_addr && ac->rec_ok[i] && !memcmp(ac->rec[i], ac->addr, 20))
+            break;
+    }
+}
+
+static void after_recover(uv_work_t *w, int status)
+{
+    auth_ctx *ac = w->data;
+    ac->au->stats.queue_depth--;
+    if (status != 0) /* cancelled: cannot happen as nothing cancels, but never hang */
+        memset(ac->rec_ok, 0, sizeof ac->rec_ok);
+    half_done(ac);
+}
+
+void auth_authenticate(request *req, int mode, bool deferred_revocation, auth_next next)
+{
+    auth *au = req->app->auth;
+    size_t alen = 0, slen = 0;
+    const char *address = request_param(req, "address", &alen);
+    const char *signature = request_param(req, "signature", &slen);
+    if (address && alen == 0)
+        address = NULL;
+    if (signature && slen == 0)
+        signature = NULL;
+
+    uint8_t addr[20];
+    if (address) {
+        int e = address_parse(address, alen, addr);
+        if (e != ADDRESS_OK) {
+            request_fail_field(req, "address",
+                               e == ADDRESS_ECHECKSUM
+                                   ? "The address fails its EIP-55 checksum."
+                                   : "The address must be 0x followed by 40 hex digits.");
+            return;
+        }
+    } else if (mode == AUTH_REQUIRED || mode == AUTH_OPTIONAL) {
+        request_fail_field(req, "address", "The address query parameter is required.");
+        return;
+    }
+    if (!signature) {
+        if (mode == AUTH_OPTIONAL) {
+            next(req);
+            return;
+        }
+        au->stats.missing++;
+        unauthenticated(req, "A signature is required: sign the message from GET "
+                             "/api/auth/message and pass address and signature.");
+        return;
+    }
+
+    auth_ctx *ac = arena_alloc(&req->pool, sizeof *ac);
+    if (!ac || refresh(au) != 0) {
+        request_fail_internal(req, "auth context");
+        return;
+    }
+    int perr = sig_parse(signature, slen, &ac->sig);
+    if (perr != SIG_OK) {
+        au->stats.malformed++;
+        char msg[160];
+        snprintf(msg, sizeof msg, "The signature is malformed: %s", sig_strerror(perr));
+        unauthenticated(req, msg);
+        return;
+    }
+    req->auth = ac;
+    ac->req = req;
+    ac->au = au;
+    ac->next = next;
+    ac->mode = mode;
+    ac->ctx = au->ctx;
+    ac->have_addr = address != NULL;
+    if (address)
+        memcpy(ac->addr, addr, 20);
+    memcpy(ac->sig65, ac->sig.r, 32);
+    memcpy(ac->sig65 + 32, ac->sig.s, 32);
+    ac->sig65[64] = (uint8_t)ac->sig.recid;
+    sig_revocation_id(&ac->sig, ac->revocation_id);
+    for (int i = 0; i < EPOCHS; i++) {
+        memcpy(ac->hashes[i], au->msgs[i].hash, 32);
+        ac->epochs[i] = au->msgs[i].epoch;
+    }
+
+    /* The cache answers for the epochs still accepted (current and previous). */
+    for (int i = 0; i < 2; i++) {
+        uint8_t cached[20];
+        if (sigcache_get(au->cache, ac->sig65, ac->epochs[i], cached) &&
+            (!ac->have_addr || !memcmp(cached, ac->addr, 20))) {
+            memcpy(ac->rec[i], cached, 20);
+            ac->rec_ok[i] = true;
+            ac->cached = true;
+            break;
+        }
+    }
+
+    /* Reads have nothing to undo: their revocation check rides with the data read, one round
+     * trip. Writes check it first, in parallel with the recovery. */
+    ac->deferred = deferred_revocation;
+    ac->pending = (ac->cached ? 0 : 1) + (ac->deferred ? 0 : 1);
+    if (!ac->cached) {
+        /* Without an address only the current epoch is tried; with one, up to the expired
+         * epoch so that the answer can say "expired". */
+        ac->tries = ac->have_addr ? EPOCHS : 1;
+        ac->work.data = ac;
+        au->stats.queued++;
+        au->stats.queue_depth++;
+        if (uv_queue_work(req->app->loop, &ac->work, work_recover, after_recover) != 0) {
+            au->stats.queue_depth--;
+            ac->pending--;
+        }
+    } else {
+        au->stats.cache_hits++;
+    }
+    if (ac->deferred) {
+        if (ac->pending == 0)
+            finish(ac);
+        return;
+    }
+    char key[KEYS_REVOKED_SIZE];
+    const char *argv[2] = {"EXISTS", key};
+    size_t lens[2] = {6, keys_revoked(key, ac->revocation_id)};
+    store_command(req->app->store, on_revocation, ac, 2, argv, lens);
+}

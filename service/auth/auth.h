@@ -1,0 +1,72 @@
+/* auth: wallet sign-in: the epoch's message, signature checks on the threadpool, revocation. */
+#ifndef ENTITYD_AUTH_H
+#define ENTITYD_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http/request.h"
+#include "redis/store.h"
+
+struct app;
+typedef struct auth auth;
+
+typedef void (*auth_next)(request *req);
+
+typedef struct auth_stats {
+    uint64_t ok, missing, malformed, mismatch, expired, revoked, cache_hits, queued;
+    int64_t queue_depth; /* checks on the threadpool right now */
+} auth_stats;
+
+/* The current epoch's message, for GET /api/auth/message. */
+typedef struct auth_message {
+    const char *text;
+    size_t len;
+    int64_t epoch;
+    int64_t issued_at_ms, expires_at_ms, renew_after_ms;
+} auth_message;
+
+/* Creates the process's verifier (one secp256k1 context). Returns 0 or -1 with err set. */
+int auth_new(auth **out, struct app *a, char *err, size_t err_len);
+void auth_free(auth *au);
+
+/* What a route asks of the caller before its handler runs. */
+enum auth_mode {
+    AUTH_NONE = 0, /* no sign-in */
+    AUTH_REQUIRED, /* address and signature required, and they must match */
+    AUTH_OPTIONAL, /* address required; a signature, when given, is verified all the same */
+    AUTH_RECOVER,  /* signature required; address optional: the recovered address is the caller */
+};
+
+/* Runs the route's sign-in step (enum auth_mode), then next(req) with req->caller set; or
+ * answers 400/401/503/504 itself. */
+/* deferred_revocation: the handler reads through auth_store_exec(), so the revocation check
+ * may ride with its read (one round trip) instead of coming first; for routes that change
+ * nothing. */
+void auth_authenticate(request *req, int mode, bool deferred_revocation, auth_next next);
+
+/* The message callers sign now. Valid until the next call. */
+void auth_current_message(auth *au, auth_message *out);
+
+/* Expiry (Unix seconds) of a signature over the message of `epoch`. */
+int64_t auth_signature_expiry(const auth *au, int64_t epoch);
+/* The epoch of the message the request's signature was verified against (after auth). */
+int64_t auth_request_epoch(const request *req);
+/* The r||s id of the request's verified signature (after auth), for revocation. */
+const char *auth_request_revocation_id(const request *req);
+
+const auth_stats *auth_get_stats(const auth *au);
+
+/* For read handlers (ROUTE_READ_WITH_REVOCATION): store_read_exec, with the revocation check
+ * the sign-in step left for the read sent just ahead of it, in the same write: one round trip
+ * for both, and Redis answers the check first. Either may come from the read cache, the check
+ * always before the read; cb may run before this returns. */
+void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds);
+/* The same for a read that is one plain command. */
+void auth_store_command(request *req, store_cb cb, int argc, const char **argv, const size_t *lens);
+
+/* True when the lowercase address is in PLATFORM_ADMINS. */
+bool auth_is_platform_admin(const auth *au, const char *caller);
+
+#endif

@@ -1,0 +1,304 @@
+/* readcache: see readcache.h. Each answer is one allocation: the header, the read's bytes, then
+ * the reply tree laid out flat (every node, string and element vector inside it), so a hit
+ * hands out a pointer and a drop is one free(). The slot owns it. */
+#include "cache/readcache.h"
+
+#include "core/metrics.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Key counters: a key's changes move the counter its name hashes to. Two keys sharing one
+ * only cost an answer now and then, never a stale one. */
+#define KEY_SLOTS      (1u << 16)
+#define MAX_DEPTH      4
+#define MIN_SLOTS      64
+#define BYTES_PER_SLOT 1024 /* the budget over this gives the number of slots */
+#define EVICT_SCAN     64   /* slots one store may empty to stay within the budget */
+
+typedef struct entry {
+    uint64_t hash, gen;
+    int nkeys;
+    uint32_t slot[READCACHE_MAX_KEYS], count[READCACHE_MAX_KEYS];
+    size_t size, read_len;
+    redisReply *reply; /* inside this allocation */
+    char read[];
+} entry;
+
+struct readcache {
+    entry **slots;
+    size_t nslots, max_bytes;
+    size_t hand; /* where the next eviction looks */
+    uint64_t gen;
+    bool enabled;
+    uint32_t *counts; /* KEY_SLOTS */
+    readcache_stats stats;
+};
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 14695981039346656037ULL; /* FNV-1a: our reads are short */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+readcache *readcache_new(size_t max_bytes)
+{
+    readcache *rc = calloc(1, sizeof *rc);
+    if (!rc)
+        return NULL;
+    size_t n = MIN_SLOTS;
+    while (n < max_bytes / BYTES_PER_SLOT && n < ((size_t)1 << 24))
+        n <<= 1;
+    rc->slots = calloc(n, sizeof *rc->slots);
+    rc->counts = calloc(KEY_SLOTS, sizeof *rc->counts);
+    if (!rc->slots || !rc->counts) {
+        free(rc->slots);
+        free(rc->counts);
+        free(rc);
+        return NULL;
+    }
+    rc->nslots = n;
+    rc->max_bytes = max_bytes;
+    rc->gen = 1;
+    return rc;
+}
+
+static void drop(readcache *rc, entry **slot)
+{
+    rc->stats.bytes -= (*slot)->size;
+    rc->stats.entries--;
+    free(*slot);
+    *slot = NULL;
+}
+
+static void empty(readcache *rc)
+{
+    for (size_t i = 0; i < rc->nslots; i++)
+        if (rc->slots[i])
+            drop(rc, &rc->slots[i]);
+    rc->gen++;
+}
+
+void readcache_free(readcache *rc)
+{
+    if (!rc)
+        return;
+    empty(rc);
+    free(rc->slots);
+    free(rc->counts);
+    free(rc);
+}
+
+void readcache_set_enabled(readcache *rc, bool on)
+{
+    empty(rc);
+    rc->enabled = on;
+}
+
+bool readcache_enabled(const readcache *rc)
+{
+    return rc && rc->enabled;
+}
+
+void readcache_flush(readcache *rc)
+{
+    empty(rc);
+    rc->stats.flushes++;
+}
+
+static bool current(const readcache *rc, uint64_t gen, int nkeys, const uint32_t *slot,
+                    const uint32_t *count)
+{
+    if (!rc->enabled || gen != rc->gen || nkeys < 0)
+        return false;
+    for (int i = 0; i < nkeys; i++)
+        if (rc->counts[slot[i]] != count[i])
+            return false;
+    return true;
+}
+
+const redisReply *readcache_get(readcache *rc, const char *read, size_t len)
+{
+    uint64_t h = hash_bytes(read, len);
+    entry **slot = &rc->slots[h & (rc->nslots - 1)];
+    entry *e = *slot;
+    if (!e || e->hash != h || e->read_len != len || memcmp(e->read, read, len) != 0) {
+        rc->stats.misses++;
+        return NULL;
+    }
+    if (!current(rc, e->gen, e->nkeys, e->slot, e->count)) {
+        rc->stats.stale++;
+        drop(rc, slot);
+        return NULL;
+    }
+    rc->stats.hits++;
+    return e->reply;
+}
+
+void readcache_ticket_begin(const readcache *rc, readcache_ticket *t)
+{
+    t->gen = rc->gen;
+    t->nkeys = 0;
+}
+
+static uint32_t key_slot(const char *key, size_t len)
+{
+    return (uint32_t)(hash_bytes(key, len) & (KEY_SLOTS - 1));
+}
+
+void readcache_ticket_key(const readcache *rc, readcache_ticket *t, const char *key, size_t len)
+{
+    if (t->nkeys < 0)
+        return;
+    if (t->nkeys == READCACHE_MAX_KEYS) {
+        t->nkeys = -1;
+        return;
+    }
+    uint32_t s = key_slot(key, len);
+    t->slot[t->nkeys] = s;
+    t->count[t->nkeys] = rc->counts[s];
+    t->nkeys++;
+}
+
+void readcache_invalidate(readcache *rc, const char *key, size_t len)
+{
+    rc->counts[key_slot(key, len)]++;
+    rc->stats.invalidations++;
+}
+
+const readcache_stats *readcache_get_stats(const readcache *rc)
+{
+    return &rc->stats;
+}
+
+/* --- flat copies of reply trees --- */
+
+static size_t align8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/* Bytes a flat copy of r takes, or 0 when it must not be kept (an error, too deep). */
+static size_t flat_size(const redisReply *r, int depth)
+{
+    if (depth > MAX_DEPTH)
+        return 0;
+    size_t n = align8(sizeof *r);
+    switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+        return n + align8(r->len + 1);
+    case REDIS_REPLY_INTEGER:
+    case REDIS_REPLY_NIL:
+        return n;
+    case REDIS_REPLY_ARRAY:
+        n += align8(r->elements * sizeof(redisReply *));
+        for (size_t i = 0; i < r->elements; i++) {
+            size_t c = flat_size(r->element[i], depth + 1);
+            if (c == 0)
+                return 0;
+            n += c;
+        }
+        return n;
+    default: /* errors are answers of the moment; and nothing else is expected */
+        return 0;
+    }
+}
+
+static redisReply *flat_copy(const redisReply *r, char **at)
+{
+    redisReply *c = (redisReply *)*at;
+    *at += align8(sizeof *c);
+    memset(c, 0, sizeof *c);
+    c->type = r->type;
+    c->integer = r->integer;
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
+        c->str = *at;
+        c->len = r->len;
+        memcpy(c->str, r->str, r->len);
+        c->str[r->len] = '\0';
+        *at += align8(r->len + 1);
+    } else if (r->type == REDIS_REPLY_ARRAY) {
+        c->elements = r->elements;
+        c->element = (redisReply **)*at;
+        *at += align8(r->elements * sizeof(redisReply *));
+        for (size_t i = 0; i < r->elements; i++)
+            c->element[i] = flat_copy(r->element[i], at);
+    }
+    return c;
+}
+
+void readcache_put(readcache *rc, const readcache_ticket *t, const char *read, size_t len,
+                   const redisReply *reply)
+{
+    if (!current(rc, t->gen, t->nkeys, t->slot, t->count)) {
+        rc->stats.dropped++;
+        return;
+    }
+    size_t tree = flat_size(reply, 0);
+    size_t size = align8(sizeof(entry) + len) + tree;
+    if (tree == 0 || size > READCACHE_MAX_ENTRY) {
+        rc->stats.dropped++;
+        return;
+    }
+    uint64_t h = hash_bytes(read, len);
+    entry **slot = &rc->slots[h & (rc->nslots - 1)];
+    if (*slot)
+        drop(rc, slot);
+    /* Over budget: empty the slots after the hand, as a clock would, a few at a time. */
+    for (int i = 0; i < EVICT_SCAN && rc->stats.bytes + size > rc->max_bytes; i++) {
+        rc->hand = (rc->hand + 1) & (rc->nslots - 1);
+        if (rc->slots[rc->hand])
+            drop(rc, &rc->slots[rc->hand]);
+    }
+    if (rc->stats.bytes + size > rc->max_bytes) {
+        rc->stats.dropped++;
+        return;
+    }
+    entry *e = malloc(size);
+    if (!e) {
+        rc->stats.dropped++; /* an answer not kept is only a later miss */
+        return;
+    }
+    e->hash = h;
+    e->gen = t->gen;
+    e->nkeys = t->nkeys;
+    memcpy(e->slot, t->slot, sizeof e->slot);
+    memcpy(e->count, t->count, sizeof e->count);
+    e->size = size;
+    e->read_len = len;
+    memcpy(e->read, read, len);
+    char *at = (char *)e + align8(sizeof(entry) + len);
+    e->reply = flat_copy(reply, &at);
+    *slot = e;
+    rc->stats.bytes += size;
+    rc->stats.entries++;
+    rc->stats.fills++;
+}
+
+void readcache_render_metrics(buf *out, void *ctx)
+{
+    readcache *rc = ctx;
+    readcache_stats none = {0};
+    const readcache_stats *rs = rc ? readcache_get_stats(rc) : &none;
+    metrics_family(out, "entityd_read_cache_total", "counter",
+                   "Reads through the read cache by outcome.");
+    buf_printf(out,
+               "entityd_read_cache_total{outcome=\"hit\"} %llu\n"
+               "entityd_read_cache_total{outcome=\"miss\"} %llu\n"
+               "entityd_read_cache_total{outcome=\"stale\"} %llu\n",
+               (unsigned long long)rs->hits, (unsigned long long)rs->misses,
+               (unsigned long long)rs->stale);
+    metrics_counter(out, "entityd_read_cache_invalidations_total",
+                    "Keys Redis (or a write of ours) said changed.", rs->invalidations);
+    metrics_gauge(out, "entityd_read_cache_enabled",
+                  "1 while Redis delivers invalidations and the cache answers reads.",
+                  readcache_enabled(rc) ? 1 : 0);
+    metrics_gauge(out, "entityd_read_cache_bytes", "Memory held by kept answers.",
+                  (double)rs->bytes);
+    metrics_gauge(out, "entityd_read_cache_entries", "Answers kept.", (double)rs->entries);
+}

@@ -1,0 +1,28 @@
+/* app: the process-wide state every module reaches through a request. */
+#ifndef ENTITYD_APP_H
+#define ENTITYD_APP_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "core/config.h"
+
+struct server;
+struct store;
+struct auth;
+struct pagecache;
+struct readcache;
+struct tracking;
+
+typedef struct app {
+    uv_loop_t *loop;
+    config cfg;
+    struct server *server;
+    struct store *store;
+    struct auth *auth;
+    struct pagecache *pages;   /* NULL when PAGE_CACHE_SIZE is 0 */
+    struct readcache *reads;   /* NULL when READ_CACHE_MB is 0 */
+    struct tracking *tracking; /* the read cache's invalidations; NULL without the cache */
+} app;
+
+#endif

@@ -1,0 +1,135 @@
+/* buf: a growable byte buffer. */
+#include "core/buf.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int buf_reserve(buf *b, size_t extra)
+{
+    if (extra >= SIZE_MAX - b->len)
+        return -1;
+    size_t need = b->len + extra + 1;
+    if (need <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need) {
+        if (cap > SIZE_MAX / 2)
+            return -1;
+        cap *= 2;
+    }
+    char *p = realloc(b->data, cap);
+    if (!p)
+        return -1;
+    b->data = p;
+    b->cap = cap;
+    b->data[b->len] = '\0'; /* a fresh buffer is a valid empty string too */
+    return 0;
+}
+
+int buf_append_slow(buf *b, const void *data, size_t len)
+{
+    if (buf_reserve(b, len) != 0)
+        return -1;
+    if (len)
+        memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+int buf_append_uint(buf *b, unsigned long long v)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return buf_append(b, tmp + i, sizeof tmp - i);
+}
+
+int buf_printf(buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || buf_reserve(b, (size_t)n) != 0)
+        return -1;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+int buf_append_json_escaped(buf *b, const char *s, size_t len)
+{
+    static const char hexd[] = "0123456789abcdef";
+    size_t run = 0; /* bytes copied as they are since the last escape */
+    if (buf_reserve(b, len) != 0)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)
+            continue;
+        if (buf_append(b, s + run, i - run) != 0)
+            return -1;
+        run = i + 1;
+        char esc[6] = {'\\', (char)c, 0, 0, 0, 0};
+        size_t n = 2;
+        if (c == '\n') {
+            esc[1] = 'n';
+        } else if (c == '\t') {
+            esc[1] = 't';
+        } else if (c < 0x20 || c == 0x7f) {
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hexd[c >> 4];
+            esc[5] = hexd[c & 15];
+            n = 6;
+        }
+        if (buf_append(b, esc, n) != 0)
+            return -1;
+    }
+    return buf_append(b, s + run, len - run);
+}
+
+void buf_consume(buf *b, size_t n)
+{
+    if (n >= b->len) {
+        b->len = 0;
+        if (b->data)
+            b->data[0] = '\0';
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+    b->data[b->len] = '\0';
+}
+
+void buf_reset(buf *b, size_t keep)
+{
+    if (b->cap > keep) {
+        buf_free(b);
+        return;
+    }
+    b->len = 0;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+void buf_free(buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+const char *buf_cstr(const buf *b)
+{
+    return b->data ? b->data : "";
+}

@@ -1,0 +1,222 @@
+/* config: the one configuration table; defaults, environment, flags and --help all walk it. */
+#include "core/config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/version.h"
+
+enum opt_type { OPT_INT, OPT_STR, OPT_BOOL };
+
+typedef struct opt {
+    const char *env; /* environment variable; the flag is its lowercase, dashed twin */
+    enum opt_type type;
+    size_t offset;
+    const char *def;
+    int64_t min, max; /* for OPT_INT */
+    const char *help;
+} opt;
+
+#define OFF(f) offsetof(config, f)
+
+static const opt opts[] = {
+    {"PORT", OPT_INT, OFF(port), "8080", 0, 65535, "TCP port to listen on (0 picks a free one)"},
+    {"HOST", OPT_STR, OFF(host), "0.0.0.0", 0, 0, "address to listen on"},
+    {"REDIS_URL", OPT_STR, OFF(redis_url), "redis://127.0.0.1:6379/0", 0, 0,
+     "redis://[:password@]host[:port][/db]"},
+    {"REDIS_TIMEOUT_MS", OPT_INT, OFF(redis_timeout_ms), "2000", 1, 600000,
+     "per-request Redis deadline; past it the request gets 504"},
+    {"AUTH_SECRET", OPT_STR, OFF(auth_secret), "", 0, 0,
+     "secret the sign-in nonce derives from (required unless --dev)"},
+    {"AUTH_DOMAIN", OPT_STR, OFF(auth_domain), "entityd.local", 0, 0,
+     "domain named in the sign-in message"},
+    {"AUTH_EPOCH_SECONDS", OPT_INT, OFF(auth_epoch_seconds), "86400", 1, 315360000,
+     "length of one sign-in epoch"},
+    {"PLATFORM_ADMINS", OPT_STR, OFF(platform_admins), "", 0, 0,
+     "comma-separated addresses acting as owners everywhere"},
+    {"ENTITY_CREATION", OPT_STR, OFF(entity_creation), "open", 0, 0,
+     "open (any signed caller) or platform (platform admins only)"},
+    {"MAX_BODY_BYTES", OPT_INT, OFF(max_body_bytes), "1048576", 0, 1073741824,
+     "largest request body accepted (413 beyond)"},
+    {"LOG_LEVEL", OPT_STR, OFF(log_level), "info", 0, 0, "debug, info, warn or error"},
+    {"MAX_CONNECTIONS", OPT_INT, OFF(max_connections), "16384", 1, 1000000,
+     "open connections beyond which new ones get 503 and are closed"},
+    {"HEADER_TIMEOUT_MS", OPT_INT, OFF(header_timeout_ms), "10000", 1, 3600000,
+     "a request's header block must arrive within this"},
+    {"IDLE_TIMEOUT_MS", OPT_INT, OFF(idle_timeout_ms), "60000", 1, 3600000,
+     "idle keep-alive connections are closed after this"},
+    {"WRITE_TIMEOUT_MS", OPT_INT, OFF(write_timeout_ms), "30000", 1, 3600000,
+     "queued answers must reach the client within this, else the connection is closed"},
+    {"WRITE_BUFFER_BYTES", OPT_INT, OFF(write_buffer_bytes), "262144", 4096, 1073741824,
+     "answers queued per connection beyond which its pipelined requests wait"},
+    {"SHUTDOWN_TIMEOUT_MS", OPT_INT, OFF(shutdown_timeout_ms), "10000", 0, 3600000,
+     "on SIGTERM, how long in-flight requests may take to finish"},
+    {"SIG_CACHE_SIZE", OPT_INT, OFF(sig_cache_size), "65536", 0, 16777216,
+     "verified signatures kept in memory (0 disables the cache)"},
+    {"PAGE_CACHE_SIZE", OPT_INT, OFF(page_cache_size), "256", 0, 65536,
+     "users pages kept in memory, each up to 64 KiB (0 disables the cache)"},
+    {"READ_CACHE_MB", OPT_INT, OFF(read_cache_mb), "32", 0, 65536,
+     "memory for Redis read answers kept until Redis invalidates them (0 disables)"},
+    {"REDIS_MAX_PENDING", OPT_INT, OFF(redis_max_pending), "4096", 1, 1000000,
+     "Redis commands in flight beyond which requests get 503 at once"},
+    {"LOG_BUFFER_BYTES", OPT_INT, OFF(log_buffer_bytes), "1048576", 4096, 1073741824,
+     "log lines held while stdout is slow; lines beyond are dropped and counted"},
+    {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
+     "development mode: a fixed AUTH_SECRET when none is set (never in production)"},
+};
+
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+static void flag_name(const opt *o, char *out, size_t len)
+{
+    size_t i = 0;
+    for (const char *p = o->env; *p && i + 1 < len; p++)
+        out[i++] = *p == '_' ? '-' : (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
+    out[i] = '\0';
+}
+
+static int set_value(config *cfg, const opt *o, const char *v, char *err, size_t err_len)
+{
+    void *field = (char *)cfg + o->offset;
+    switch (o->type) {
+    case OPT_INT: {
+        char *end;
+        errno = 0;
+        long long n = strtoll(v, &end, 10);
+        if (errno || end == v || *end != '\0' || n < o->min || n > o->max) {
+            snprintf(err, err_len, "%s must be an integer from %lld to %lld, not \"%s\"", o->env,
+                     (long long)o->min, (long long)o->max, v);
+            return -1;
+        }
+        *(int64_t *)field = n;
+        return 0;
+    }
+    case OPT_STR: {
+        char *s = strdup(v);
+        if (!s) {
+            snprintf(err, err_len, "out of memory");
+            return -1;
+        }
+        free(*(char **)field);
+        *(char **)field = s;
+        return 0;
+    }
+    case OPT_BOOL:
+        if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes")) {
+            *(bool *)field = true;
+        } else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no") || !*v) {
+            *(bool *)field = false;
+        } else {
+            snprintf(err, err_len, "%s must be true or false, not \"%s\"", o->env, v);
+            return -1;
+        }
+        return 0;
+    }
+    return -1;
+}
+
+static int validate(const config *cfg, char *err, size_t err_len)
+{
+    if (strcmp(cfg->entity_creation, "open") && strcmp(cfg->entity_creation, "platform")) {
+        snprintf(err, err_len, "ENTITY_CREATION must be open or platform");
+        return -1;
+    }
+    if (strcmp(cfg->log_level, "debug") && strcmp(cfg->log_level, "info") &&
+        strcmp(cfg->log_level, "warn") && strcmp(cfg->log_level, "error")) {
+        snprintf(err, err_len, "LOG_LEVEL must be debug, info, warn or error");
+        return -1;
+    }
+    if (!*cfg->auth_secret && !cfg->dev) {
+        snprintf(err, err_len, "AUTH_SECRET is required (or run with --dev for development)");
+        return -1;
+    }
+    return 0;
+}
+
+void config_print_help(FILE *out)
+{
+    fprintf(out,
+            "entityd %s: organizations, members, skills and levels for wallet-signed "
+            "callers\n\nusage: entityd [--flag value | --flag=value]...\n\n"
+            "Each setting is an environment variable and a flag (the flag wins):\n\n",
+            ENTITYD_VERSION);
+    for (size_t i = 0; i < NOPTS; i++) {
+        char flag[64];
+        flag_name(&opts[i], flag, sizeof flag);
+        fprintf(out, "  --%-22s %-20s %s (default: %s)\n", flag, opts[i].env, opts[i].help,
+                *opts[i].def ? opts[i].def : "none");
+    }
+    fprintf(out, "\n  --help                  this text\n  --version               print the "
+                 "version\n\nUV_THREADPOOL_SIZE (libuv's own) sets the signature-check threads.\n");
+}
+
+int config_load(config *cfg, int argc, char **argv, char *err, size_t err_len)
+{
+    memset(cfg, 0, sizeof *cfg);
+    /* --help and --version answer even when the environment holds a bad value. */
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+            config_print_help(stdout);
+            return CONFIG_EXIT_OK;
+        }
+        if (!strcmp(argv[a], "--version")) {
+            printf("entityd %s\n", ENTITYD_VERSION);
+            return CONFIG_EXIT_OK;
+        }
+    }
+    for (size_t i = 0; i < NOPTS; i++)
+        if (set_value(cfg, &opts[i], opts[i].def, err, err_len) != 0)
+            return CONFIG_EINVALID;
+    for (size_t i = 0; i < NOPTS; i++) {
+        const char *v = getenv(opts[i].env);
+        if (v && set_value(cfg, &opts[i], v, err, err_len) != 0)
+            return CONFIG_EINVALID;
+    }
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a];
+        if (strncmp(arg, "--", 2) != 0) {
+            snprintf(err, err_len, "unexpected argument \"%s\" (see --help)", arg);
+            return CONFIG_EINVALID;
+        }
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
+        const opt *o = NULL;
+        for (size_t i = 0; i < NOPTS && !o; i++) {
+            char flag[64];
+            flag_name(&opts[i], flag, sizeof flag);
+            if (strlen(flag) == name_len && !strncmp(flag, name, name_len))
+                o = &opts[i];
+        }
+        if (!o) {
+            snprintf(err, err_len, "unknown flag \"%s\" (see --help)", arg);
+            return CONFIG_EINVALID;
+        }
+        const char *v;
+        if (eq)
+            v = eq + 1;
+        else if (o->type == OPT_BOOL)
+            v = "true";
+        else if (a + 1 < argc)
+            v = argv[++a];
+        else {
+            snprintf(err, err_len, "flag \"%s\" needs a value", arg);
+            return CONFIG_EINVALID;
+        }
+        if (set_value(cfg, o, v, err, err_len) != 0)
+            return CONFIG_EINVALID;
+    }
+    return validate(cfg, err, err_len) == 0 ? CONFIG_OK : CONFIG_EINVALID;
+}
+
+void config_free(config *cfg)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (opts[i].type == OPT_STR) {
+            char **field = (char **)((char *)cfg + opts[i].offset);
+            free(*field);
+            *field = NULL;
+        }
+}

@@ -1,0 +1,112 @@
+/* request: one HTTP request from parse to response, and the calls handlers answer with. */
+#ifndef ENTITYD_REQUEST_H
+#define ENTITYD_REQUEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/buf.h"
+
+struct request;
+struct app;
+struct route;
+
+typedef struct req_param {
+    const char *key, *val; /* decoded, NUL-terminated, in the request arena */
+    size_t key_len, val_len;
+} req_param;
+
+typedef struct slice {
+    const char *s;
+    size_t len;
+} slice;
+
+#define REQ_MAX_PATH_PARAMS 4
+#define REQ_ID_MAX          128
+
+/* Where answers go: the connection layer's side of a request, so that answering never names a
+ * connection. */
+typedef struct request_sink {
+    /* Queues a complete answer whose body is the concatenation of n parts; `extra` is raw
+     * "Name: v\r\n" lines or NULL. Queues nothing for a client that is gone. */
+    void (*answer)(struct request *req, int status, const char *ctype, const char *extra,
+                   const slice *parts, size_t n);
+    /* The answer is queued and logged: the connection goes on, and may free the request. */
+    void (*done)(struct request *req);
+} request_sink;
+
+typedef struct request {
+    const request_sink *sink;
+    void *sink_ctx; /* the sink's own: the connection */
+    struct app *app;
+    arena pool; /* per-request memory, reset when the response is written */
+    int method; /* llhttp_method_t */
+    buf url;    /* raw request target */
+    buf body;   /* request body, at most MAX_BODY_BYTES */
+    char *path; /* normalized path (arena) */
+    size_t path_len;
+    req_param *params; /* decoded query parameters (arena) */
+    size_t nparams;
+    const struct route *route; /* the router's (api); opaque here */
+    const char *route_name;    /* the route's template for logs, "-" when none matched */
+    int route_slot;            /* the route's metrics slot, -1 when none matched */
+    slice path_params[REQ_MAX_PATH_PARAMS]; /* point into path */
+    size_t npath_params;
+    char request_id[REQ_ID_MAX + 1];
+    bool has_content_type, json_content_type;
+    bool expect_continue;
+    uint64_t body_total;
+    uint64_t start_ns;
+    char caller[43]; /* lowercase address of the authenticated caller, "" when none */
+    bool signed_in;
+    bool answered;
+    int status;
+    void *state;           /* handler-owned state (usually in the arena) */
+    struct auth_ctx *auth; /* the sign-in step's result (arena), NULL when none ran */
+    /* Runs when the request is reset: releases what the handler holds outside the arena.
+     * Answering resets the request, so after an answer a handler touches none of its state. */
+    void (*on_reset)(void *data);
+    /* Sign-in checks finished after the handler started (auth.c): the revocation key still to
+     * check with the handler's read, and the status that then overrides its answer. */
+    const char *revocation_key;
+    int auth_veto;
+    void *on_reset_data;
+} request;
+
+/* Finds a decoded query parameter; NULL when absent. */
+const char *request_param(const request *req, const char *key, size_t *len);
+/* The n-th path parameter of the matched route. */
+slice request_path_param(const request *req, size_t n);
+
+/* Answers with `{"success":true,...}`: `body` is an object whose members follow "success".
+ * Steals the reference to body. Exactly one answer per request. */
+void request_reply(request *req, int status, json_t *body);
+/* Answers with the contract's error envelope; `field` may be NULL. */
+void request_fail(request *req, int status, const char *code, const char *message,
+                  const char *field);
+/* Writes s as a field name that is valid UTF-8: bytes that are not part of a valid sequence as
+ * %XX (query keys are decoded bytes and need not be UTF-8). Returns out. */
+char *request_printable(const char *s, size_t len, char *out, size_t cap);
+
+/* Shorthands for the common failures. */
+void request_fail_field(request *req, const char *field, const char *message);
+void request_fail_internal(request *req, const char *what);
+
+/* Forgets everything of the request answered, for the next one on its connection (runs the
+ * handler's on_reset first); keeps small buffers. */
+void request_reset(request *req);
+
+/* Monotonic nanoseconds. */
+uint64_t request_now_ns(void);
+
+/* 405 with the Allow header. */
+void request_fail_allow(request *req, const char *allow);
+/* A JSON answer whose body is the concatenation of parts (pre-rendered JSON pieces); the
+ * parts are copied. */
+void request_reply_parts(request *req, int status, const slice *parts, size_t n);
+/* A non-JSON answer (the metrics text); body is copied. */
+void request_reply_raw(request *req, int status, const char *ctype, const char *body, size_t len);
+#endif

@@ -1,0 +1,90 @@
+/* server: the listening socket, the set of client connections, and the drain on shutdown. */
+#include "net/server.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/metrics.h"
+
+static void drained(server *srv)
+{
+    uv_timer_stop(&srv->drain_timer);
+    if (srv->on_drained) {
+        void (*cb)(server *) = srv->on_drained;
+        srv->on_drained = NULL;
+        cb(srv);
+    }
+}
+
+static void on_conns_empty(conn_set *set)
+{
+    drained((server *)((char *)set - offsetof(server, conns)));
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    server *srv = listener->data;
+    if (status < 0) {
+        log_event(LOG_WARN, "accept failed", uv_strerror(status));
+        return;
+    }
+    conn_accept(&srv->conns, listener);
+}
+
+int server_start(server *srv, uv_loop_t *loop, const server_options *o)
+{
+    srv->loop = loop;
+    srv->shutdown_timeout_ms = o->shutdown_timeout_ms;
+    conn_set_init(&srv->conns, loop, o->proto, &o->limits, o->proto_ctx);
+    metrics_register(conn_set_render_metrics, &srv->conns);
+    uv_tcp_init(loop, &srv->listener);
+    uv_timer_init(loop, &srv->drain_timer);
+    srv->listener.data = srv->drain_timer.data = srv;
+    struct sockaddr_storage addr;
+    int rc = uv_ip4_addr(o->host, o->port, (struct sockaddr_in *)&addr);
+    if (rc != 0)
+        rc = uv_ip6_addr(o->host, o->port, (struct sockaddr_in6 *)&addr);
+    if (rc != 0)
+        return rc;
+    rc = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&addr, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
+    if (rc != 0)
+        return rc;
+    struct sockaddr_storage bound;
+    int blen = sizeof bound;
+    uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &blen);
+    srv->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                  : ((struct sockaddr_in *)&bound)->sin_port);
+    return 0;
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    server *srv = t->data;
+    log_event(LOG_WARN, "shutdown timeout: closing connections with requests in flight", NULL);
+    /* Answers still owed are failed by the store as it closes; their memory goes then. */
+    conn_set_close_all(&srv->conns);
+    srv->conns.on_empty = NULL;
+    drained(srv);
+}
+
+void server_drain(server *srv)
+{
+    if (srv->draining)
+        return;
+    srv->draining = 1;
+    uv_close((uv_handle_t *)&srv->listener, NULL);
+    uv_timer_start(&srv->drain_timer, on_drain_timeout, srv->shutdown_timeout_ms, 0);
+    /* Idle connections go now; the others close after their current answer. */
+    srv->conns.on_empty = on_conns_empty;
+    conn_set_drain(&srv->conns);
+}
+
+void server_close(server *srv)
+{
+    conn_set_stop(&srv->conns);
+    if (!uv_is_closing((uv_handle_t *)&srv->drain_timer))
+        uv_close((uv_handle_t *)&srv->drain_timer, NULL);
+}

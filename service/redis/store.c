@@ -1,0 +1,887 @@
+/* store: the one pipelined Redis connection: deadlines, reconnects, Lua scripts by SHA.
+ *
+ * Every command is an op: hiredis owns the op as privdata until its callback runs (with a reply,
+ * or NULL when the connection goes), and always runs it exactly once. The deadline list holds
+ * ops not yet answered, oldest first; the tick answers expired ones with STORE_TIMEOUT and
+ * leaves them to hiredis, whose late callback then only frees them.
+ *
+ * Load shedding: `pending` counts the commands handed to hiredis whose answer has not come
+ * (MULTI, the queued commands, EXEC and CLIENT CACHING included: each one holds its bytes in
+ * hiredis's output buffer or the socket, and a slot in its callback list, until Redis answers).
+ * An op answered STORE_TIMEOUT still counts: its memory stays until Redis answers or the
+ * connection goes. Past REDIS_MAX_PENDING a new unit is refused with STORE_UNAVAILABLE before
+ * anything is sent, so memory toward a slow or paused Redis stays bounded. */
+#include "redis/store.h"
+
+#include <hiredis/async.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/app.h"
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "redis/lua_scripts.h"
+#include "cache/readcache.h"
+#include "redis/reply.h"
+#include "redis/redis_uv.h"
+#include "redis/resolve.h"
+
+enum state { ST_DOWN, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_CLOSED };
+
+typedef struct store_op {
+    struct store_op *prev, *next; /* deadline list, while unanswered */
+    store *st;
+    store_cb cb; /* NULL once answered */
+    void *data;
+    uint64_t deadline_ms;
+    int script; /* -1, or the script to resend with EVAL on NOSCRIPT */
+    int nkeys;  /* a script's keys, argv[3..]: invalidated in the read cache on its answer */
+    int cmds;   /* commands this op accounts for in the store's `pending` until its answer */
+    int argc;
+    char **argv; /* for script ops: a private copy, in the same allocation as the op */
+    size_t *lens;
+    size_t extra; /* bytes allocated past the op (0: a plain op, recycled) */
+} store_op;
+
+/* Plain ops are recycled: one malloc/free pair per command otherwise. Loop thread only. */
+#define OP_CACHE_MAX 256
+static store_op *op_cache;
+static int op_cached;
+
+static void op_free(store_op *op)
+{
+    if (op->extra == 0 && op_cached < OP_CACHE_MAX) {
+        op->next = op_cache;
+        op_cache = op;
+        op_cached++;
+        return;
+    }
+    free(op);
+}
+
+/* RESP framing done here rather than by hiredis's printf-style formatter, which cost more
+ * than the rest of a read's handling. */
+static buf resp = BUF_INIT;
+
+static void frame(buf *b, int argc, const char **argv, const size_t *lens)
+{
+    buf_append(b, "*", 1);
+    buf_append_uint(b, (unsigned long long)argc);
+    buf_append(b, "\r\n", 2);
+    for (int i = 0; i < argc; i++) {
+        buf_append(b, "$", 1);
+        buf_append_uint(b, lens[i]);
+        buf_append(b, "\r\n", 2);
+        buf_append(b, argv[i], lens[i]);
+        buf_append(b, "\r\n", 2);
+    }
+}
+
+static int send_command(redisAsyncContext *ac, redisCallbackFn *fn, void *priv, int argc,
+                        const char **argv, const size_t *lens)
+{
+    buf_reset(&resp, 1 << 20);
+    frame(&resp, argc, argv, lens);
+    return redisAsyncFormattedCommand(ac, fn, priv, resp.data, resp.len);
+}
+
+/* In OPTIN tracking, the command right after this one is tracked (for MULTI: the whole
+ * transaction). No callback: its +OK says nothing. */
+static int send_caching_yes(redisAsyncContext *ac)
+{
+    static const char caching[] = "*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nyes\r\n";
+    return redisAsyncFormattedCommand(ac, NULL, NULL, caching, sizeof caching - 1);
+}
+
+struct store {
+    app *app;
+    redisAsyncContext *ac;
+    int state;
+    char host[256];
+    int port;
+    char user[128], password[256];
+    int db;
+    store_op *head, *tail;
+    uv_timer_t tick;
+    uv_timer_t reconnect;
+    resolver resolver;    /* the host, before each connect */
+    bool resolve_failing; /* the last resolution failed: logged once until one succeeds */
+    unsigned backoff_ms;
+    uint64_t last_progress_ms;
+    size_t outstanding; /* ops handed to hiredis and not yet called back */
+    size_t pending;     /* commands handed to hiredis and not yet answered (see the top) */
+    int handshake_left;
+    char shas[LUA_SCRIPT_COUNT][41];
+    store_stats stats;
+    store_listener listener;
+    void *listener_ctx;
+    int handles_open;
+};
+
+#define TICK_MS        20
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 2000
+
+static void start_connect(store *st);
+
+static uint64_t now_ms(store *st)
+{
+    return uv_now(st->app->loop);
+}
+
+static void list_unlink(store *st, store_op *op)
+{
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        st->head = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    else
+        st->tail = op->prev;
+    op->prev = op->next = NULL;
+}
+
+static void list_push(store *st, store_op *op)
+{
+    op->prev = st->tail;
+    op->next = NULL;
+    if (st->tail)
+        st->tail->next = op;
+    else
+        st->head = op;
+    st->tail = op;
+}
+
+/* Answers an op once; hiredis may still hold it. */
+static void op_answer(store_op *op, int status, redisReply *reply)
+{
+    store_cb cb = op->cb;
+    op->cb = NULL;
+    list_unlink(op->st, op);
+    if (status == STORE_TIMEOUT)
+        op->st->stats.timeouts++;
+    if (reply && reply->type == REDIS_REPLY_ERROR)
+        op->st->stats.errors++;
+    cb(op->data, status, reply);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    store *st = t->data;
+    uint64_t now = now_ms(st);
+    while (st->head && st->head->deadline_ms <= now)
+        op_answer(st->head, STORE_TIMEOUT, NULL);
+    /* A connection that answers nothing for long is as good as dead (a silent network). */
+    uint64_t stall = (uint64_t)st->app->cfg.redis_timeout_ms * 2;
+    if (stall < 5000)
+        stall = 5000;
+    if (st->outstanding && st->ac && now - st->last_progress_ms > stall) {
+        /* Free, not disconnect: hiredis's disconnect waits for every pending reply, and a
+         * silent server sends none. Freeing answers them all (NULL) and the reconnect begins. */
+        log_event(LOG_WARN, "redis stalled: reconnecting", NULL);
+        st->last_progress_ms = now;
+        redisAsyncContext *ac = st->ac;
+        st->ac = NULL;
+        st->state = ST_DOWN;
+        redisAsyncFree(ac); /* on_disconnect schedules the reconnect */
+    }
+    if (!st->head && !st->outstanding)
+        uv_timer_stop(&st->tick);
+}
+
+static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    store_op *op = privdata;
+    store *st = op->st;
+    redisReply *reply = r;
+    st->outstanding--;
+    /* Replies come in order: EXEC's answer means MULTI's and the QUEUED ones came before. */
+    st->pending -= (size_t)op->cmds;
+    op->cmds = 0;
+    if (reply)
+        st->last_progress_ms = now_ms(st);
+    if (reply && op->nkeys > 0 && readcache_enabled(st->app->reads))
+        for (int i = 0; i < op->nkeys; i++)
+            readcache_invalidate(st->app->reads, op->argv[3 + i], op->lens[3 + i]);
+    if (op->cb) {
+        if (reply && op->script >= 0 && reply->type == REDIS_REPLY_ERROR &&
+            !strncmp(reply->str, "NOSCRIPT", 8) && ac == st->ac && st->state == ST_READY) {
+            /* Redis lost its script cache (restart, flush, failover): send the source. */
+            const char **argv = (const char **)op->argv;
+            argv[0] = "EVAL";
+            argv[1] = lua_scripts[op->script].source;
+            op->lens[0] = 4;
+            op->lens[1] = strlen(lua_scripts[op->script].source);
+            int s = op->script;
+            op->script = -1;
+            if (redisAsyncCommandArgv(ac, on_reply, op, op->argc, argv, op->lens) == REDIS_OK) {
+                st->outstanding++;
+                st->pending++;
+                op->cmds = 1;
+                return;
+            }
+            op->script = s;
+        }
+        op_answer(op, reply ? STORE_OK : STORE_UNAVAILABLE, reply);
+    }
+    op_free(op);
+}
+
+static store_op *op_new(store *st, store_cb cb, void *data, size_t extra)
+{
+    store_op *op;
+    if (extra == 0 && op_cache) {
+        op = op_cache;
+        op_cache = op->next;
+        op_cached--;
+    } else if (!(op = malloc(sizeof *op + extra))) {
+        return NULL;
+    }
+    memset(op, 0, sizeof *op);
+    op->extra = extra;
+    op->st = st;
+    op->cb = cb;
+    op->data = data;
+    op->script = -1;
+    op->deadline_ms = now_ms(st) + (uint64_t)st->app->cfg.redis_timeout_ms;
+    return op;
+}
+
+/* Sends the op's command, the last of `cmds` commands of its unit (the others already queued
+ * without a callback). Returns true when the op was answered (and freed) already. */
+static bool submit(store *st, store_op *op, int cmds, int argc, const char **argv,
+                   const size_t *lens)
+{
+    if (send_command(st->ac, on_reply, op, argc, argv, lens) != REDIS_OK) {
+        store_cb cb = op->cb;
+        void *data = op->data;
+        op_free(op);
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return true;
+    }
+    st->stats.commands++;
+    if (st->outstanding++ == 0)
+        st->last_progress_ms = now_ms(st);
+    op->cmds = cmds;
+    st->pending += (size_t)cmds;
+    list_push(st, op);
+    if (!uv_is_active((uv_handle_t *)&st->tick))
+        uv_timer_start(&st->tick, on_tick, TICK_MS, TICK_MS);
+    return false;
+}
+
+/* How a unit is sent. */
+#define SEND_TRACK   1 /* CLIENT CACHING yes in front: the read cache keeps the answer */
+#define SEND_ANY_CAP 2 /* never shed: bound to a command already sent (see store_read) */
+
+/* True when a unit of n commands must be refused: REDIS_MAX_PENDING would be passed. A unit
+ * larger than the cap on its own still goes when nothing is pending, or it could never run. */
+static bool shed(store *st, int flags, size_t n)
+{
+    if ((flags & SEND_ANY_CAP) || st->pending == 0 ||
+        st->pending + n <= (size_t)st->app->cfg.redis_max_pending)
+        return false;
+    st->stats.shed++;
+    return true;
+}
+
+/* store_command with SEND_* flags; returns true when cb has already run. */
+static bool command(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
+                    const size_t *lens)
+{
+    bool track = flags & SEND_TRACK;
+    if (st->state != ST_READY || shed(st, flags, track ? 2 : 1)) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return true;
+    }
+    store_op *op = op_new(st, cb, data, 0);
+    if (!op) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return true;
+    }
+    int cmds = 1;
+    if (track && send_caching_yes(st->ac) == REDIS_OK) {
+        st->stats.commands++;
+        cmds++;
+    }
+    return submit(st, op, cmds, argc, argv, lens);
+}
+
+void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
+                   const size_t *lens)
+{
+    command(st, 0, cb, data, argc, argv, lens);
+}
+
+void store_control(store *st, store_cb cb, void *data, int argc, const char **argv,
+                   const size_t *lens)
+{
+    command(st, SEND_ANY_CAP, cb, data, argc, argv, lens);
+}
+
+const char *store_script_sha(const store *st, int script)
+{
+    return st->shas[script];
+}
+
+/* Loads every script again, answers unheard: after a NOSCRIPT seen where EVALSHA cannot be
+ * retried with the source (inside a transaction). */
+static void reload_scripts(store *st)
+{
+    for (int i = 0; i < LUA_SCRIPT_COUNT; i++) {
+        const char *argv[] = {"SCRIPT", "LOAD", lua_scripts[i].source};
+        size_t lens[] = {6, 4, strlen(lua_scripts[i].source)};
+        send_command(st->ac, NULL, NULL, 3, argv, lens);
+    }
+}
+
+static void on_exec_reply(void *data, int status, redisReply *reply)
+{
+    store_op *inner = data; /* carries the caller's callback */
+    store *st = inner->st;
+    if (status == STORE_OK && reply->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < reply->elements; i++)
+            if (reply->element[i]->type == REDIS_REPLY_ERROR &&
+                !strncmp(reply->element[i]->str, "NOSCRIPT", 8) && st->ac) {
+                reload_scripts(st);
+                break;
+            }
+    }
+    store_cb cb = inner->cb;
+    void *cb_data = inner->data;
+    op_free(inner);
+    cb(cb_data, status, reply);
+}
+
+/* store_exec with SEND_* flags; returns true when cb has already run. */
+static bool exec(store *st, int flags, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
+{
+    bool track = flags & SEND_TRACK;
+    /* MULTI, the commands, EXEC, and CLIENT CACHING when tracked. */
+    int total = ncmds + 2 + (track ? 1 : 0);
+    if (st->state != ST_READY || shed(st, flags, (size_t)total)) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return true;
+    }
+    /* The caller's callback rides in a spare op so that EXEC's answer is looked at first. */
+    store_op *inner = op_new(st, cb, data, 0);
+    store_op *op = inner ? op_new(st, on_exec_reply, inner, 0) : NULL;
+    if (!op) {
+        if (inner)
+            op_free(inner);
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return true;
+    }
+    /* MULTI and the QUEUED answers carry no callback: EXEC's reply says it all, and a dropped
+     * connection answers EXEC's op with NULL like any other. */
+    static const char *multi[] = {"MULTI"};
+    static const size_t multi_len[] = {5};
+    int rc = track ? send_caching_yes(st->ac) : REDIS_OK;
+    if (rc == REDIS_OK)
+        rc = send_command(st->ac, NULL, NULL, 1, multi, multi_len);
+    for (int i = 0; rc == REDIS_OK && i < ncmds; i++)
+        rc = send_command(st->ac, NULL, NULL, cmds[i].argc, cmds[i].argv, cmds[i].lens);
+    if (rc != REDIS_OK) {
+        op_free(op);
+        op_free(inner);
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return true;
+    }
+    st->stats.commands += (uint64_t)total - 1;
+    static const char *exec_cmd[] = {"EXEC"};
+    static const size_t exec_len[] = {4};
+    return submit(st, op, total, 1, exec_cmd, exec_len);
+}
+
+void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
+{
+    exec(st, 0, cb, data, ncmds, cmds);
+}
+
+/* --- reads through the read cache --- */
+
+/* A read sent tracked: its answer goes to the cache, then to the caller. One allocation: this,
+ * then the read's bytes (the cache's key). */
+typedef struct read_op {
+    store *st;
+    store_cb cb;
+    void *data;
+    readcache_ticket ticket;
+    size_t len;
+    char read[];
+} read_op;
+
+static void on_read_reply(void *data, int status, redisReply *reply)
+{
+    read_op *ro = data;
+    if (status == STORE_OK)
+        readcache_put(ro->st->app->reads, &ro->ticket, ro->read, ro->len, reply);
+    store_cb cb = ro->cb;
+    void *cb_data = ro->data;
+    free(ro);
+    cb(cb_data, status, reply);
+}
+
+/* The read's bytes, as the cache knows it: the commands framed, a transaction marked. */
+static buf read_key = BUF_INIT;
+
+/* The read itself, to Redis: one command or a transaction, with SEND_* flags. */
+static bool send_read(store *st, int send, store_cb cb, void *data, int ncmds,
+                      const store_cmd *cmds, bool transaction)
+{
+    return transaction ? exec(st, send, cb, data, ncmds, cmds)
+                       : command(st, send, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
+}
+
+static bool read_through(store *st, int flags, store_cb cb, void *data, int ncmds,
+                         const store_cmd *cmds, bool transaction)
+{
+    readcache *rc = st->app->reads;
+    /* A NO_HIT read follows a command of the same request already sent (its revocation
+     * check), which must be answered first: shedding the read alone would answer the
+     * request while that command is still out. It passes the cap by one read at most, as the
+     * next unit finds the cap reached. */
+    int send = (flags & STORE_READ_NO_HIT) ? SEND_ANY_CAP : 0;
+    if (!readcache_enabled(rc) || st->state != ST_READY)
+        return send_read(st, send, cb, data, ncmds, cmds, transaction);
+    buf_reset(&read_key, 1 << 20);
+    if (transaction)
+        buf_append_str(&read_key, "MULTI\r\n");
+    for (int i = 0; i < ncmds; i++)
+        frame(&read_key, cmds[i].argc, cmds[i].argv, cmds[i].lens);
+    if (!(flags & STORE_READ_NO_HIT)) {
+        const redisReply *hit = readcache_get(rc, read_key.data, read_key.len);
+        if (hit) {
+            /* Handed out read-only: store callbacks only read replies. */
+            cb(data, STORE_OK, (redisReply *)hit);
+            return true;
+        }
+    }
+    read_op *ro = malloc(sizeof *ro + read_key.len);
+    if (!ro)
+        return send_read(st, send, cb, data, ncmds, cmds, transaction);
+    ro->st = st;
+    ro->cb = cb;
+    ro->data = data;
+    ro->len = read_key.len;
+    memcpy(ro->read, read_key.data, read_key.len);
+    readcache_ticket_begin(rc, &ro->ticket);
+    for (int i = 0; i < ncmds; i++)
+        if (cmds[i].argc >= 2)
+            readcache_ticket_key(rc, &ro->ticket, cmds[i].argv[1], cmds[i].lens[1]);
+    /* The caller learns only whether its callback ran; on_read_reply runs exactly once. */
+    return send_read(st, send | SEND_TRACK, on_read_reply, ro, ncmds, cmds, transaction);
+}
+
+bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
+                const size_t *lens)
+{
+    store_cmd one = {argc, argv, lens};
+    return read_through(st, flags, cb, data, 1, &one, false);
+}
+
+bool store_read_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
+                     const store_cmd *cmds)
+{
+    return read_through(st, flags, cb, data, ncmds, cmds, true);
+}
+
+store_endpoint store_get_endpoint(const store *st)
+{
+    return (store_endpoint){st->host, st->user, st->password, st->port};
+}
+
+void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
+                  const char **argv, const size_t *lens)
+{
+    if (st->state != ST_READY || shed(st, 0, 1)) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    /* One allocation: the op, then argv pointers, lengths and the bytes, kept for a resend. */
+    int total = argc + 3;
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++)
+        bytes += lens[i];
+    size_t extra = (size_t)total * (sizeof(char *) + sizeof(size_t)) + bytes + 16;
+    store_op *op = op_new(st, cb, data, extra);
+    if (!op) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    op->argv = (char **)(op + 1);
+    op->lens = (size_t *)(op->argv + total);
+    char *p = (char *)(op->lens + total);
+    char *nk = p;
+    p += snprintf(nk, 16, "%d", nkeys) + 1;
+    op->argv[0] = "EVALSHA";
+    op->lens[0] = 7;
+    op->argv[1] = st->shas[script];
+    op->lens[1] = 40;
+    op->argv[2] = nk;
+    op->lens[2] = strlen(nk);
+    for (int i = 0; i < argc; i++) {
+        memcpy(p, argv[i], lens[i]);
+        op->argv[3 + i] = p;
+        op->lens[3 + i] = lens[i];
+        p += lens[i];
+    }
+    op->argc = total;
+    op->script = script;
+    op->nkeys = nkeys < argc ? nkeys : argc;
+    submit(st, op, 1, total, (const char **)op->argv, op->lens);
+}
+
+bool store_ready(const store *st)
+{
+    return st->state == ST_READY;
+}
+
+bool store_connected(const store *st)
+{
+    return st->state == ST_HANDSHAKE || st->state == ST_READY;
+}
+
+const store_stats *store_get_stats(const store *st)
+{
+    return &st->stats;
+}
+
+size_t store_pending(const store *st)
+{
+    return st->pending;
+}
+
+/* --- connection life --- */
+
+static void on_reconnect_timer(uv_timer_t *t)
+{
+    start_connect(t->data);
+}
+
+static void schedule_reconnect(store *st)
+{
+    if (st->state == ST_CLOSED)
+        return;
+    st->state = ST_DOWN;
+    unsigned delay = st->backoff_ms;
+    st->backoff_ms = st->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : st->backoff_ms * 2;
+    uv_timer_start(&st->reconnect, on_reconnect_timer, delay, 0);
+}
+
+static void on_handshake_reply(void *data, int status, redisReply *reply)
+{
+    store *st = data;
+    if (st->state != ST_HANDSHAKE)
+        return;
+    if (status == STORE_UNAVAILABLE)
+        return; /* the connection is already going; on_disconnect retries */
+    if (status == STORE_TIMEOUT || reply->type == REDIS_REPLY_ERROR) {
+        buf *l = log_begin(LOG_ERROR, "redis handshake failed");
+        if (l) {
+            log_str(l, "detail", status == STORE_OK ? reply->str : "no reply in time");
+            log_end(l);
+        }
+        if (st->ac)
+            redisAsyncDisconnect(st->ac);
+        return;
+    }
+    if (--st->handshake_left == 0) {
+        st->state = ST_READY;
+        st->backoff_ms = BACKOFF_MIN_MS;
+        log_event(LOG_INFO, "redis ready", NULL);
+        if (st->listener)
+            st->listener(st->listener_ctx, true);
+    }
+}
+
+/* Sends AUTH, SELECT and SCRIPT LOAD for every script; ready after the last answer. */
+static void handshake(store *st)
+{
+    st->state = ST_HANDSHAKE;
+    st->handshake_left = 0;
+    const char *argv[3];
+    size_t lens[3];
+    store_op *op;
+    if (st->password[0]) {
+        int argc = 0;
+        argv[argc] = "AUTH";
+        lens[argc++] = 4;
+        if (st->user[0]) {
+            argv[argc] = st->user;
+            lens[argc++] = strlen(st->user);
+        }
+        argv[argc] = st->password;
+        lens[argc++] = strlen(st->password);
+        if ((op = op_new(st, on_handshake_reply, st, 0))) {
+            st->handshake_left++;
+            submit(st, op, 1, argc, argv, lens);
+        }
+    }
+    char dbs[16];
+    snprintf(dbs, sizeof dbs, "%d", st->db);
+    argv[0] = "SELECT";
+    lens[0] = 6;
+    argv[1] = dbs;
+    lens[1] = strlen(dbs);
+    if ((op = op_new(st, on_handshake_reply, st, 0))) {
+        st->handshake_left++;
+        submit(st, op, 1, 2, argv, lens);
+    }
+    for (int i = 0; i < LUA_SCRIPT_COUNT; i++) {
+        argv[0] = "SCRIPT";
+        lens[0] = 6;
+        argv[1] = "LOAD";
+        lens[1] = 4;
+        argv[2] = lua_scripts[i].source;
+        lens[2] = strlen(lua_scripts[i].source);
+        if ((op = op_new(st, on_handshake_reply, st, 0))) {
+            st->handshake_left++;
+            submit(st, op, 1, 3, argv, lens);
+        }
+    }
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+    store *st = ac->data;
+    if (status != REDIS_OK) {
+        /* hiredis frees the context after this callback. */
+        st->ac = NULL;
+        if (log_enabled(LOG_DEBUG))
+            log_event(LOG_DEBUG, "redis connect failed", ac->errstr);
+        schedule_reconnect(st);
+        return;
+    }
+    log_event(LOG_INFO, "redis connected", NULL);
+    handshake(st);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+    store *st = ac->data;
+    st->ac = NULL;
+    st->stats.disconnects++;
+    if (st->listener)
+        st->listener(st->listener_ctx, false);
+    if (st->state == ST_CLOSED)
+        return;
+    log_event(LOG_WARN, "redis disconnected", status == REDIS_OK ? NULL : ac->errstr);
+    schedule_reconnect(st);
+}
+
+/* Connects to the address the host resolved to: hiredis's own lookup of a numeric address
+ * does not block. */
+static void on_resolved(void *data, int status, const char *numeric)
+{
+    store *st = data;
+    if (st->state == ST_CLOSED)
+        return; /* store_close ran meanwhile; the store itself lives until store_free */
+    if (status != 0) {
+        if (!st->resolve_failing || log_enabled(LOG_DEBUG)) {
+            buf *l =
+                log_begin(st->resolve_failing ? LOG_DEBUG : LOG_WARN, "redis host not resolved");
+            if (l) {
+                log_str(l, "host", st->host);
+                log_str(l, "detail", uv_strerror(status));
+                log_end(l);
+            }
+        }
+        st->resolve_failing = true;
+        schedule_reconnect(st);
+        return;
+    }
+    st->resolve_failing = false;
+    redisAsyncContext *ac = redisAsyncConnect(numeric, st->port);
+    if (!ac || ac->err) {
+        if (ac)
+            redisAsyncFree(ac);
+        schedule_reconnect(st);
+        return;
+    }
+    ac->data = st;
+    ac->c.reader->fn = &redis_reply_functions;
+    if (redis_uv_attach(ac, st->app->loop) != REDIS_OK) {
+        redisAsyncFree(ac);
+        schedule_reconnect(st);
+        return;
+    }
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    st->ac = ac;
+}
+
+static void start_connect(store *st)
+{
+    if (st->state == ST_CLOSED)
+        return;
+    st->state = ST_CONNECTING;
+    st->stats.reconnects++;
+    /* Resolved again before every attempt: the host may have moved (a failover by DNS). */
+    resolve_start(&st->resolver, st->app->loop, st->host, on_resolved, st);
+}
+
+static int parse_url(store *st, const char *url, char *err, size_t err_len)
+{
+    const char *p = url;
+    if (!strncmp(p, "redis://", 8))
+        p += 8;
+    else {
+        snprintf(err, err_len, "REDIS_URL must start with redis://");
+        return -1;
+    }
+    const char *at = strrchr(p, '@');
+    if (at) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        const char *pw = colon ? colon + 1 : p;
+        size_t ulen = colon ? (size_t)(colon - p) : 0;
+        size_t plen = (size_t)(at - pw);
+        if (ulen >= sizeof st->user || plen >= sizeof st->password) {
+            snprintf(err, err_len, "REDIS_URL credentials are too long");
+            return -1;
+        }
+        memcpy(st->user, p, ulen);
+        st->user[ulen] = '\0';
+        memcpy(st->password, pw, plen);
+        st->password[plen] = '\0';
+        p = at + 1;
+    }
+    const char *slash = strchr(p, '/');
+    size_t hostport = slash ? (size_t)(slash - p) : strlen(p);
+    const char *host = p, *colon;
+    size_t hlen;
+    if (*p == '[') {
+        /* An IPv6 address in brackets, as in URLs: [::1]:6379. */
+        const char *close = memchr(p, ']', hostport);
+        if (!close || (close + 1 != p + hostport && close[1] != ':')) {
+            snprintf(err, err_len, "REDIS_URL has a malformed [IPv6] host");
+            return -1;
+        }
+        host = p + 1;
+        hlen = (size_t)(close - host);
+        colon = close + 1 != p + hostport ? close + 1 : NULL;
+    } else {
+        colon = memchr(p, ':', hostport);
+        hlen = colon ? (size_t)(colon - p) : hostport;
+    }
+    if (hlen == 0 || hlen >= sizeof st->host) {
+        snprintf(err, err_len, "REDIS_URL has no valid host");
+        return -1;
+    }
+    memcpy(st->host, host, hlen);
+    st->host[hlen] = '\0';
+    st->port = 6379;
+    if (colon) {
+        char *end;
+        long port = strtol(colon + 1, &end, 10);
+        if (end != p + hostport || port < 1 || port > 65535) {
+            snprintf(err, err_len, "REDIS_URL has an invalid port");
+            return -1;
+        }
+        st->port = (int)port;
+    }
+    st->db = 0;
+    if (slash && slash[1]) {
+        char *end;
+        long db = strtol(slash + 1, &end, 10);
+        if (*end || db < 0 || db > 100000) {
+            snprintf(err, err_len, "REDIS_URL has an invalid database number");
+            return -1;
+        }
+        st->db = (int)db;
+    }
+    return 0;
+}
+
+/* The metrics source (core/metrics.h) of the Redis connection. */
+void store_set_listener(store *st, store_listener fn, void *ctx)
+{
+    st->listener = fn;
+    st->listener_ctx = ctx;
+}
+
+static void store_render_metrics(buf *out, void *ctx)
+{
+    const store *st = ctx;
+    metrics_gauge(out, "entityd_redis_connected",
+                  "1 when Redis is connected and the scripts are loaded.", store_ready(st) ? 1 : 0);
+    metrics_counter(out, "entityd_redis_commands_total", "Commands sent to Redis.",
+                    st->stats.commands);
+    metrics_counter(out, "entityd_redis_errors_total", "Error replies from Redis.",
+                    st->stats.errors);
+    metrics_counter(out, "entityd_redis_timeouts_total", "Commands past REDIS_TIMEOUT_MS.",
+                    st->stats.timeouts);
+    metrics_counter(out, "entityd_redis_connects_total", "Connection attempts to Redis.",
+                    st->stats.reconnects);
+    metrics_counter(out, "entityd_redis_disconnects_total", "Redis connections lost.",
+                    st->stats.disconnects);
+    metrics_gauge(out, "entityd_redis_pending_commands",
+                  "Commands sent to Redis and not yet answered (capped by REDIS_MAX_PENDING).",
+                  (double)store_pending(st));
+    metrics_counter(
+        out, "entityd_redis_shed_total",
+        "Commands or transactions refused at once (503) for REDIS_MAX_PENDING; nothing sent.",
+        st->stats.shed);
+}
+
+int store_new(store **out, app *a, char *err, size_t err_len)
+{
+    store *st = calloc(1, sizeof *st);
+    if (!st) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    st->app = a;
+    if (parse_url(st, a->cfg.redis_url, err, err_len) != 0) {
+        free(st);
+        return -1;
+    }
+    for (int i = 0; i < LUA_SCRIPT_COUNT; i++)
+        memcpy(st->shas[i], lua_scripts[i].sha1, 41);
+    uv_timer_init(a->loop, &st->tick);
+    uv_timer_init(a->loop, &st->reconnect);
+    st->tick.data = st->reconnect.data = st;
+    st->backoff_ms = BACKOFF_MIN_MS;
+    st->state = ST_DOWN;
+    start_connect(st);
+    metrics_register(store_render_metrics, st);
+    *out = st;
+    return 0;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    store *st = h->data;
+    st->handles_open--;
+}
+
+void store_close(store *st)
+{
+    if (st->state == ST_CLOSED)
+        return;
+    st->state = ST_CLOSED;
+    /* A resolution under way still calls back (on_resolved sees ST_CLOSED); the loop runs
+     * until it has, before store_free. */
+    resolve_cancel(&st->resolver);
+    if (st->ac) {
+        redisAsyncContext *ac = st->ac;
+        st->ac = NULL;
+        /* Runs every pending callback with NULL, then on_disconnect. */
+        redisAsyncFree(ac);
+    }
+    while (st->head)
+        op_answer(st->head, STORE_UNAVAILABLE, NULL);
+    st->handles_open = 2;
+    uv_close((uv_handle_t *)&st->tick, on_timer_closed);
+    uv_close((uv_handle_t *)&st->reconnect, on_timer_closed);
+}
+
+void store_free(store *st)
+{
+    if (st)
+        free(st);
+    redis_reply_release_cache();
+}

@@ -1,0 +1,99 @@
+/* store: the one pipelined Redis connection: deadlines, reconnects, Lua scripts by SHA. */
+#ifndef ENTITYD_STORE_H
+#define ENTITYD_STORE_H
+
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct app;
+typedef struct store store;
+
+enum store_status {
+    STORE_OK = 0,      /* reply is Redis's answer (which may be an error reply) */
+    STORE_UNAVAILABLE, /* not connected, or the connection dropped: reply is NULL */
+    STORE_TIMEOUT,     /* no answer within REDIS_TIMEOUT_MS: reply is NULL; a late one is dropped */
+};
+
+/* Called exactly once per command. `reply` is valid only during the call. */
+typedef void (*store_cb)(void *data, int status, redisReply *reply);
+
+typedef struct store_stats {
+    uint64_t commands, errors, timeouts, reconnects, disconnects;
+    uint64_t shed; /* units refused for REDIS_MAX_PENDING, nothing sent */
+} store_stats;
+
+/* Parses REDIS_URL and starts connecting (retrying with backoff for as long as it runs).
+ * Returns 0, or -1 with a sentence in err when the URL is malformed. */
+int store_new(store **out, struct app *a, char *err, size_t err_len);
+/* Who hears when the store turns ready and when its connection goes: the read cache's
+ * invalidation connection (tracking.h), which must follow the store's connection. One. */
+typedef void (*store_listener)(void *ctx, bool ready);
+void store_set_listener(store *st, store_listener fn, void *ctx);
+/* Closes the connection: pending commands are answered STORE_UNAVAILABLE, later ones too; no
+ * reconnect. The store stays valid for late callers until store_free(). */
+void store_close(store *st);
+/* Frees the store; only after the loop has stopped. */
+void store_free(store *st);
+/* Connected, authenticated and every script loaded. */
+bool store_ready(const store *st);
+const store_stats *store_get_stats(const store *st);
+/* Commands sent to Redis and not yet answered (a transaction counts all of its commands). */
+size_t store_pending(const store *st);
+bool store_connected(const store *st);
+
+/* Sends one command; argv/lens are copied by hiredis before this returns. When the store is
+ * not ready, or REDIS_MAX_PENDING commands are waiting for their answer (load shedding; the
+ * same for every call below), cb runs before this returns, with STORE_UNAVAILABLE. */
+void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
+                   const size_t *lens);
+/* The same for the service's own upkeep (the read cache's tracking request and heartbeat):
+ * never shed, as a shed heartbeat would look like a lost invalidation connection. A few per
+ * second at most. */
+void store_control(store *st, store_cb cb, void *data, int argc, const char **argv,
+                   const size_t *lens);
+/* One command of a transaction. */
+typedef struct store_cmd {
+    int argc;
+    const char **argv;
+    const size_t *lens;
+} store_cmd;
+
+/* Sends MULTI, the commands and EXEC in one pipelined write: atomic, one round trip. cb gets
+ * EXEC's reply (one reply per command). Scripts inside it run by SHA (store_script_sha); a
+ * NOSCRIPT among the replies makes the store load its scripts again. */
+void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds);
+/* The SHA-1 of a script, for EVALSHA inside store_exec. */
+const char *store_script_sha(const store *st, int script);
+
+/* Runs a script by its id (lua_scripts.h) with EVALSHA; argv holds nkeys keys then the
+ * arguments. A NOSCRIPT answer is retried once with the script's source. When its answer
+ * arrives, its keys are invalidated in the read cache before cb runs: a write's own caller
+ * never reads what it replaced. */
+void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
+                  const char **argv, const size_t *lens);
+
+/* Reads through the read cache (readcache.h, the app's `reads`): each command reads the one
+ * key at its argv[1]. When the cache holds the answer, cb runs with it before this returns
+ * (an answer from the cache sends nothing and is never shed);
+ * otherwise the read goes to Redis tracked (CLIENT CACHING yes in front) and its answer is
+ * kept. With STORE_READ_NO_HIT the cache may keep the answer but not give one: for a read
+ * that must be answered after commands already sent; such a read is never shed (it may pass
+ * REDIS_MAX_PENDING by its own commands). Returns true when cb has already run (an answer
+ * from the cache, the store not ready, or the read shed). */
+#define STORE_READ_NO_HIT 1
+bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
+                const size_t *lens);
+/* The same for a transaction (store_exec) of such reads. */
+bool store_read_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
+                     const store_cmd *cmds);
+
+/* Where the store connects, for the invalidation connection (tracking.h). */
+typedef struct store_endpoint {
+    const char *host, *user, *password;
+    int port;
+} store_endpoint;
+store_endpoint store_get_endpoint(const store *st);
+
+#endif

@@ -1,0 +1,804 @@
+/* entityd-sign: signs the service's sign-in message (EIP-191 personal_sign) with wallet keys. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <secp256k1.h>
+
+#include "crypto/address.h"
+#include "crypto/hex.h"
+#include "crypto/sig.h"
+
+#define EXIT_USAGE        2
+#define DEFAULT_KEY_ENV   "ENTITYD_SIGN_KEY"
+#define MAX_MESSAGE_BYTES (16u << 20)
+#define MAX_KEY_FILE      (64u << 20)
+#define MAX_RESPONSE      (4u << 20)
+#define MAX_RANDOM_KEYS   10000000L
+#define NET_TIMEOUT_S     10
+
+static const char usage_text[] =
+    "Usage: entityd-sign [KEY SOURCE] [MESSAGE SOURCE] [OUTPUT OPTIONS]\n"
+    "\n"
+    "Signs a message the way wallets do for personal_sign (EIP-191) and prints, one line per\n"
+    "key:  address=0x<lowercase address>&signature=0x<r||s||v, 130 hex digits>\n"
+    "\n"
+    "Key source (private keys are never taken from the command line):\n"
+    "  --key-env NAME       read one key from environment variable NAME\n"
+    "                       (default " DEFAULT_KEY_ENV ")\n"
+    "  --key-file PATH      read keys from PATH, one per line (blank lines and lines\n"
+    "                       starting with # are skipped); signs with each\n"
+    "  --random N           sign with N freshly generated keys\n"
+    "  --keys-out PATH      with --random: write the generated keys to PATH (mode 0600)\n"
+    "  A key is 64 hex digits, optionally prefixed with 0x.\n"
+    "\n"
+    "Message source (exactly one, unless --address-only):\n"
+    "  --message-file PATH  the bytes of PATH, exactly\n"
+    "  --message -          the bytes of standard input, exactly\n"
+    "  --message TEXT       TEXT itself\n"
+    "  --url http://HOST:PORT[/PREFIX]\n"
+    "                       fetch GET PREFIX/api/auth/message and sign data.message\n"
+    "  --strip-newline      drop one trailing newline (\\n or \\r\\n) from the message\n"
+    "\n"
+    "Output:\n"
+    "  --compact            EIP-2098 compact signature (128 hex digits)\n"
+    "  --v01                v as 00/01 instead of 1b/1c (27/28)\n"
+    "  --address-only       print only each key's lowercase address\n"
+    "  --help               this text\n"
+    "\n"
+    "Exit status: 0 on success, 1 on failure, 2 on a usage error.\n";
+
+struct options {
+    const char *key_env;
+    const char *key_file;
+    long random_n;
+    const char *keys_out;
+    const char *message_file;
+    const char *message;
+    const char *url;
+    int strip_newline;
+    int compact;
+    int v01;
+    int address_only;
+};
+
+struct keyset {
+    uint8_t (*keys)[32];
+    size_t n, cap;
+};
+
+struct bytes {
+    char *data;
+    size_t len;
+};
+
+__attribute__((noreturn, format(printf, 1, 2))) static void die_usage(const char *fmt, ...);
+__attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...);
+
+static void die_usage(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("entityd-sign: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'entityd-sign --help'.\n", stderr);
+    exit(EXIT_USAGE);
+}
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("entityd-sign: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(EXIT_FAILURE);
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+
+    if (q == NULL) {
+        die("out of memory");
+    }
+    return q;
+}
+
+/* ------------------------------------------------------------------ arguments */
+
+static int looks_like_key(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 66 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        s += 2;
+        n -= 2;
+    }
+    if (n != 64) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (hex_digit_value(s[i]) < 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Matches "--name" (value in the next argument) or "--name=value"; returns the value or NULL
+ * when argv[*i] is another option. */
+static const char *option_value(int argc, char **argv, int *i, const char *name)
+{
+    const char *arg = argv[*i];
+    size_t n = strlen(name);
+
+    if (strncmp(arg, name, n) != 0) {
+        return NULL;
+    }
+    if (arg[n] == '=') {
+        return arg + n + 1;
+    }
+    if (arg[n] != '\0') {
+        return NULL;
+    }
+    if (*i + 1 >= argc) {
+        die_usage("option %s needs a value", name);
+    }
+    return argv[++*i];
+}
+
+static void parse_args(int argc, char **argv, struct options *o)
+{
+    int key_env_given = 0;
+    const char *random_arg = NULL;
+
+    memset(o, 0, sizeof(*o));
+    o->key_env = DEFAULT_KEY_ENV;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage_text, stdout);
+            exit(EXIT_SUCCESS);
+        } else if ((v = option_value(argc, argv, &i, "--key-env")) != NULL) {
+            o->key_env = v;
+            key_env_given = 1;
+        } else if ((v = option_value(argc, argv, &i, "--key-file")) != NULL) {
+            o->key_file = v;
+        } else if ((v = option_value(argc, argv, &i, "--random")) != NULL) {
+            random_arg = v;
+        } else if ((v = option_value(argc, argv, &i, "--keys-out")) != NULL) {
+            o->keys_out = v;
+        } else if ((v = option_value(argc, argv, &i, "--message-file")) != NULL) {
+            o->message_file = v;
+        } else if ((v = option_value(argc, argv, &i, "--message")) != NULL) {
+            o->message = v;
+        } else if ((v = option_value(argc, argv, &i, "--url")) != NULL) {
+            o->url = v;
+        } else if (strcmp(a, "--strip-newline") == 0) {
+            o->strip_newline = 1;
+        } else if (strcmp(a, "--compact") == 0) {
+            o->compact = 1;
+        } else if (strcmp(a, "--v01") == 0) {
+            o->v01 = 1;
+        } else if (strcmp(a, "--address-only") == 0) {
+            o->address_only = 1;
+        } else if (looks_like_key(a)) {
+            /* Not echoed: it may be a real key, already exposed in ps and shell history. */
+            die_usage("refusing a private key on the command line (visible to other users and "
+                      "kept in shell history); use %s or --key-file",
+                      DEFAULT_KEY_ENV);
+        } else {
+            die_usage("unknown argument '%s'", a);
+        }
+    }
+
+    if (random_arg != NULL) {
+        char *end;
+
+        errno = 0;
+        o->random_n = strtol(random_arg, &end, 10);
+        if (errno != 0 || end == random_arg || *end != '\0' || o->random_n < 1 ||
+            o->random_n > MAX_RANDOM_KEYS) {
+            die_usage("--random needs a whole number from 1 to %ld", MAX_RANDOM_KEYS);
+        }
+    }
+    if ((o->key_file != NULL) + (random_arg != NULL) + key_env_given > 1) {
+        die_usage("use only one key source: --key-env, --key-file or --random");
+    }
+    if (o->keys_out != NULL && random_arg == NULL) {
+        die_usage("--keys-out only goes with --random");
+    }
+    int sources = (o->message_file != NULL) + (o->message != NULL) + (o->url != NULL);
+    if (o->address_only) {
+        if (sources > 0 || o->compact || o->v01 || o->strip_newline) {
+            die_usage("--address-only takes no message and no signature options");
+        }
+    } else if (sources != 1) {
+        die_usage("give exactly one message source: --message-file, --message or --url");
+    }
+    if (o->compact && o->v01) {
+        die_usage("--compact and --v01 exclude each other (a compact signature has no v)");
+    }
+}
+
+/* ------------------------------------------------------------------ keys */
+
+static void keyset_add(struct keyset *ks, const uint8_t key[32])
+{
+    if (ks->n == ks->cap) {
+        size_t cap = ks->cap ? 2 * ks->cap : 8;
+        uint8_t(*keys)[32] = calloc(cap, sizeof(*keys));
+
+        if (keys == NULL) {
+            die("out of memory");
+        }
+        /* Copy and wipe rather than realloc, which could leave key bytes in freed memory. */
+        if (ks->n > 0) {
+            memcpy(keys, ks->keys, ks->n * sizeof(*keys));
+            explicit_bzero(ks->keys, ks->n * sizeof(*keys));
+        }
+        free(ks->keys);
+        ks->keys = keys;
+        ks->cap = cap;
+    }
+    memcpy(ks->keys[ks->n++], key, 32);
+}
+
+static void keyset_wipe(struct keyset *ks)
+{
+    if (ks->keys != NULL) {
+        explicit_bzero(ks->keys, ks->cap * sizeof(*ks->keys));
+    }
+    free(ks->keys);
+    memset(ks, 0, sizeof(*ks));
+}
+
+static int is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+/* Parses one key (surrounding whitespace and an optional 0x ignored). Returns 0 or -1. */
+static int parse_key(const secp256k1_context *ctx, const char *s, size_t len, uint8_t out[32])
+{
+    uint8_t key[32];
+
+    while (len > 0 && is_space(s[0])) {
+        s++;
+        len--;
+    }
+    while (len > 0 && is_space(s[len - 1])) {
+        len--;
+    }
+    if (len >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        s += 2;
+        len -= 2;
+    }
+    if (hex_decode(s, len, key, 32) != 0 || !secp256k1_ec_seckey_verify(ctx, key)) {
+        explicit_bzero(key, sizeof(key));
+        return -1;
+    }
+    memcpy(out, key, 32);
+    explicit_bzero(key, sizeof(key));
+    return 0;
+}
+
+/* Reads all of fd (up to limit bytes) into a malloc'ed buffer with a spare NUL; dies on error or
+ * when the input is larger. what names the source in messages. */
+static struct bytes read_fd(int fd, size_t limit, const char *what)
+{
+    struct bytes b = {NULL, 0};
+    size_t cap = 0;
+
+    for (;;) {
+        if (cap - b.len < 4096) {
+            cap = cap ? 2 * cap : 65536;
+            b.data = xrealloc(b.data, cap + 1);
+        }
+        ssize_t n = read(fd, b.data + b.len, cap - b.len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            die("cannot read %s: %s", what, strerror(errno));
+        }
+        if (n == 0) {
+            break;
+        }
+        b.len += (size_t)n;
+        if (b.len > limit) {
+            die("%s is larger than %zu bytes", what, limit);
+        }
+    }
+    b.data[b.len] = '\0';
+    return b;
+}
+
+static struct bytes read_path(const char *path, size_t limit)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        die("cannot open %s: %s", path, strerror(errno));
+    }
+    struct bytes b = read_fd(fd, limit, path);
+    close(fd);
+    return b;
+}
+
+static void load_key_env(const secp256k1_context *ctx, const char *name, struct keyset *ks)
+{
+    const char *v = getenv(name);
+    uint8_t key[32];
+
+    if (v == NULL || v[0] == '\0') {
+        die("no key: environment variable %s is not set (or use --key-file / --random)", name);
+    }
+    if (parse_key(ctx, v, strlen(v), key) != 0) {
+        die("%s does not hold a valid private key (64 hex digits, optional 0x)", name);
+    }
+    keyset_add(ks, key);
+    explicit_bzero(key, sizeof(key));
+}
+
+static void load_key_file(const secp256k1_context *ctx, const char *path, struct keyset *ks)
+{
+    struct bytes b = read_path(path, MAX_KEY_FILE);
+    size_t line_no = 0;
+    char *p = b.data, *end = b.data + b.len;
+
+    while (p < end) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *line_end = nl != NULL ? nl : end;
+        char *q = p;
+        uint8_t key[32];
+
+        line_no++;
+        while (q < line_end && is_space(*q)) {
+            q++;
+        }
+        if (q < line_end && *q != '#') {
+            if (parse_key(ctx, q, (size_t)(line_end - q), key) != 0) {
+                explicit_bzero(b.data, b.len);
+                die("%s:%zu: not a valid private key (64 hex digits, optional 0x)", path, line_no);
+            }
+            keyset_add(ks, key);
+            explicit_bzero(key, sizeof(key));
+        }
+        p = line_end + 1;
+    }
+    explicit_bzero(b.data, b.len);
+    free(b.data);
+    if (ks->n == 0) {
+        die("%s holds no keys", path);
+    }
+}
+
+static void random_bytes(uint8_t *out, size_t len)
+{
+    size_t got = 0;
+
+    while (got < len) {
+        ssize_t n = getrandom(out + got, len - got, 0);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            die("getrandom failed: %s", strerror(errno));
+        }
+        got += (size_t)n;
+    }
+}
+
+static void generate_keys(const secp256k1_context *ctx, long n, const char *keys_out,
+                          struct keyset *ks)
+{
+    FILE *out = NULL;
+
+    if (keys_out != NULL) {
+        int fd = open(keys_out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+        /* O_CREAT's mode does not apply to an existing file; tighten it explicitly. */
+        if (fd < 0 || fchmod(fd, 0600) != 0 || (out = fdopen(fd, "w")) == NULL) {
+            die("cannot write %s: %s", keys_out, strerror(errno));
+        }
+    }
+    for (long i = 0; i < n; i++) {
+        uint8_t key[32];
+        char hex[65];
+
+        /* A uniform 256-bit value is invalid with probability ~2^-128; retry to be exact. */
+        do {
+            random_bytes(key, sizeof(key));
+        } while (!secp256k1_ec_seckey_verify(ctx, key));
+        keyset_add(ks, key);
+        if (out != NULL) {
+            hex_encode(key, 32, hex);
+            fprintf(out, "0x%s\n", hex);
+            explicit_bzero(hex, sizeof(hex));
+        }
+        explicit_bzero(key, sizeof(key));
+    }
+    if (out != NULL && (fflush(out) != 0 || ferror(out) || fclose(out) != 0)) {
+        die("cannot write %s: %s", keys_out, strerror(errno));
+    }
+}
+
+/* ------------------------------------------------------------------ fetching the message */
+
+struct url {
+    char host[256];
+    char port[8];
+    char path[1024];
+    char host_header[300];
+};
+
+static void parse_url(const char *s, struct url *u)
+{
+    const char *p, *host_end, *path;
+    size_t host_len;
+    long port = 80;
+
+    if (strncasecmp(s, "https://", 8) == 0) {
+        die_usage("https is not supported; give the plain http:// address of a local instance");
+    }
+    if (strncasecmp(s, "http://", 7) != 0) {
+        die_usage("--url must start with http://");
+    }
+    p = s + 7;
+    path = p + strcspn(p, "/?#");
+    if (*path == '?' || *path == '#') {
+        die_usage("--url takes no query or fragment");
+    }
+    if (*p == '[') {
+        host_end = memchr(p, ']', (size_t)(path - p));
+        if (host_end == NULL) {
+            die_usage("--url has an unterminated [IPv6] host");
+        }
+        p++;
+        host_len = (size_t)(host_end - p);
+        host_end++;
+    } else {
+        host_end = memchr(p, ':', (size_t)(path - p));
+        if (host_end == NULL) {
+            host_end = path;
+        }
+        host_len = (size_t)(host_end - p);
+    }
+    if (host_len == 0 || host_len >= sizeof(u->host)) {
+        die_usage("--url has no usable host");
+    }
+    memcpy(u->host, p, host_len);
+    u->host[host_len] = '\0';
+    if (*host_end == ':') {
+        char *end;
+
+        errno = 0;
+        port = strtol(host_end + 1, &end, 10);
+        if (errno != 0 || end == host_end + 1 || end != path || port < 1 || port > 65535) {
+            die_usage("--url has an invalid port");
+        }
+    } else if (host_end != path) {
+        die_usage("--url is malformed");
+    }
+    snprintf(u->port, sizeof(u->port), "%ld", port);
+
+    /* A base path (reverse-proxy prefix) is kept; its trailing slashes are not. */
+    size_t plen = strlen(path);
+    while (plen > 0 && path[plen - 1] == '/') {
+        plen--;
+    }
+    if (plen + sizeof("/api/auth/message") > sizeof(u->path)) {
+        die_usage("--url path is too long");
+    }
+    memcpy(u->path, path, plen);
+    memcpy(u->path + plen, "/api/auth/message", sizeof("/api/auth/message"));
+    for (const char *c = u->path; *c; c++) {
+        if ((unsigned char)*c <= ' ' || *c == 0x7f) {
+            die_usage("--url contains spaces or control characters");
+        }
+    }
+    int v6 = strchr(u->host, ':') != NULL;
+    snprintf(u->host_header, sizeof(u->host_header), "%s%s%s:%s", v6 ? "[" : "", u->host,
+             v6 ? "]" : "", u->port);
+}
+
+static int connect_to(const struct url *u)
+{
+    struct addrinfo hints, *res, *ai;
+    struct timeval tv = {NET_TIMEOUT_S, 0};
+    int fd = -1, rc, saved = 0;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    rc = getaddrinfo(u->host, u->port, &hints, &res);
+    if (rc != 0) {
+        die("cannot resolve %s: %s", u->host, gai_strerror(rc));
+    }
+    for (ai = res; ai != NULL; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            saved = errno;
+            continue;
+        }
+        /* Blocking I/O with timeouts: a stuck server must not hang scripts forever. */
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+            break;
+        }
+        saved = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        die("cannot connect to %s port %s: %s", u->host, u->port, strerror(saved));
+    }
+    return fd;
+}
+
+static void send_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            die("cannot send the request: %s", strerror(errno));
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Case-insensitive search for a header's value in the header block [h, end); NULL if absent. */
+static const char *find_header(const char *h, const char *end, const char *name, size_t *vlen)
+{
+    size_t nlen = strlen(name);
+
+    while (h < end) {
+        const char *eol = memchr(h, '\n', (size_t)(end - h));
+        const char *line_end = eol != NULL ? eol : end;
+
+        if ((size_t)(line_end - h) > nlen && strncasecmp(h, name, nlen) == 0 && h[nlen] == ':') {
+            const char *v = h + nlen + 1;
+            const char *ve = line_end;
+
+            while (v < ve && (*v == ' ' || *v == '\t')) {
+                v++;
+            }
+            while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t')) {
+                ve--;
+            }
+            *vlen = (size_t)(ve - v);
+            return v;
+        }
+        h = line_end + 1;
+    }
+    return NULL;
+}
+
+/* Decodes a chunked body in place; returns its length or dies on malformed framing. */
+static size_t dechunk(char *body, size_t len)
+{
+    size_t in = 0, out = 0;
+
+    for (;;) {
+        char *end;
+        const char *eol = memchr(body + in, '\n', len - in);
+
+        if (eol == NULL) {
+            die("malformed chunked response");
+        }
+        errno = 0;
+        unsigned long n = strtoul(body + in, &end, 16);
+        if (errno != 0 || end == body + in || n > len) {
+            die("malformed chunked response");
+        }
+        in = (size_t)(eol - body) + 1;
+        if (n == 0) {
+            return out;
+        }
+        if (len - in < n + 2) {
+            die("truncated chunked response");
+        }
+        memmove(body + out, body + in, n);
+        out += n;
+        in += n;
+        if (body[in] == '\r') {
+            in++;
+        }
+        if (body[in] != '\n') {
+            die("malformed chunked response");
+        }
+        in++;
+    }
+}
+
+static struct bytes fetch_message(const char *url_text)
+{
+    struct url u;
+    char req[2048];
+    struct bytes resp, msg;
+    int fd, n, status = 0;
+    size_t vlen;
+    const char *v;
+
+    parse_url(url_text, &u);
+    n = snprintf(req, sizeof(req),
+                 "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: application/json\r\n"
+                 "User-Agent: entityd-sign\r\nConnection: close\r\n\r\n",
+                 u.path, u.host_header);
+    if (n < 0 || (size_t)n >= sizeof(req)) {
+        die_usage("--url is too long");
+    }
+    fd = connect_to(&u);
+    send_all(fd, req, (size_t)n);
+    resp = read_fd(fd, MAX_RESPONSE, "the response");
+    close(fd);
+
+    char *hdr_end = strstr(resp.data, "\r\n\r\n");
+    if (hdr_end == NULL || resp.len < 12 || strncmp(resp.data, "HTTP/1.", 7) != 0 ||
+        resp.data[8] != ' ' || sscanf(resp.data + 9, "%3d", &status) != 1) {
+        die("%s did not answer with HTTP/1.x", url_text);
+    }
+    char *body = hdr_end + 4;
+    size_t body_len = resp.len - (size_t)(body - resp.data);
+
+    if ((v = find_header(resp.data, hdr_end, "Transfer-Encoding", &vlen)) != NULL && vlen >= 7 &&
+        strncasecmp(v + vlen - 7, "chunked", 7) == 0) {
+        body_len = dechunk(body, body_len);
+    } else if ((v = find_header(resp.data, hdr_end, "Content-Length", &vlen)) != NULL) {
+        unsigned long long cl = strtoull(v, NULL, 10);
+        if (cl > body_len) {
+            die("truncated response from %s", url_text);
+        }
+        body_len = (size_t)cl;
+    }
+
+    json_error_t jerr;
+    json_t *root = json_loadb(body, body_len, 0, &jerr);
+    json_t *m = json_object_get(json_object_get(root, "data"), "message");
+    if (status != 200) {
+        const char *why =
+            json_string_value(json_object_get(json_object_get(root, "error"), "message"));
+        die("%s answered HTTP %d%s%s", u.path, status, why ? ": " : "", why ? why : "");
+    }
+    if (root == NULL) {
+        die("the response of %s is not JSON: %s", u.path, jerr.text);
+    }
+    if (!json_is_string(m)) {
+        die("the response of %s has no string data.message", u.path);
+    }
+    msg.len = json_string_length(m);
+    msg.data = xrealloc(NULL, msg.len + 1);
+    memcpy(msg.data, json_string_value(m), msg.len + 1);
+    json_decref(root);
+    free(resp.data);
+    return msg;
+}
+
+static struct bytes load_message(const struct options *o)
+{
+    struct bytes b;
+
+    if (o->url != NULL) {
+        b = fetch_message(o->url);
+    } else if (o->message_file != NULL) {
+        b = read_path(o->message_file, MAX_MESSAGE_BYTES);
+    } else if (strcmp(o->message, "-") == 0) {
+        b = read_fd(STDIN_FILENO, MAX_MESSAGE_BYTES, "standard input");
+    } else {
+        b.len = strlen(o->message);
+        b.data = xrealloc(NULL, b.len + 1);
+        memcpy(b.data, o->message, b.len + 1);
+    }
+    if (o->strip_newline && b.len > 0 && b.data[b.len - 1] == '\n') {
+        b.len--;
+        if (b.len > 0 && b.data[b.len - 1] == '\r') {
+            b.len--;
+        }
+    }
+    return b;
+}
+
+/* ------------------------------------------------------------------ main */
+
+static void key_address(const secp256k1_context *ctx, const uint8_t key[32], char out[43])
+{
+    secp256k1_pubkey pk;
+    uint8_t pub[65], addr[20];
+    size_t len = sizeof(pub);
+
+    if (!secp256k1_ec_pubkey_create(ctx, &pk, key) ||
+        !secp256k1_ec_pubkey_serialize(ctx, pub, &len, &pk, SECP256K1_EC_UNCOMPRESSED)) {
+        die("cannot derive a public key");
+    }
+    address_from_pubkey(pub, addr);
+    address_format_lower(addr, out);
+}
+
+int main(int argc, char **argv)
+{
+    struct options o;
+    struct keyset ks = {NULL, 0, 0};
+    struct bytes msg = {NULL, 0};
+    uint8_t hash[32], seed[32];
+    secp256k1_context *ctx;
+
+    parse_args(argc, argv, &o);
+    ctx = secp256k1_context_create(SECP256K1_CONTEXT_NONE);
+    if (ctx == NULL) {
+        die("cannot create a secp256k1 context");
+    }
+    /* Blinding against timing and power side channels while real keys are in use. */
+    random_bytes(seed, sizeof(seed));
+    if (!secp256k1_context_randomize(ctx, seed)) {
+        die("cannot randomize the secp256k1 context");
+    }
+
+    if (o.random_n > 0) {
+        generate_keys(ctx, o.random_n, o.keys_out, &ks);
+    } else if (o.key_file != NULL) {
+        load_key_file(ctx, o.key_file, &ks);
+    } else {
+        load_key_env(ctx, o.key_env, &ks);
+    }
+    if (!o.address_only) {
+        msg = load_message(&o);
+        sig_personal_hash(msg.data, msg.len, hash);
+    }
+
+    for (size_t i = 0; i < ks.n; i++) {
+        char addr[ADDRESS_STRING_SIZE], sig_text[SIG_STRING_SIZE];
+        eth_sig sig;
+
+        key_address(ctx, ks.keys[i], addr);
+        if (o.address_only) {
+            printf("%s\n", addr);
+            continue;
+        }
+        if (sig_sign(ctx, ks.keys[i], hash, &sig) != 0) {
+            die("signing failed");
+        }
+        if (o.compact) {
+            sig_format_compact(&sig, sig_text);
+        } else {
+            sig_format(&sig, sig_text);
+            if (o.v01) {
+                sig_text[130] = '0';
+                sig_text[131] = (char)('0' + sig.recid);
+            }
+        }
+        printf("address=%s&signature=%s\n", addr, sig_text);
+    }
+
+    keyset_wipe(&ks);
+    free(msg.data);
+    secp256k1_context_destroy(ctx);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        die("cannot write the output: %s", strerror(errno));
+    }
+    return EXIT_SUCCESS;
+}
