@@ -1,5 +1,6 @@
 # shellcheck shell=bash disable=SC2034  # (the W_*, E_*, REDIS_* globals are for the callers)
-# bench/common.sh: shared by scripts/bench and scripts/bench-auth. Sourced, not run.
+# bench/common.sh: shared by scripts/bench, scripts/bench-auth and scripts/bench-compare.
+# Sourced, not run.
 # Every process started here is recorded and stopped by its PID at exit; every wait is bounded;
 # everything listens on 127.0.0.1 only; temp files live in one directory removed at exit
 # (BENCH_KEEP=1 keeps it, for the logs).
