@@ -1,5 +1,6 @@
 # shellcheck shell=bash disable=SC2034  # (the W_*, E_*, REDIS_* globals are for the callers)
-# bench/common.sh: shared by scripts/bench and scripts/bench-auth. Sourced, not run.
+# bench/common.sh: shared by scripts/bench, scripts/bench-auth and scripts/bench-compare.
+# Sourced, not run.
 # Every process started here is recorded and stopped by its PID at exit; every wait is bounded;
 # everything listens on 127.0.0.1 only; temp files live in one directory removed at exit
 # (BENCH_KEEP=1 keeps it, for the logs).
@@ -109,6 +110,33 @@ bench_start() {
   "$@" >"$BENCH_TMP/$name.log" 2>&1 &
   LAST_PID=$!
   BENCH_PIDS+=("$LAST_PID")
+}
+
+# bench_nginx PATH: the ceiling, a private nginx (bench/nginx.conf.in, one worker) on a free
+# loopback port serving, for any path, the body entityd at $MAIN answers to GET PATH, byte for
+# byte (checked through nginx with the same PATH). Sets NGX_PORT, NGX_PID, NGX_WORKER (its
+# worker's PID, for BENCH_SCHED; empty if /proc does not tell) and ENTITY_BYTES; the headers of
+# both answers go to $BENCH_TMP/entity-headers.txt and $BENCH_TMP/nginx-headers.txt.
+bench_nginx() {
+  local path=$1 ngx
+  ngx=$(mktemp -d /tmp/entityd-bench-nginx.XXXXXX)
+  BENCH_EXTRA_DIRS+=("$ngx")
+  chmod 755 "$ngx"
+  mkdir -p "$ngx/www" "$ngx/tmp"
+  python3 bench/httpc.py get "$MAIN$path" "$ngx/www/entity.json" 2>"$BENCH_TMP/entity-headers.txt"
+  chmod 644 "$ngx/www/entity.json"
+  ENTITY_BYTES=$(stat -c %s "$ngx/www/entity.json")
+  NGX_PORT=$(free_port)
+  sed -e "s|@DIR@|$ngx|g" -e "s|@PORT@|$NGX_PORT|g" bench/nginx.conf.in >"$ngx/nginx.conf"
+  bench_start nginx nginx -p "$ngx" -c "$ngx/nginx.conf" -e "$ngx/error.log"
+  NGX_PID=$LAST_PID
+  wait_http nginx "$NGX_PID" "http://127.0.0.1:$NGX_PORT/" 10 || return 1
+  python3 bench/httpc.py get "http://127.0.0.1:$NGX_PORT$path" "$BENCH_TMP/nginx-body.json" \
+    2>"$BENCH_TMP/nginx-headers.txt"
+  cmp -s "$ngx/www/entity.json" "$BENCH_TMP/nginx-body.json" \
+    || { bench_log "nginx does not serve the same bytes"; return 1; }
+  # nginx's worker: the master's child (from /proc; procps may be missing).
+  NGX_WORKER=$(awk '{print $1}' "/proc/$NGX_PID/task/$NGX_PID/children" 2>/dev/null || true)
 }
 
 rss_kib() {
