@@ -606,6 +606,12 @@ static void test_obs_fold_is_400(void **state)
     expect_400("GET /f HTTP/1.1\r\nHost: x\r\nX-Long: first\r\n  second\r\n\r\n");
 }
 
+static void test_obs_fold_of_an_empty_first_line_is_400(void **state)
+{
+    (void)state;
+    expect_400("GET /f HTTP/1.1\r\nHost: x\r\nX-Long:\r\n\tsecond\r\n\r\n");
+}
+
 static void test_space_before_colon_is_400(void **state)
 {
     (void)state;
@@ -852,6 +858,7 @@ int main(void)
         T(test_headers_over_16k_are_431),
         T(test_malformed_request_is_400),
         T(test_obs_fold_is_400),
+        T(test_obs_fold_of_an_empty_first_line_is_400),
         T(test_space_before_colon_is_400),
         T(test_two_content_lengths_are_400),
         T(test_error_after_a_good_request_keeps_the_order),
