@@ -283,7 +283,9 @@ static int send_deferred_revocation(request *req)
     const char *eargv[] = {"EXISTS", req->revocation_key};
     size_t elens[] = {6, strlen(req->revocation_key)};
     req->revocation_key = NULL;
-    bool answered = store_read(req->app->store, 0, on_deferred_revocation, req, 2, eargv, elens);
+    /* Room is kept for the read that follows, which is never shed (store.h). */
+    bool answered = store_read(req->app->store, STORE_READ_RESERVE, on_deferred_revocation, req, 2,
+                               eargv, elens);
     return answered ? 0 : STORE_READ_NO_HIT;
 }
 

@@ -276,11 +276,14 @@ static bool submit(store *st, store_op *op, int cmds, int argc, const char **arg
 /* How a unit is sent. */
 #define SEND_TRACK   1 /* CLIENT CACHING yes in front: the read cache keeps the answer */
 #define SEND_ANY_CAP 2 /* never shed: bound to a command already sent (see store_read) */
+#define SEND_RESERVE 4 /* room is kept for the read that follows (STORE_READ_RESERVE) */
 
 /* True when a unit of n commands must be refused: REDIS_MAX_PENDING would be passed. A unit
  * larger than the cap on its own still goes when nothing is pending, or it could never run. */
 static bool shed(store *st, int flags, size_t n)
 {
+    if (flags & SEND_RESERVE)
+        n += STORE_RESERVED_CMDS;
     if ((flags & SEND_ANY_CAP) || st->pending == 0 ||
         st->pending + n <= (size_t)st->app->cfg.redis_max_pending)
         return false;
@@ -442,9 +445,10 @@ static bool read_through(store *st, int flags, store_cb cb, void *data, int ncmd
     readcache *rc = st->app->reads;
     /* A NO_HIT read follows a command of the same request already sent (its revocation
      * check), which must be answered first: shedding the read alone would answer the
-     * request while that command is still out. It passes the cap by one read at most, as the
-     * next unit finds the cap reached. */
+     * request while that command is still out. That command kept room for it (RESERVE). */
     int send = (flags & STORE_READ_NO_HIT) ? SEND_ANY_CAP : 0;
+    if (flags & STORE_READ_RESERVE)
+        send |= SEND_RESERVE;
     if (!readcache_enabled(rc) || st->state != ST_READY)
         return send_read(st, send, cb, data, ncmds, cmds, transaction);
     buf_reset(&read_key, 1 << 20);

@@ -79,10 +79,14 @@ void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int
  * (an answer from the cache sends nothing and is never shed);
  * otherwise the read goes to Redis tracked (CLIENT CACHING yes in front) and its answer is
  * kept. With STORE_READ_NO_HIT the cache may keep the answer but not give one: for a read
- * that must be answered after commands already sent; such a read is never shed (it may pass
- * REDIS_MAX_PENDING by its own commands). Returns true when cb has already run (an answer
- * from the cache, the store not ready, or the read shed). */
-#define STORE_READ_NO_HIT 1
+ * that must be answered after commands already sent; such a read is never shed. So that it
+ * never passes REDIS_MAX_PENDING either, the command sent before it asks with
+ * STORE_READ_RESERVE for room for it too: STORE_RESERVED_CMDS commands, more than any read of
+ * the service sends (a users page with the role lookups, tracked, is 9). Returns true when cb
+ * has already run (an answer from the cache, the store not ready, or the read shed). */
+#define STORE_READ_NO_HIT   1
+#define STORE_READ_RESERVE  2
+#define STORE_RESERVED_CMDS 16
 bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
                 const size_t *lens);
 /* The same for a transaction (store_exec) of such reads. */
