@@ -105,6 +105,33 @@ def process_fds(pid):
         return None
 
 
+def server_holds(server_port, socks):
+    """Which of our connections to server_port the server process still holds open: the
+    kernel's view (/proc/net/tcp), where the server's end has an inode while a process owns
+    it and none once it was closed (even if its FIN or data is still queued). Returns the
+    subset of socks."""
+    by_port = {}
+    for s in socks:
+        try:
+            by_port[s.getsockname()[1]] = s
+        except OSError:
+            pass
+    held = set()
+    try:
+        with open('/proc/net/tcp') as f:
+            next(f)
+            for line in f:
+                parts = line.split()
+                local, remote, inode = parts[1], parts[2], parts[9]
+                lport = int(local.split(':')[1], 16)
+                rport = int(remote.split(':')[1], 16)
+                if lport == server_port and rport in by_port and inode != '0':
+                    held.add(by_port[rport])
+    except OSError:
+        return set(socks)
+    return held
+
+
 def rss_kib(pid):
     with open('/proc/%d/status' % pid) as f:
         for line in f:
@@ -264,7 +291,8 @@ def pipeline_never_read(port, request, n, rcvbuf=4096, send_timeout=2.0):
 
 def slow_reader(port, request, n, deadline, rate=1.0, rcvbuf=4096):
     """Pipelines n requests on a small receive window, then reads one byte every 1/rate s.
-    Returns (bytes read, seconds from the first send until the service closed, or None)."""
+    Returns (bytes read, seconds from the first send until the service closed, or None).
+    Closed: EOF or reset, or the service no longer holding its end (server_holds)."""
     s, _ = pipeline_never_read(port, request, n, rcvbuf=rcvbuf, send_timeout=1.0)
     t0 = time.monotonic()
     got = 0
@@ -281,6 +309,10 @@ def slow_reader(port, request, n, deadline, rate=1.0, rcvbuf=4096):
             if not b:
                 return got, time.monotonic() - t0
             got += 1
+            if not server_holds(port, [s]):
+                # Closed on the service's side (its end has no owner); what we have not read
+                # yet may still be queued.
+                return got, time.monotonic() - t0
             time.sleep(1.0 / rate)
         return got, None
     finally:
