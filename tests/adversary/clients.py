@@ -531,6 +531,7 @@ class Checker:
                 data = b''
             if not data:
                 return None, fresh
+            self.reader.feed(data)
 
     def _run(self):
         i = 0
