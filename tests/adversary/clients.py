@@ -479,6 +479,7 @@ class Checker:
         self.log = []  # (sent, received, case name, status)
         self.sock = None
         self.reader = None
+        self.connects = 0
         self.thread = threading.Thread(target=self._run, daemon=True, name=name)
 
     def start(self):
@@ -502,6 +503,7 @@ class Checker:
         if self.sock:
             self.sock.close()
         self.sock = connect(self.port, timeout=self.timeout)
+        self.connects += 1
         self.reader = ResponseReader()
 
     def _exchange(self, req):
