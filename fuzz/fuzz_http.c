@@ -4,7 +4,7 @@
  *
  * Input: byte 0 picks how the rest is cut into reads (bits 0-1) and whether the client then
  * shuts its side down (bit 2); the rest is what the client sends, delivered with
- * http_conn_feed in pieces, as reads from a socket would be. Every response the
+ * conn_received in pieces, as reads from a socket would be. Every response the
  * connection writes is parsed back and checked (inproc.c); the connection must be freed after it
  * closes, and LeakSanitizer checks that nothing else is left. */
 #include <stdbool.h>
@@ -70,28 +70,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size--;
     if (mode == 1 && size > 2048)
         mode = 2;
-    conn *c = inproc_conn_open();
+    http_conn *c = inproc_conn_open();
     size_t off = 0;
     for (int guard = 0; off < size && guard < 100000; guard++) {
         if (!inproc_conn_alive(c))
             break;
         if (!inproc_conn_wants_input(c)) {
-            if (c->in_request) { /* a signature check on the threadpool: wait for it */
+            if (c->base.owed) { /* a signature check on the threadpool: wait for it */
                 uv_run(inproc_app()->loop, UV_RUN_ONCE);
                 inproc_pump();
                 continue;
             }
-            if (c->write_active || c->out.len) {
+            if (c->base.write_active || c->base.out.len) {
                 inproc_pump();
                 continue;
             }
             break; /* closing: the server reads nothing more */
         }
         size_t n = next_chunk(&seed, mode, size - off);
-        http_conn_feed(c, (const char *)data + off, n);
+        conn_received(&c->base, (const char *)data + off, n);
         off += n;
         /* The loop runs when there is something for it: a write to complete, an answer owed. */
-        if (c->write_active || c->in_request || c->closing || c->close_after)
+        if (c->base.write_active || c->base.owed || c->base.state != CONN_OPEN)
             inproc_pump();
     }
     if (half_close && inproc_conn_alive(c))

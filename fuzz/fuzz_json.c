@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     data++;
     size--;
 
-    conn *c = inproc_conn_open();
+    http_conn *c = inproc_conn_open();
     request *req = &c->req;
     /* What the parser and dispatch.c leave in the request. */
     req->method = HTTP_POST;
@@ -77,8 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Signed in. */
     memcpy(req->caller, caller, 43);
     req->signed_in = true;
-    c->in_request = true;
-    server_conn_timer_stop(c);
+    conn_hold(&c->base);
     r->handler(req);
 
     inproc_pump();

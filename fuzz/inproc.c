@@ -100,6 +100,16 @@ void inproc_init(const char *max_body)
     the_app.loop = &loop;
     the_app.server = &the_server;
     the_server.app = &the_app;
+    conn_limits limits = {
+        .header_timeout_ms = (uint64_t)the_app.cfg.header_timeout_ms,
+        .idle_timeout_ms = (uint64_t)the_app.cfg.idle_timeout_ms,
+        .write_timeout_ms = (uint64_t)the_app.cfg.write_timeout_ms,
+        .write_buffer_bytes = (size_t)the_app.cfg.write_buffer_bytes,
+        .max_connections = (size_t)the_app.cfg.max_connections,
+    };
+    conn_set_init(&the_server.conns, &loop, &http_protocol, &limits, &the_app);
+    /* The deadline sweep must not keep the loop running once a connection is done. */
+    uv_unref((uv_handle_t *)&the_server.conns.sweep);
     if (auth_new(&the_app.auth, &the_app, err, sizeof err) != 0)
         DIE("auth_new: %s", err);
     if (store_new(&the_app.store, &the_app, err, sizeof err) != 0)
@@ -114,7 +124,7 @@ app *inproc_app(void)
     return &the_app;
 }
 
-conn *inproc_conn_open(void)
+http_conn *inproc_conn_open(void)
 {
     log_flush();
     drain_log();
@@ -123,23 +133,20 @@ conn *inproc_conn_open(void)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
         DIE("socketpair: %s", strerror(errno));
     peer_fd = sv[1];
-    conn *c = server_conn_open_fd(&the_server, sv[0]);
+    conn *c = conn_open_fd(&the_server.conns, sv[0]);
     if (!c)
-        DIE("server_conn_open_fd");
-    return c;
+        DIE("conn_open_fd");
+    return (http_conn *)c;
 }
 
-bool inproc_conn_alive(const conn *c)
+bool inproc_conn_alive(const http_conn *c)
 {
-    for (const conn *p = the_server.conns; p; p = p->next)
-        if (p == c)
-            return true;
-    return false;
+    return conn_alive(&the_server.conns, &c->base);
 }
 
-bool inproc_conn_wants_input(const conn *c)
+bool inproc_conn_wants_input(const http_conn *c)
 {
-    return inproc_conn_alive(c) && c->reading && !c->closing;
+    return inproc_conn_alive(c) && conn_wants_input(&c->base);
 }
 
 static void drain_log(void)
@@ -211,29 +218,31 @@ static logged_request *parse_log(size_t *n)
     return out;
 }
 
-void inproc_half_close(conn *c)
+void inproc_half_close(http_conn *h)
 {
     shutdown(peer_fd, SHUT_WR);
     for (int i = 0; i < 64; i++) {
         inproc_pump();
-        if (!inproc_conn_alive(c))
+        if (!inproc_conn_alive(h))
             return;
+        const conn *c = &h->base;
         /* Block only when an event is sure to come: an answer, a write, or the EOF read. */
-        if (c->in_request || c->write_active || (c->reading && !c->closing))
+        if (c->owed || c->write_active || conn_wants_input(c))
             uv_run(&loop, UV_RUN_ONCE);
         else
             return;
     }
 }
 
-size_t inproc_conn_finish(conn *c, const int *allowed)
+size_t inproc_conn_finish(http_conn *h, const int *allowed)
 {
+    conn *c = &h->base;
     /* Let the answer in progress (a signature check on the threadpool) and the writes finish. */
-    for (int i = 0; i < 10000 && inproc_conn_alive(c); i++) {
+    for (int i = 0; i < 10000 && inproc_conn_alive(h); i++) {
         inproc_pump();
-        if (!inproc_conn_alive(c))
+        if (!inproc_conn_alive(h))
             break;
-        if (c->in_request) {
+        if (c->owed) {
             uv_run(&loop, UV_RUN_ONCE);
             continue;
         }
@@ -241,13 +250,12 @@ size_t inproc_conn_finish(conn *c, const int *allowed)
             continue;
         break;
     }
-    if (inproc_conn_alive(c) && !c->closing)
-        server_conn_close(c);
+    if (inproc_conn_alive(h))
+        conn_close(c);
     /* Until nothing is left: the conn's handles and any threadpool work. */
     uv_run(&loop, UV_RUN_DEFAULT);
-    if (inproc_conn_alive(c))
-        DIE("a connection outlived its close: an answer is still owed (in_request=%d)",
-            (int)c->in_request);
+    if (inproc_conn_alive(h))
+        DIE("a connection outlived its close: an answer is still owed (owed=%d)", (int)c->owed);
     drain_peer();
     close(peer_fd);
     peer_fd = -1;

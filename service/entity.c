@@ -280,3 +280,24 @@ entity_read entity_read_fields(request *req, int status, redisReply *r, bool uns
     }
     return decide(req, r, ROLE_NONE, false, unsigned_ok);
 }
+
+size_t entity_json_parts(const char *json, size_t len, slice out[2])
+{
+    static const char member[] = ",\"createdBy\":\"";
+    const size_t mlen = sizeof member - 1;
+    /* It was rendered last but "__v", so only the tail is searched: reads stay a copy. */
+    size_t from = len > 160 ? len - 160 : 0;
+    const char *at = NULL;
+    for (size_t i = from; !at && i + mlen <= len; i++)
+        if (json[i] == ',' && !memcmp(json + i, member, mlen))
+            at = json + i;
+    const char *end = at ? memchr(at + mlen, '"', (size_t)(json + len - at - mlen)) : NULL;
+    if (!end) {
+        out[0] = (slice){json, len};
+        return 1;
+    }
+    end++;
+    out[0] = (slice){json, (size_t)(at - json)};
+    out[1] = (slice){end, (size_t)(json + len - end)};
+    return 2;
+}

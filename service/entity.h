@@ -86,6 +86,10 @@ entity_read entity_read_exec(request *req, int status, redisReply *r, size_t nre
 
 /* A stored flag ("0" false, anything else or absent true). */
 bool entity_flag(const redisReply *r);
+/* Splits a stored Entity JSON into the parts the API returns: records rendered by earlier
+ * releases carry a "createdBy" member the Entity does not have (CONTRACT §3.1), cut here until
+ * the entity's next write renders it again. Returns the number of parts (1 or 2). */
+size_t entity_json_parts(const char *json, size_t len, slice out[2]);
 
 /* The contract's read rule. Returns 0 when reading is allowed, else the HTTP status (401, 403,
  * 404) to answer with. `unsigned_ok`: a public, enabled entity may be read without sign-in. */

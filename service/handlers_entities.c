@@ -30,8 +30,10 @@ static bool is_platform(request *req)
 static void send_entity(request *req, int status, const redisReply *json)
 {
     static const char head[] = "{\"success\":true,\"data\":";
-    slice parts[3] = {{head, sizeof head - 1}, {json->str, json->len}, {"}", 1}};
-    request_reply_parts(req, status, parts, 3);
+    slice parts[4] = {{head, sizeof head - 1}};
+    size_t n = 1 + entity_json_parts(json->str, json->len, parts + 1);
+    parts[n++] = (slice){"}", 1};
+    request_reply_parts(req, status, parts, n);
 }
 
 static void send_entity_read(request *req, bool roles);
@@ -87,10 +89,11 @@ typedef struct post_state {
     entity_input in;
     char id[IDS_SIZE];
     bool creating;
-    bool claimed_new; /* this request took the alias: release it if the write fails */
+    bool claimed_new; /* this request took the alias: release it if the write did not happen */
+    char token[17];   /* this request's claim of the alias (alias_claim.lua) */
     bool stale_checked;
     char holder[IDS_SIZE];
-    char holder_value[IDS_SIZE + 24]; /* the stale claim as stored, for compare-and-set */
+    char holder_value[IDS_SIZE + 48]; /* the stale claim as stored, for compare-and-set */
     char guard[70]; /* an alias-setting update: "=" + the alias the entity had before */
     int attempts;
 } post_state;
@@ -109,13 +112,15 @@ static void on_ignored(void *data, int status, redisReply *r)
     (void)data, (void)status, (void)r;
 }
 
-static void alias_release(request *req, const char *alias, const char *id)
+/* Gives up the one claim of `alias` that `id` made with `token`: a newer claim of the same
+ * entity (another update, its write perhaps still on the way) has another token and stays. */
+static void alias_release(request *req, const char *alias, const char *id, const char *token)
 {
     char key[KEYS_ALIAS_SIZE];
     size_t klen = keys_alias(key, alias);
-    const char *argv[] = {key, id};
-    size_t lens[] = {klen, strlen(id)};
-    store_script(req->app->store, LUA_ALIAS_RELEASE, on_ignored, NULL, 1, 2, argv, lens);
+    const char *argv[] = {key, id, token};
+    size_t lens[] = {klen, strlen(id), strlen(token)};
+    store_script(req->app->store, LUA_ALIAS_RELEASE, on_ignored, NULL, 1, 3, argv, lens);
 }
 
 static void start_alias_update(request *req);
@@ -129,7 +134,7 @@ static void on_write(void *data, int status, redisReply *r)
     if (status == STORE_OK && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "RETRY", 5)) {
         /* Another update of this entity came between our claim and our write: start over. */
         if (st->claimed_new)
-            alias_release(req, st->in.alias, st->id);
+            alias_release(req, st->in.alias, st->id, st->token);
         st->claimed_new = st->stale_checked = false;
         if (++st->attempts < ALIAS_ATTEMPTS) {
             start_alias_update(req);
@@ -139,24 +144,30 @@ static void on_write(void *data, int status, redisReply *r)
                      "The entity kept changing while its alias was claimed; try again.", NULL);
         return;
     }
-    bool failed = status != STORE_OK || !r || r->type == REDIS_REPLY_ERROR;
-    if (failed && st->claimed_new)
-        alias_release(req, st->in.alias, st->id);
+    /* Only Redis's own error answer says the write did not happen. A timeout or a lost
+     * connection leaves it unknown: the script may run later, after any claim or release sent
+     * since. So the claim stays; if the write never happens, the holder's record does not name
+     * the alias and the next claimant takes it over once the grace period has passed. */
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR && st->claimed_new)
+        alias_release(req, st->in.alias, st->id, st->token);
     if (reply_store_failed(req, status, r)) {
         return;
     }
-    /* create: the entity JSON; update: {entity JSON, the alias held before} */
+    /* create: the entity JSON; update: {entity JSON, the alias held before, its claim token} */
     const redisReply *json = r;
     if (!st->creating) {
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-            r->element[1]->type != REDIS_REPLY_STRING) {
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+            r->element[1]->type != REDIS_REPLY_STRING ||
+            r->element[2]->type != REDIS_REPLY_STRING) {
             request_fail_internal(req, "entity write: unexpected reply");
             return;
         }
         json = r->element[0];
-        const char *old = r->element[1]->str;
-        if (*old && st->in.has_alias && strcmp(old, st->in.alias) != 0)
-            alias_release(req, old, st->id);
+        const char *old = r->element[1]->str, *old_token = r->element[2]->str;
+        /* Without a token (a record from before tokens) the old claim is left to the
+         * stale-claim takeover rather than released blind. */
+        if (*old && *old_token && st->in.has_alias && strcmp(old, st->in.alias) != 0)
+            alias_release(req, old, st->id, old_token);
     }
     if (json->type != REDIS_REPLY_STRING) {
         request_fail_internal(req, "entity write: unexpected reply");
@@ -172,6 +183,11 @@ static void write_entity(request *req)
     post_state *st = req->state;
     entity_keys k;
     keys_entity(&k, st->id);
+    /* The record names the claim backing its alias, so the update that moves the alias away
+     * releases exactly that claim. */
+    if (st->in.has_alias)
+        json_object_set_new(st->in.fields, "aliasClaim",
+                            json_string(st->in.alias[0] ? st->token : ""));
     json_t *owner_list = json_array();
     for (size_t i = 0; i < st->in.nowners; i++)
         json_array_append_new(owner_list, json_string(st->in.owners[i]));
@@ -276,12 +292,18 @@ static void on_claim(void *data, int status, redisReply *r)
 static void claim_alias(request *req)
 {
     post_state *st = req->state;
+    uint8_t rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        request_fail_internal(req, "no randomness for an alias claim");
+        return;
+    }
+    hex_encode(rnd, sizeof rnd, st->token);
     char key[KEYS_ALIAS_SIZE];
     size_t klen = keys_alias(key, st->in.alias);
     const char *stale = st->stale_checked ? st->holder_value : "";
-    const char *argv[] = {key, st->id, stale};
-    size_t lens[] = {klen, strlen(st->id), strlen(stale)};
-    store_script(req->app->store, LUA_ALIAS_CLAIM, on_claim, req, 1, 3, argv, lens);
+    const char *argv[] = {key, st->id, stale, st->token};
+    size_t lens[] = {klen, strlen(st->id), strlen(stale), strlen(st->token)};
+    store_script(req->app->store, LUA_ALIAS_CLAIM, on_claim, req, 1, 4, argv, lens);
 }
 
 void entity_post(request *req)

@@ -7,32 +7,36 @@
 
 #include "app.h"
 #include "dispatch.h"
-#include "server.h"
 
 #define MAX_URL_BYTES    (8 * 1024)
 #define MAX_HEADER_BYTES (16 * 1024)
 
 static llhttp_settings_t settings;
 
-static conn *conn_of(llhttp_t *p)
+static http_conn *conn_of(llhttp_t *p)
 {
     return p->data;
 }
 
+static const config *cfg_of(const http_conn *c)
+{
+    return &c->req.app->cfg;
+}
+
 static int on_message_begin(llhttp_t *p)
 {
-    conn *c = conn_of(p);
+    http_conn *c = conn_of(p);
     c->in_message = true;
     c->header_bytes = 0;
     c->req.start_ns = request_now_ns();
     /* A request has started: from now on its header block must arrive in time. */
-    server_conn_timer(c, (uint64_t)c->srv->app->cfg.header_timeout_ms);
+    conn_read_deadline(&c->base, (uint64_t)cfg_of(c)->header_timeout_ms);
     return 0;
 }
 
 static int on_url(llhttp_t *p, const char *at, size_t len)
 {
-    conn *c = conn_of(p);
+    http_conn *c = conn_of(p);
     c->req.method = p->method; /* known once the URL starts: logged even if parsing fails */
     if (c->req.url.len + len > MAX_URL_BYTES) {
         c->err_status = 414;
@@ -41,7 +45,7 @@ static int on_url(llhttp_t *p, const char *at, size_t len)
     return buf_append(&c->req.url, at, len);
 }
 
-static int count_header_bytes(conn *c, size_t len)
+static int count_header_bytes(http_conn *c, size_t len)
 {
     c->header_bytes += len;
     if (c->header_bytes > MAX_HEADER_BYTES) {
@@ -51,19 +55,64 @@ static int count_header_bytes(conn *c, size_t len)
     return 0;
 }
 
+/* llhttp lets two forms through that RFC 9112 tells a server to refuse, because a proxy in
+ * front may read them differently (request smuggling): white space between a field name and
+ * its colon (5.1), and a value continued on the next line, obs-fold (5.2). Duplicate
+ * Content-Length and Content-Length with Transfer-Encoding llhttp refuses itself. */
+static int refuse_framing(http_conn *c)
+{
+    c->err_status = 400;
+    return -1;
+}
+
 static int on_header_field(llhttp_t *p, const char *at, size_t len)
 {
-    conn *c = conn_of(p);
+    http_conn *c = conn_of(p);
     if (count_header_bytes(c, len) != 0)
         return -1;
+    if (memchr(at, ' ', len) || memchr(at, '\t', len))
+        return refuse_framing(c);
+    c->gap_from = at + len;
     return buf_append(&c->hname, at, len);
+}
+
+static int on_header_field_complete(llhttp_t *p)
+{
+    http_conn *c = conn_of(p);
+    c->gap_open = true;
+    c->gap_lf = false;
+    return 0;
+}
+
+/* Notes an LF between a field's colon and the end of what this execute call holds. */
+static void scan_gap(http_conn *c, const char *end)
+{
+    const char *from = c->gap_from ? c->gap_from : c->exec_start;
+    if (from < end && memchr(from, '\n', (size_t)(end - from)))
+        c->gap_lf = true;
+    c->gap_from = NULL;
 }
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
-    conn *c = conn_of(p);
+    http_conn *c = conn_of(p);
     if (count_header_bytes(c, len) != 0)
         return -1;
+    /* llhttp joins a folded line to the value without a word: a value that starts on a later
+     * line than its name, or a second span of a value that is not the same bytes cut by the
+     * end of one read, is a fold. (An empty value comes as an empty span after its line end.) */
+    if (len == 0)
+        return 0;
+    if (!c->value_open) {
+        scan_gap(c, at);
+        c->gap_open = false;
+        if (c->gap_lf)
+            return refuse_framing(c);
+    } else if (!(c->value_at_end && at == c->exec_start)) {
+        return refuse_framing(c);
+    }
+    c->value_open = true;
+    c->value_at_end = at + len == c->exec_end;
     return buf_append(&c->hval, at, len);
 }
 
@@ -99,7 +148,7 @@ static bool request_id_acceptable(const char *v, size_t len)
 
 static int on_header_value_complete(llhttp_t *p)
 {
-    conn *c = conn_of(p);
+    http_conn *c = conn_of(p);
     const char *name = buf_cstr(&c->hname), *v = buf_cstr(&c->hval);
     size_t nlen = c->hname.len, vlen = c->hval.len;
     trim(&v, &vlen);
@@ -116,14 +165,15 @@ static int on_header_value_complete(llhttp_t *p)
     }
     buf_reset(&c->hname, 1024);
     buf_reset(&c->hval, 1024);
+    c->value_open = c->gap_open = false;
     return 0;
 }
 
 static int on_headers_complete(llhttp_t *p)
 {
-    conn *c = conn_of(p);
+    http_conn *c = conn_of(p);
     c->req.method = p->method;
-    uint64_t max = (uint64_t)c->srv->app->cfg.max_body_bytes;
+    uint64_t max = (uint64_t)cfg_of(c)->max_body_bytes;
     bool has_length = (p->flags & F_CONTENT_LENGTH) != 0;
     /* Refused from the declared length alone, before a byte of the body is buffered. */
     if (has_length && p->content_length > max) {
@@ -132,20 +182,20 @@ static int on_headers_complete(llhttp_t *p)
     }
     bool expects_body = (has_length && p->content_length > 0) || (p->flags & F_CHUNKED);
     if (c->req.expect_continue && expects_body) {
-        buf_append_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
-        server_conn_flush(c);
+        /* Written as soon as the parser returns (conn_progress). */
+        buf_append_str(conn_output(&c->base), "HTTP/1.1 100 Continue\r\n\r\n");
     }
     /* The header block is in; the body may trickle in until the idle timeout. */
-    server_conn_timer(c, (uint64_t)c->srv->app->cfg.idle_timeout_ms);
+    conn_read_deadline(&c->base, (uint64_t)cfg_of(c)->idle_timeout_ms);
     return 0;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
-    conn *c = conn_of(p);
+    http_conn *c = conn_of(p);
     c->req.body_total += len;
     /* Chunked bodies have no declared length: the running total decides. */
-    if (c->req.body_total > (uint64_t)c->srv->app->cfg.max_body_bytes) {
+    if (c->req.body_total > (uint64_t)cfg_of(c)->max_body_bytes) {
         c->err_status = 413;
         return -1;
     }
@@ -154,10 +204,10 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 
 static int on_message_complete(llhttp_t *p)
 {
-    conn *c = conn_of(p);
+    http_conn *c = conn_of(p);
     c->in_message = false;
     if (!llhttp_should_keep_alive(p))
-        c->close_after = true;
+        conn_finish_input(&c->base); /* this request is the last one */
     /* One request at a time: stop here, answer, then resume with the rest of the input. */
     return HPE_PAUSED;
 }
@@ -171,6 +221,7 @@ static void settings_init(void)
     settings.on_message_begin = on_message_begin;
     settings.on_url = on_url;
     settings.on_header_field = on_header_field;
+    settings.on_header_field_complete = on_header_field_complete;
     settings.on_header_value = on_header_value;
     settings.on_header_value_complete = on_header_value_complete;
     settings.on_headers_complete = on_headers_complete;
@@ -179,32 +230,10 @@ static void settings_init(void)
     done = 1;
 }
 
-void http_conn_init(conn *c)
+static void parse_error(http_conn *c, llhttp_errno_t e)
 {
-    settings_init();
-    llhttp_init(&c->parser, HTTP_REQUEST, &settings);
-    c->parser.data = c; /* llhttp_init zeroes data */
-    c->req.conn = c;
-    c->req.app = c->srv->app;
-    c->req.method = -1; /* none read yet */
-}
-
-void http_conn_deinit(conn *c)
-{
-    dispatch_request_reset(&c->req);
-    buf_free(&c->req.url); /* the reset keeps small buffers for the next request */
-    buf_free(&c->req.body);
-    buf_free(&c->pending_in);
-    buf_free(&c->out);
-    buf_free(&c->writing);
-    buf_free(&c->hname);
-    buf_free(&c->hval);
-}
-
-static void parse_error(conn *c, llhttp_errno_t e)
-{
-    c->close_after = true;
-    c->in_request = true;
+    conn_finish_input(&c->base);
+    conn_hold(&c->base);
     switch (c->err_status) {
     case 413:
         request_fail(&c->req, 413, "payload_too_large", "The request body is larger than allowed.",
@@ -216,6 +245,12 @@ static void parse_error(conn *c, llhttp_errno_t e)
     case 431:
         request_fail(&c->req, 431, "headers_too_large", "The request headers exceed 16 KiB.", NULL);
         break;
+    case 400:
+        request_fail(&c->req, 400, "invalid_request",
+                     "The request's header block is ambiguous (white space before a colon, or "
+                     "a folded line).",
+                     NULL);
+        break;
     default: {
         char msg[160];
         snprintf(msg, sizeof msg, "The HTTP request is malformed (%s).",
@@ -225,80 +260,82 @@ static void parse_error(conn *c, llhttp_errno_t e)
     }
 }
 
-/* Runs the parser over data until it is consumed, a request is in flight, or the connection
- * is to close. Returns how many bytes were consumed. */
-static size_t run(conn *c, const char *data, size_t len)
+/* Runs the parser over data until it is consumed or the connection may parse no further (a
+ * request dispatched and not yet answered, output over the high-water mark, input finished).
+ * Returns how many bytes were consumed. */
+static size_t http_feed(conn *base, const char *data, size_t len)
 {
+    http_conn *c = (http_conn *)base;
     size_t off = 0;
-    c->in_execute = true;
-    while (off < len && !c->in_request && !c->close_after && !c->closing) {
+    while (off < len && conn_may_parse(base)) {
+        c->exec_start = data + off;
+        c->exec_end = data + len;
+        c->gap_from = NULL;
         llhttp_errno_t e = llhttp_execute(&c->parser, data + off, len - off);
         if (e == HPE_OK) {
+            if (c->gap_open) /* the buffer ended between a colon and its value */
+                scan_gap(c, data + len);
             off = len;
         } else if (e == HPE_PAUSED) {
             off = (size_t)(llhttp_get_error_pos(&c->parser) - data);
             llhttp_resume(&c->parser);
-            c->in_request = true;
-            server_conn_timer_stop(c);
-            dispatch_request(&c->req);
+            conn_hold(base);
+            dispatch_request(&c->req); /* may answer before it returns: c stays valid */
         } else if (e == HPE_PAUSED_UPGRADE) {
             /* No protocol upgrades here: answer what was asked, then close. */
             off = len;
-            c->close_after = true;
+            conn_finish_input(base);
         } else {
             parse_error(c, e);
             off = len;
         }
     }
-    c->in_execute = false;
     return off;
 }
 
-/* After the client's EOF, nothing more can arrive: once no answer is owed, close. */
-static void close_if_done(conn *c)
+static void http_open(conn *base, bool over_capacity)
 {
-    if (c->eof && !c->in_request)
-        c->close_after = true;
+    http_conn *c = (http_conn *)base;
+    settings_init();
+    llhttp_init(&c->parser, HTTP_REQUEST, &settings);
+    c->parser.data = c; /* llhttp_init zeroes data */
+    c->req.conn = c;
+    c->req.app = base->set->ctx;
+    c->req.method = -1; /* none read yet */
+    if (over_capacity) {
+        conn_finish_input(base);
+        conn_hold(base);
+        request_fail(&c->req, 503, "unavailable", "Too many connections; try again shortly.", NULL);
+    }
 }
 
-void http_conn_feed(conn *c, const char *data, size_t len)
+static void http_free(conn *base)
 {
-    if (c->closing)
-        return;
-    if (len == 0) {
-        close_if_done(c);
-        server_conn_flush(c);
-        return;
-    }
-    if (c->in_request || c->close_after || c->pending_in.len) {
-        buf_append(&c->pending_in, data, len);
-        if (!c->in_request && !c->close_after) {
-            size_t off = run(c, c->pending_in.data, c->pending_in.len);
-            buf_consume(&c->pending_in, off);
-        }
-    } else {
-        size_t off = run(c, data, len);
-        if (off < len && !c->close_after)
-            buf_append(&c->pending_in, data + off, len - off);
-    }
-    close_if_done(c);
-    server_conn_flush(c);
-    server_conn_reading(c);
+    http_conn *c = (http_conn *)base;
+    dispatch_request_reset(&c->req);
+    buf_free(&c->req.url); /* the reset keeps small buffers for the next request */
+    buf_free(&c->req.body);
+    buf_free(&c->hname);
+    buf_free(&c->hval);
 }
 
-void http_conn_request_done(conn *c)
+static bool http_mid_request(const conn *base)
+{
+    return ((const http_conn *)base)->in_message;
+}
+
+const conn_protocol http_protocol = {
+    .mid_request = http_mid_request,
+    .conn_size = sizeof(http_conn),
+    .open = http_open,
+    .feed = http_feed,
+    .free = http_free,
+};
+
+bool http_request_done(http_conn *c)
 {
     dispatch_request_reset(&c->req);
-    c->in_request = false;
-    if (c->in_execute)
-        return; /* the parser loop on the stack continues by itself */
-    if (c->pending_in.len && !c->close_after && !c->closing) {
-        size_t off = run(c, c->pending_in.data, c->pending_in.len);
-        buf_consume(&c->pending_in, off);
-    }
-    close_if_done(c);
-    server_conn_flush(c);
-    server_conn_reading(c);
+    return conn_answered(&c->base);
 }
 
 static const char *reason(int status)
@@ -339,13 +376,13 @@ static const char *reason(int status)
     }
 }
 
-void http_queue_response(conn *c, int status, const char *request_id, const char *content_type,
+void http_queue_response(http_conn *c, int status, const char *request_id, const char *content_type,
                          const char *extra_headers, const slice *parts, size_t n)
 {
     size_t body_len = 0;
     for (size_t i = 0; i < n; i++)
         body_len += parts[i].len;
-    buf *o = &c->out;
+    buf *o = conn_output(&c->base);
     if (buf_reserve(o, body_len + 256) != 0)
         return;
     buf_append_str(o, "HTTP/1.1 ");
@@ -361,7 +398,7 @@ void http_queue_response(conn *c, int status, const char *request_id, const char
     buf_append_str(o, "\r\n");
     if (extra_headers)
         buf_append_str(o, extra_headers);
-    if (c->close_after)
+    if (conn_last_answer(&c->base))
         buf_append_str(o, "Connection: close\r\n");
     buf_append(o, "\r\n", 2);
     /* An answer to HEAD carries the headers of the answer, never its body. */

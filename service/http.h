@@ -7,48 +7,36 @@
 #include <uv.h>
 
 #include "buf.h"
+#include "conn.h"
 #include "request.h"
 
-struct server;
-
-typedef struct conn {
-    uv_tcp_t tcp;
-    uv_write_t wreq;
-    uint64_t deadline; /* loop time (ms) past which the server's sweep closes it; 0: none */
-    struct server *srv;
-    struct conn *prev, *next; /* the server's list of open connections */
+/* An HTTP/1.1 connection: the connection layer's part first, then the parser and the one
+ * request in progress (requests on a connection are answered one at a time, in order). */
+typedef struct http_conn {
+    conn base;
     llhttp_t parser;
-    request req;     /* the one request in progress: requests are answered one at a time */
-    buf pending_in;  /* bytes read past a request that is still being answered */
-    buf out;         /* responses not yet handed to the kernel */
-    buf writing;     /* responses uv_write is sending; untouched until its callback */
+    request req;
     buf hname, hval; /* the header being parsed */
     size_t header_bytes;
-    int err_status;   /* a limit hit while parsing: 413, 414 or 431 */
-    bool in_request;  /* dispatched, not yet answered */
-    bool in_execute;  /* parser loop on the stack: answers must not re-enter it */
-    bool in_message;  /* between message begin and message complete */
-    bool close_after; /* close once everything queued is written */
-    bool closing;
-    bool tcp_closed;
-    bool eof; /* the client finished sending */
-    bool reading;
-    bool write_active;
-    bool over_capacity;
-} conn;
+    int err_status;  /* a limit or framing rule broken while parsing: 400, 413, 414 or 431 */
+    bool in_message; /* between message begin and message complete */
+    /* Where a header value began and ended, to see a folded line (http.c, refuse_framing). */
+    const char *exec_start, *exec_end; /* the bytes llhttp_execute works on now */
+    const char *gap_from;              /* the last field name's end in this buffer, or NULL */
+    bool gap_open, gap_lf;             /* between a field's colon and its value; an LF seen */
+    bool value_open, value_at_end;     /* a value's span seen; it ended with the buffer */
+} http_conn;
 
-/* Sets up parsing for a new connection. */
-void http_conn_init(conn *c);
-/* Feeds bytes read from the socket; keeps what must wait in pending_in. */
-void http_conn_feed(conn *c, const char *data, size_t len);
-/* Called when the current request's answer is queued: resumes the parser. */
-void http_conn_request_done(conn *c);
-/* Frees parsing state (the conn's handles are closed by the server). */
-void http_conn_deinit(conn *c);
+/* The protocol the server's connection set runs (conn.h); its context is the app. */
+extern const conn_protocol http_protocol;
+
+/* Called once the current request's answer is queued: the next request may be parsed. Returns
+ * false when the connection is gone (its memory freed): the caller touches nothing of it. */
+bool http_request_done(http_conn *h);
 
 /* Appends a complete response to c->out: the body is the concatenation of n parts.
  * `extra_headers` is raw "Name: v\r\n" lines or NULL. */
-void http_queue_response(conn *c, int status, const char *request_id, const char *content_type,
+void http_queue_response(http_conn *h, int status, const char *request_id, const char *content_type,
                          const char *extra_headers, const slice *parts, size_t n);
 
 #endif

@@ -8,7 +8,8 @@
  *                                     contracts a JSON array, times ISO, __v an integer),
  *                                     "json": the Entity as the API returns it, and
  *                                     "membersVersion": a random token force_add.lua renews
- *                                     with every change of the member list (pagecache.h)
+ *                                     with every change of the member list (pagecache.h),
+ *                                     "aliasClaim": the token of the claim behind its alias
  *   ent:{c-…}:owners          set     owner addresses (lowercase)
  *   ent:{c-…}:admins          set     admin addresses
  *   ent:{c-…}:members         hash    address -> its member entry, "<addedAt ms, 16 digits>:
@@ -28,14 +29,19 @@
  *                                     so ties sort by id
  *
  * Across entities (the one exception to the shared tag):
- *   alias:{<alias>}           string  entity id holding the community URL alias. Uniqueness
- *                                     needs no cross-slot transaction: a claim is SET-if-free in
- *                                     the alias's own slot (alias_claim.lua) made BEFORE the
- *                                     entity write; a failed write releases it
- *                                     (alias_release.lua, only if still ours); a claim left by a
- *                                     crash is "stale" when its holder's record names another
- *                                     alias, and the next claimant takes it over with a
- *                                     compare-and-set on the stale holder's id.
+ *   alias:{<alias>}           string  "<entity id> <claimed at, s> <claim token>": the entity
+ *                                     holding the community URL alias. Uniqueness needs no
+ *                                     cross-slot transaction: a claim is SET-if-free in the
+ *                                     alias's own slot (alias_claim.lua) made BEFORE the entity
+ *                                     write, which stores the claim's token in the entity hash's
+ *                                     "aliasClaim". A write Redis refused releases its claim, and
+ *                                     a write that moves the alias away releases the old one,
+ *                                     each naming the exact claim by its token
+ *                                     (alias_release.lua). A write whose outcome is unknown
+ *                                     (timeout, lost connection) keeps its claim: a claim is
+ *                                     "stale" when it is older than the grace period and its
+ *                                     holder's record names another alias, and the next claimant
+ *                                     takes it over with a compare-and-set on the stored value.
  *
  * Sign-in:
  *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT) */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "app.h"
 #include "auth.h"
@@ -32,11 +33,11 @@ static void on_drained(server *srv)
     log_event(LOG_INFO, "drained: closing", NULL);
     store_close(a->store);
     tracking_close(a->tracking);
-    uv_close((uv_handle_t *)&srv->drain_timer, NULL);
-    uv_close((uv_handle_t *)&srv->sweep_timer, NULL);
+    server_close(srv);
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_close((uv_handle_t *)&sig_int, NULL);
     uv_close((uv_handle_t *)&log_timer, NULL);
+    log_close();
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -78,6 +79,7 @@ int main(int argc, char **argv)
     raise_fd_limit();
     a->loop = uv_default_loop();
     a->server = &the_server;
+    log_init(a->loop, STDOUT_FILENO, (size_t)a->cfg.log_buffer_bytes);
 
     if (a->cfg.dev && !*a->cfg.auth_secret)
         log_event(LOG_WARN, "dev mode: using a fixed, public AUTH_SECRET; never in production",
@@ -117,8 +119,11 @@ int main(int argc, char **argv)
 
     uv_run(a->loop, UV_RUN_DEFAULT);
 
+    /* Everything still waiting goes out now, unless stdout stays stalled past this; then the
+     * last line, which a full buffer would otherwise have dropped. */
+    log_finish(1000);
     log_event(LOG_INFO, "stopped", NULL);
-    log_flush();
+    log_finish(1000);
     store_free(a->store);
     auth_free(a->auth);
     pagecache_free(a->pages);

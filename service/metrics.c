@@ -8,6 +8,7 @@
 
 #include "app.h"
 #include "auth.h"
+#include "log.h"
 #include "pagecache.h"
 #include "readcache.h"
 #include "router.h"
@@ -31,7 +32,7 @@ typedef struct route_metrics {
 } route_metrics;
 
 static route_metrics per_route[MAX_ROUTES + 1]; /* [router_routes_count]: unmatched */
-static uint64_t conns_open, conns_total, conns_rejected;
+static uint64_t conns_open, conns_total, conns_rejected, conns_read_timeouts, conns_write_timeouts;
 
 static size_t route_slot(const route *r)
 {
@@ -72,6 +73,14 @@ void metrics_connection_closed(void)
 void metrics_connection_rejected(void)
 {
     conns_rejected++;
+}
+
+void metrics_connection_timed_out(bool write)
+{
+    if (write)
+        conns_write_timeouts++;
+    else
+        conns_read_timeouts++;
 }
 
 static void labels(buf *out, size_t slot)
@@ -144,6 +153,13 @@ void metrics_render(buf *out, app *a)
     counter(out, "entityd_http_connections_total", "Client connections accepted.", conns_total);
     counter(out, "entityd_http_connections_rejected_total",
             "Connections answered 503 for being over MAX_CONNECTIONS.", conns_rejected);
+    buf_append_str(out, "# HELP entityd_http_connections_timed_out_total Connections closed for a "
+                        "deadline: read (header, body, idle) or write (a client not reading).\n"
+                        "# TYPE entityd_http_connections_timed_out_total counter\n");
+    buf_printf(out, "entityd_http_connections_timed_out_total{deadline=\"read\"} %llu\n",
+               (unsigned long long)conns_read_timeouts);
+    buf_printf(out, "entityd_http_connections_timed_out_total{deadline=\"write\"} %llu\n",
+               (unsigned long long)conns_write_timeouts);
 
     const store_stats *st = store_get_stats(a->store);
     gauge(out, "entityd_redis_connected", "1 when Redis is connected and the scripts are loaded.",
@@ -153,6 +169,12 @@ void metrics_render(buf *out, app *a)
     counter(out, "entityd_redis_timeouts_total", "Commands past REDIS_TIMEOUT_MS.", st->timeouts);
     counter(out, "entityd_redis_connects_total", "Connection attempts to Redis.", st->reconnects);
     counter(out, "entityd_redis_disconnects_total", "Redis connections lost.", st->disconnects);
+    gauge(out, "entityd_redis_pending_commands",
+          "Commands sent to Redis and not yet answered (capped by REDIS_MAX_PENDING).",
+          (double)store_pending(a->store));
+    counter(out, "entityd_redis_shed_total",
+            "Commands or transactions refused at once (503) for REDIS_MAX_PENDING; nothing sent.",
+            st->shed);
 
     const auth_stats *au = auth_get_stats(a->auth);
     buf_append_str(out, "# HELP entityd_auth_signature_checks_total Sign-in checks by "
@@ -203,4 +225,7 @@ void metrics_render(buf *out, app *a)
           readcache_enabled(a->reads) ? 1 : 0);
     gauge(out, "entityd_read_cache_bytes", "Memory held by kept answers.", (double)rs->bytes);
     gauge(out, "entityd_read_cache_entries", "Answers kept.", (double)rs->entries);
+    counter(out, "entityd_log_lines_dropped_total",
+            "Log lines dropped: stdout did not take them and LOG_BUFFER_BYTES was full.",
+            log_dropped_lines());
 }

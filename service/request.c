@@ -11,7 +11,6 @@
 #include "log.h"
 #include "metrics.h"
 #include "router.h"
-#include "server.h"
 
 #define JSON_TYPE "application/json; charset=utf-8"
 
@@ -91,7 +90,7 @@ static const char *extra_headers_for(int status);
 static void finish_parts(request *req, int status, const char *ctype, const char *extra,
                          const slice *parts, size_t n)
 {
-    conn *c = req->conn;
+    http_conn *c = req->conn;
     if (req->auth_veto) {
         /* The revocation check that ran with the handler's read refused the caller. */
         int veto = req->auth_veto;
@@ -114,13 +113,11 @@ static void finish_parts(request *req, int status, const char *ctype, const char
     ensure_request_id(req);
     req->status = status;
     req->answered = true;
-    if (!c->closing) {
-        if (c->srv->draining)
-            c->close_after = true;
+    /* A client that went away gets nothing, but the request is still logged. */
+    if (conn_accepts_output(&c->base))
         http_queue_response(c, status, req->request_id, ctype, extra, parts, n);
-    }
     log_request(req);
-    http_conn_request_done(c);
+    http_request_done(c); /* may free c and req: nothing of either is touched after this */
 }
 
 static void finish(request *req, int status, const char *ctype, const char *extra, const char *body,

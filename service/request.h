@@ -10,7 +10,7 @@
 #include "arena.h"
 #include "buf.h"
 
-struct conn;
+struct http_conn;
 struct app;
 struct route;
 
@@ -28,7 +28,7 @@ typedef struct slice {
 #define REQ_ID_MAX          128
 
 typedef struct request {
-    struct conn *conn;
+    struct http_conn *conn;
     struct app *app;
     arena pool; /* per-request memory, reset when the response is written */
     int method; /* llhttp_method_t */

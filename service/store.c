@@ -3,7 +3,14 @@
  * Every command is an op: hiredis owns the op as privdata until its callback runs (with a reply,
  * or NULL when the connection goes), and always runs it exactly once. The deadline list holds
  * ops not yet answered, oldest first; the tick answers expired ones with STORE_TIMEOUT and
- * leaves them to hiredis, whose late callback then only frees them. */
+ * leaves them to hiredis, whose late callback then only frees them.
+ *
+ * Load shedding: `pending` counts the commands handed to hiredis whose answer has not come
+ * (MULTI, the queued commands, EXEC and CLIENT CACHING included: each one holds its bytes in
+ * hiredis's output buffer or the socket, and a slot in its callback list, until Redis answers).
+ * An op answered STORE_TIMEOUT still counts: its memory stays until Redis answers or the
+ * connection goes. Past REDIS_MAX_PENDING a new unit is refused with STORE_UNAVAILABLE before
+ * anything is sent, so memory toward a slow or paused Redis stays bounded. */
 #include "store.h"
 
 #include <hiredis/async.h>
@@ -18,6 +25,7 @@
 #include "readcache.h"
 #include "redis_reply.h"
 #include "redis_uv.h"
+#include "resolve.h"
 #include "tracking.h"
 
 enum state { ST_DOWN, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_CLOSED };
@@ -30,6 +38,7 @@ typedef struct store_op {
     uint64_t deadline_ms;
     int script; /* -1, or the script to resend with EVAL on NOSCRIPT */
     int nkeys;  /* a script's keys, argv[3..]: invalidated in the read cache on its answer */
+    int cmds;   /* commands this op accounts for in the store's `pending` until its answer */
     int argc;
     char **argv; /* for script ops: a private copy, in the same allocation as the op */
     size_t *lens;
@@ -97,9 +106,12 @@ struct store {
     store_op *head, *tail;
     uv_timer_t tick;
     uv_timer_t reconnect;
+    resolver resolver;    /* the host, before each connect */
+    bool resolve_failing; /* the last resolution failed: logged once until one succeeds */
     unsigned backoff_ms;
     uint64_t last_progress_ms;
     size_t outstanding; /* ops handed to hiredis and not yet called back */
+    size_t pending;     /* commands handed to hiredis and not yet answered (see the top) */
     int handshake_left;
     char shas[LUA_SCRIPT_COUNT][41];
     store_stats stats;
@@ -184,6 +196,9 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
     store *st = op->st;
     redisReply *reply = r;
     st->outstanding--;
+    /* Replies come in order: EXEC's answer means MULTI's and the QUEUED ones came before. */
+    st->pending -= (size_t)op->cmds;
+    op->cmds = 0;
     if (reply)
         st->last_progress_ms = now_ms(st);
     if (reply && op->nkeys > 0 && readcache_enabled(st->app->reads))
@@ -202,6 +217,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
             op->script = -1;
             if (redisAsyncCommandArgv(ac, on_reply, op, op->argc, argv, op->lens) == REDIS_OK) {
                 st->outstanding++;
+                st->pending++;
+                op->cmds = 1;
                 return;
             }
             op->script = s;
@@ -231,8 +248,10 @@ static store_op *op_new(store *st, store_cb cb, void *data, size_t extra)
     return op;
 }
 
-/* Returns true when the op was answered (and freed) already. */
-static bool submit(store *st, store_op *op, int argc, const char **argv, const size_t *lens)
+/* Sends the op's command, the last of `cmds` commands of its unit (the others already queued
+ * without a callback). Returns true when the op was answered (and freed) already. */
+static bool submit(store *st, store_op *op, int cmds, int argc, const char **argv,
+                   const size_t *lens)
 {
     if (send_command(st->ac, on_reply, op, argc, argv, lens) != REDIS_OK) {
         store_cb cb = op->cb;
@@ -244,17 +263,35 @@ static bool submit(store *st, store_op *op, int argc, const char **argv, const s
     st->stats.commands++;
     if (st->outstanding++ == 0)
         st->last_progress_ms = now_ms(st);
+    op->cmds = cmds;
+    st->pending += (size_t)cmds;
     list_push(st, op);
     if (!uv_is_active((uv_handle_t *)&st->tick))
         uv_timer_start(&st->tick, on_tick, TICK_MS, TICK_MS);
     return false;
 }
 
-/* store_command, tracked or not; returns true when cb has already run. */
-static bool command(store *st, bool track, store_cb cb, void *data, int argc, const char **argv,
+/* How a unit is sent. */
+#define SEND_TRACK   1 /* CLIENT CACHING yes in front: the read cache keeps the answer */
+#define SEND_ANY_CAP 2 /* never shed: bound to a command already sent (see store_read) */
+
+/* True when a unit of n commands must be refused: REDIS_MAX_PENDING would be passed. A unit
+ * larger than the cap on its own still goes when nothing is pending, or it could never run. */
+static bool shed(store *st, int flags, size_t n)
+{
+    if ((flags & SEND_ANY_CAP) || st->pending == 0 ||
+        st->pending + n <= (size_t)st->app->cfg.redis_max_pending)
+        return false;
+    st->stats.shed++;
+    return true;
+}
+
+/* store_command with SEND_* flags; returns true when cb has already run. */
+static bool command(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
                     const size_t *lens)
 {
-    if (st->state != ST_READY) {
+    bool track = flags & SEND_TRACK;
+    if (st->state != ST_READY || shed(st, flags, track ? 2 : 1)) {
         cb(data, STORE_UNAVAILABLE, NULL);
         return true;
     }
@@ -263,15 +300,24 @@ static bool command(store *st, bool track, store_cb cb, void *data, int argc, co
         cb(data, STORE_UNAVAILABLE, NULL);
         return true;
     }
-    if (track && send_caching_yes(st->ac) == REDIS_OK)
+    int cmds = 1;
+    if (track && send_caching_yes(st->ac) == REDIS_OK) {
         st->stats.commands++;
-    return submit(st, op, argc, argv, lens);
+        cmds++;
+    }
+    return submit(st, op, cmds, argc, argv, lens);
 }
 
 void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens)
 {
-    command(st, false, cb, data, argc, argv, lens);
+    command(st, 0, cb, data, argc, argv, lens);
+}
+
+void store_control(store *st, store_cb cb, void *data, int argc, const char **argv,
+                   const size_t *lens)
+{
+    command(st, SEND_ANY_CAP, cb, data, argc, argv, lens);
 }
 
 const char *store_script_sha(const store *st, int script)
@@ -308,10 +354,13 @@ static void on_exec_reply(void *data, int status, redisReply *reply)
     cb(cb_data, status, reply);
 }
 
-/* store_exec, tracked or not; returns true when cb has already run. */
-static bool exec(store *st, bool track, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
+/* store_exec with SEND_* flags; returns true when cb has already run. */
+static bool exec(store *st, int flags, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
 {
-    if (st->state != ST_READY) {
+    bool track = flags & SEND_TRACK;
+    /* MULTI, the commands, EXEC, and CLIENT CACHING when tracked. */
+    int total = ncmds + 2 + (track ? 1 : 0);
+    if (st->state != ST_READY || shed(st, flags, (size_t)total)) {
         cb(data, STORE_UNAVAILABLE, NULL);
         return true;
     }
@@ -339,15 +388,15 @@ static bool exec(store *st, bool track, store_cb cb, void *data, int ncmds, cons
         cb(data, STORE_UNAVAILABLE, NULL);
         return true;
     }
-    st->stats.commands += (uint64_t)ncmds + 1 + (track ? 1 : 0);
+    st->stats.commands += (uint64_t)total - 1;
     static const char *exec_cmd[] = {"EXEC"};
     static const size_t exec_len[] = {4};
-    return submit(st, op, 1, exec_cmd, exec_len);
+    return submit(st, op, total, 1, exec_cmd, exec_len);
 }
 
 void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
 {
-    exec(st, false, cb, data, ncmds, cmds);
+    exec(st, 0, cb, data, ncmds, cmds);
 }
 
 /* --- reads through the read cache --- */
@@ -377,20 +426,25 @@ static void on_read_reply(void *data, int status, redisReply *reply)
 /* The read's bytes, as the cache knows it: the commands framed, a transaction marked. */
 static buf read_key = BUF_INIT;
 
-/* The read itself, to Redis: one command or a transaction. */
-static bool send_read(store *st, bool track, store_cb cb, void *data, int ncmds,
+/* The read itself, to Redis: one command or a transaction, with SEND_* flags. */
+static bool send_read(store *st, int send, store_cb cb, void *data, int ncmds,
                       const store_cmd *cmds, bool transaction)
 {
-    return transaction ? exec(st, track, cb, data, ncmds, cmds)
-                       : command(st, track, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
+    return transaction ? exec(st, send, cb, data, ncmds, cmds)
+                       : command(st, send, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
 }
 
 static bool read_through(store *st, int flags, store_cb cb, void *data, int ncmds,
                          const store_cmd *cmds, bool transaction)
 {
     readcache *rc = st->app->reads;
+    /* A NO_HIT read follows a command of the same request already sent (its revocation
+     * check), which must be answered first: shedding the read alone would answer the
+     * request while that command is still out. It passes the cap by one read at most, as the
+     * next unit finds the cap reached. */
+    int send = (flags & STORE_READ_NO_HIT) ? SEND_ANY_CAP : 0;
     if (!readcache_enabled(rc) || st->state != ST_READY)
-        return send_read(st, false, cb, data, ncmds, cmds, transaction);
+        return send_read(st, send, cb, data, ncmds, cmds, transaction);
     buf_reset(&read_key, 1 << 20);
     if (transaction)
         buf_append_str(&read_key, "MULTI\r\n");
@@ -406,7 +460,7 @@ static bool read_through(store *st, int flags, store_cb cb, void *data, int ncmd
     }
     read_op *ro = malloc(sizeof *ro + read_key.len);
     if (!ro)
-        return send_read(st, false, cb, data, ncmds, cmds, transaction);
+        return send_read(st, send, cb, data, ncmds, cmds, transaction);
     ro->st = st;
     ro->cb = cb;
     ro->data = data;
@@ -417,7 +471,7 @@ static bool read_through(store *st, int flags, store_cb cb, void *data, int ncmd
         if (cmds[i].argc >= 2)
             readcache_ticket_key(rc, &ro->ticket, cmds[i].argv[1], cmds[i].lens[1]);
     /* The caller learns only whether its callback ran; on_read_reply runs exactly once. */
-    return send_read(st, true, on_read_reply, ro, ncmds, cmds, transaction);
+    return send_read(st, send | SEND_TRACK, on_read_reply, ro, ncmds, cmds, transaction);
 }
 
 bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
@@ -441,7 +495,7 @@ store_endpoint store_get_endpoint(const store *st)
 void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
                   const char **argv, const size_t *lens)
 {
-    if (st->state != ST_READY) {
+    if (st->state != ST_READY || shed(st, 0, 1)) {
         cb(data, STORE_UNAVAILABLE, NULL);
         return;
     }
@@ -476,7 +530,7 @@ void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int
     op->argc = total;
     op->script = script;
     op->nkeys = nkeys < argc ? nkeys : argc;
-    submit(st, op, total, (const char **)op->argv, op->lens);
+    submit(st, op, 1, total, (const char **)op->argv, op->lens);
 }
 
 bool store_ready(const store *st)
@@ -492,6 +546,11 @@ bool store_connected(const store *st)
 const store_stats *store_get_stats(const store *st)
 {
     return &st->stats;
+}
+
+size_t store_pending(const store *st)
+{
+    return st->pending;
 }
 
 /* --- connection life --- */
@@ -556,7 +615,7 @@ static void handshake(store *st)
         lens[argc++] = strlen(st->password);
         if ((op = op_new(st, on_handshake_reply, st, 0))) {
             st->handshake_left++;
-            submit(st, op, argc, argv, lens);
+            submit(st, op, 1, argc, argv, lens);
         }
     }
     char dbs[16];
@@ -567,7 +626,7 @@ static void handshake(store *st)
     lens[1] = strlen(dbs);
     if ((op = op_new(st, on_handshake_reply, st, 0))) {
         st->handshake_left++;
-        submit(st, op, 2, argv, lens);
+        submit(st, op, 1, 2, argv, lens);
     }
     for (int i = 0; i < LUA_SCRIPT_COUNT; i++) {
         argv[0] = "SCRIPT";
@@ -578,7 +637,7 @@ static void handshake(store *st)
         lens[2] = strlen(lua_scripts[i].source);
         if ((op = op_new(st, on_handshake_reply, st, 0))) {
             st->handshake_left++;
-            submit(st, op, 3, argv, lens);
+            submit(st, op, 1, 3, argv, lens);
         }
     }
 }
@@ -610,13 +669,29 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     schedule_reconnect(st);
 }
 
-static void start_connect(store *st)
+/* Connects to the address the host resolved to: hiredis's own lookup of a numeric address
+ * does not block. */
+static void on_resolved(void *data, int status, const char *numeric)
 {
+    store *st = data;
     if (st->state == ST_CLOSED)
+        return; /* store_close ran meanwhile; the store itself lives until store_free */
+    if (status != 0) {
+        if (!st->resolve_failing || log_enabled(LOG_DEBUG)) {
+            buf *l =
+                log_begin(st->resolve_failing ? LOG_DEBUG : LOG_WARN, "redis host not resolved");
+            if (l) {
+                log_str(l, "host", st->host);
+                log_str(l, "detail", uv_strerror(status));
+                log_end(l);
+            }
+        }
+        st->resolve_failing = true;
+        schedule_reconnect(st);
         return;
-    st->state = ST_CONNECTING;
-    st->stats.reconnects++;
-    redisAsyncContext *ac = redisAsyncConnect(st->host, st->port);
+    }
+    st->resolve_failing = false;
+    redisAsyncContext *ac = redisAsyncConnect(numeric, st->port);
     if (!ac || ac->err) {
         if (ac)
             redisAsyncFree(ac);
@@ -633,6 +708,16 @@ static void start_connect(store *st)
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     st->ac = ac;
+}
+
+static void start_connect(store *st)
+{
+    if (st->state == ST_CLOSED)
+        return;
+    st->state = ST_CONNECTING;
+    st->stats.reconnects++;
+    /* Resolved again before every attempt: the host may have moved (a failover by DNS). */
+    resolve_start(&st->resolver, st->app->loop, st->host, on_resolved, st);
 }
 
 static int parse_url(store *st, const char *url, char *err, size_t err_len)
@@ -662,13 +747,27 @@ static int parse_url(store *st, const char *url, char *err, size_t err_len)
     }
     const char *slash = strchr(p, '/');
     size_t hostport = slash ? (size_t)(slash - p) : strlen(p);
-    const char *colon = memchr(p, ':', hostport);
-    size_t hlen = colon ? (size_t)(colon - p) : hostport;
+    const char *host = p, *colon;
+    size_t hlen;
+    if (*p == '[') {
+        /* An IPv6 address in brackets, as in URLs: [::1]:6379. */
+        const char *close = memchr(p, ']', hostport);
+        if (!close || (close + 1 != p + hostport && close[1] != ':')) {
+            snprintf(err, err_len, "REDIS_URL has a malformed [IPv6] host");
+            return -1;
+        }
+        host = p + 1;
+        hlen = (size_t)(close - host);
+        colon = close + 1 != p + hostport ? close + 1 : NULL;
+    } else {
+        colon = memchr(p, ':', hostport);
+        hlen = colon ? (size_t)(colon - p) : hostport;
+    }
     if (hlen == 0 || hlen >= sizeof st->host) {
         snprintf(err, err_len, "REDIS_URL has no valid host");
         return -1;
     }
-    memcpy(st->host, p, hlen);
+    memcpy(st->host, host, hlen);
     st->host[hlen] = '\0';
     st->port = 6379;
     if (colon) {
@@ -728,6 +827,9 @@ void store_close(store *st)
     if (st->state == ST_CLOSED)
         return;
     st->state = ST_CLOSED;
+    /* A resolution under way still calls back (on_resolved sees ST_CLOSED); the loop runs
+     * until it has, before store_free. */
+    resolve_cancel(&st->resolver);
     if (st->ac) {
         redisAsyncContext *ac = st->ac;
         st->ac = NULL;

@@ -21,6 +21,7 @@ typedef void (*store_cb)(void *data, int status, redisReply *reply);
 
 typedef struct store_stats {
     uint64_t commands, errors, timeouts, reconnects, disconnects;
+    uint64_t shed; /* units refused for REDIS_MAX_PENDING, nothing sent */
 } store_stats;
 
 /* Parses REDIS_URL and starts connecting (retrying with backoff for as long as it runs).
@@ -34,11 +35,19 @@ void store_free(store *st);
 /* Connected, authenticated and every script loaded. */
 bool store_ready(const store *st);
 const store_stats *store_get_stats(const store *st);
+/* Commands sent to Redis and not yet answered (a transaction counts all of its commands). */
+size_t store_pending(const store *st);
 bool store_connected(const store *st);
 
 /* Sends one command; argv/lens are copied by hiredis before this returns. When the store is
- * not ready, cb runs before this returns, with STORE_UNAVAILABLE. */
+ * not ready, or REDIS_MAX_PENDING commands are waiting for their answer (load shedding; the
+ * same for every call below), cb runs before this returns, with STORE_UNAVAILABLE. */
 void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
+                   const size_t *lens);
+/* The same for the service's own upkeep (the read cache's tracking request and heartbeat):
+ * never shed, as a shed heartbeat would look like a lost invalidation connection. A few per
+ * second at most. */
+void store_control(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens);
 /* One command of a transaction. */
 typedef struct store_cmd {
@@ -62,11 +71,13 @@ void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int
                   const char **argv, const size_t *lens);
 
 /* Reads through the read cache (readcache.h, the app's `reads`): each command reads the one
- * key at its argv[1]. When the cache holds the answer, cb runs with it before this returns;
+ * key at its argv[1]. When the cache holds the answer, cb runs with it before this returns
+ * (an answer from the cache sends nothing and is never shed);
  * otherwise the read goes to Redis tracked (CLIENT CACHING yes in front) and its answer is
  * kept. With STORE_READ_NO_HIT the cache may keep the answer but not give one: for a read
- * that must be answered after commands already sent. Returns true when cb has already run
- * (an answer from the cache, or the store not ready). */
+ * that must be answered after commands already sent; such a read is never shed (it may pass
+ * REDIS_MAX_PENDING by its own commands). Returns true when cb has already run (an answer
+ * from the cache, the store not ready, or the read shed). */
 #define STORE_READ_NO_HIT 1
 bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
                 const size_t *lens);

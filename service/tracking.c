@@ -12,6 +12,7 @@
 #include "log.h"
 #include "readcache.h"
 #include "redis_uv.h"
+#include "resolve.h"
 #include "store.h"
 
 enum state { T_DOWN, T_CONNECTING, T_SUBSCRIBING, T_READY, T_CLOSED };
@@ -26,11 +27,12 @@ struct tracking {
     app *app;
     redisAsyncContext *ac;
     int state;
-    long long id;     /* this connection's CLIENT ID, once known */
-    uint64_t request; /* numbers the store's CLIENT TRACKING requests; only the latest counts */
-    bool pointing;    /* the latest is in flight */
-    bool refused;     /* Redis answered it with an error: not asked again on this connection */
-    uv_timer_t timer; /* the reconnect backoff while down, the heartbeat while up */
+    long long id;      /* this connection's CLIENT ID, once known */
+    uint64_t request;  /* numbers the store's CLIENT TRACKING requests; only the latest counts */
+    bool pointing;     /* the latest is in flight */
+    bool refused;      /* Redis answered it with an error: not asked again on this connection */
+    uv_timer_t timer;  /* the reconnect backoff while down, the heartbeat while up */
+    resolver resolver; /* the store's host, before each connect */
     unsigned backoff_ms;
     uint64_t heard_ms; /* last heartbeat back (or when the cache went on) */
     char channel[64];  /* this process's heartbeat channel */
@@ -101,7 +103,7 @@ static void point_store(tracking *tr)
     snprintf(id, sizeof id, "%lld", tr->id);
     const char *argv[] = {"CLIENT", "TRACKING", "on", "REDIRECT", id, "OPTIN"};
     size_t lens[] = {6, 8, 2, 8, strlen(id), 5};
-    store_command(tr->app->store, on_tracking_reply, p, 6, argv, lens);
+    store_control(tr->app->store, on_tracking_reply, p, 6, argv, lens);
 }
 
 void tracking_store_ready(tracking *tr)
@@ -168,7 +170,7 @@ static void on_timer(uv_timer_t *t)
     if (store_ready(tr->app->store)) {
         const char *argv[] = {"PUBLISH", tr->channel, "1"};
         size_t lens[] = {7, strlen(tr->channel), 1};
-        store_command(tr->app->store, on_ignored, NULL, 3, argv, lens);
+        store_control(tr->app->store, on_ignored, NULL, 3, argv, lens);
     }
 }
 
@@ -275,16 +277,19 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     schedule_reconnect(tr);
 }
 
-static void start_connect(tracking *tr)
+/* Connects to the resolved address: no blocking lookup inside hiredis. The store logs a host
+ * that does not resolve; here a failure is only retried. */
+static void on_resolved(void *data, int status, const char *numeric)
 {
+    tracking *tr = data;
     if (tr->state == T_CLOSED)
+        return; /* tracking_close ran meanwhile; tr itself lives until tracking_free */
+    if (status != 0) {
+        schedule_reconnect(tr);
         return;
-    tr->state = T_CONNECTING;
-    tr->id = 0;
-    tr->refused = false;
-    tr->stats.reconnects++;
+    }
     store_endpoint ep = store_get_endpoint(tr->app->store);
-    redisAsyncContext *ac = redisAsyncConnect(ep.host, ep.port);
+    redisAsyncContext *ac = redisAsyncConnect(numeric, ep.port);
     if (!ac || ac->err) {
         if (ac)
             redisAsyncFree(ac);
@@ -300,6 +305,18 @@ static void start_connect(tracking *tr)
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     tr->ac = ac;
+}
+
+static void start_connect(tracking *tr)
+{
+    if (tr->state == T_CLOSED)
+        return;
+    tr->state = T_CONNECTING;
+    tr->id = 0;
+    tr->refused = false;
+    tr->stats.reconnects++;
+    resolve_start(&tr->resolver, tr->app->loop, store_get_endpoint(tr->app->store).host,
+                  on_resolved, tr);
 }
 
 tracking *tracking_new(app *a)
@@ -328,6 +345,9 @@ void tracking_close(tracking *tr)
         return;
     tr->state = T_CLOSED;
     cache_off(tr);
+    /* A resolution under way still calls back (on_resolved sees T_CLOSED) before the loop
+     * ends, and so before tracking_free. */
+    resolve_cancel(&tr->resolver);
     if (tr->ac) {
         redisAsyncContext *ac = tr->ac;
         tr->ac = NULL;

@@ -66,7 +66,7 @@ local function render_entity(entity, owners)
   parts[#parts + 1] = ',"public":' .. (f.public == '0' and 'false' or 'true')
   parts[#parts + 1] = ',"isEnabled":' .. (f.isEnabled == '0' and 'false' or 'true')
   parts[#parts + 1] = ',"createdAt":' .. jstr(f.createdAt) .. ',"modifiedAt":' ..
-    jstr(f.modifiedAt) .. ',"createdBy":' .. jstr(f.createdBy) .. ',"__v":' .. (f.__v or '0') .. '}'
+    jstr(f.modifiedAt) .. ',"__v":' .. (f.__v or '0') .. '}'
   local json = table.concat(parts)
   redis.call('HSET', entity, 'json', json)
   return json

@@ -5,7 +5,8 @@
 --       the alias the entity had when this update claimed its own: if another update changed it
 --       since, it may have released the alias this one relies on, so this answers RETRY and the
 --       service claims again)
--- Returns {entity JSON, the alias held before}.
+-- The fields carry aliasClaim, the token of the alias claim, whenever they set the alias.
+-- Returns {entity JSON, the alias held before, the token of its claim ('' when unknown)}.
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'owners')
 if denied then return denied end
@@ -16,6 +17,7 @@ if ARGV[6] ~= '' and '=' .. (redis.call('HGET', KEYS[1], 'communityURLAlias') or
   return fail('RETRY', 'The entity changed during the alias claim.')
 end
 local old_alias = redis.call('HGET', KEYS[1], 'communityURLAlias') or ''
+local old_claim = redis.call('HGET', KEYS[1], 'aliasClaim') or ''
 local fields = cjson.decode(ARGV[4])
 local owners = cjson.decode(ARGV[5])
 local flat = {}
@@ -27,4 +29,4 @@ if #flat > 0 then redis.call('HSET', KEYS[1], unpack(flat)) end
 redis.call('HINCRBY', KEYS[1], '__v', 1)
 redis.call('DEL', KEYS[2])
 redis.call('SADD', KEYS[2], unpack(owners))
-return {render_entity(KEYS[1], KEYS[2]), old_alias}
+return {render_entity(KEYS[1], KEYS[2]), old_alias, old_claim}

@@ -17,11 +17,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import scaled  # noqa: E402
 
-# Exactly the fields of an Entity in a response.
+# Exactly the fields of an Entity in a response: the seed's (CONTRACT §3.1). The creator is
+# stored (STORED_FIELDS) but never returned.
 ENTITY_FIELDS = {
     'id', 'name', 'description', 'ownerAddress', 'contracts', 'twitter', 'discord', 'website',
     'telegram', 'instagram', 'openseaSlug', 'imageURL', 'bannerURL', 'defaultDyNftThemeId',
-    'communityURLAlias', 'public', 'isEnabled', 'createdAt', 'modifiedAt', 'createdBy', '__v',
+    'communityURLAlias', 'public', 'isEnabled', 'createdAt', 'modifiedAt', '__v',
 }
 STRING_FIELDS = ('name', 'description', 'twitter', 'discord', 'website', 'telegram', 'instagram',
                  'openseaSlug', 'imageURL', 'bannerURL', 'defaultDyNftThemeId',
@@ -226,7 +227,9 @@ def check_stored_entity(stored):
             j = json.loads(stored['json'])
         except ValueError:
             return problems + ['json field is not JSON']
-        for f in ('id', 'name', 'communityURLAlias', 'createdBy'):
+        if 'createdBy' in j:
+            problems.append('json field carries createdBy')
+        for f in ('id', 'name', 'communityURLAlias'):
             if j.get(f) != stored.get(f):
                 problems.append('json %s %r vs field %r' % (f, j.get(f), stored.get(f)))
         if str(j.get('__v')) != stored.get('__v'):
@@ -518,7 +521,6 @@ class EntityCase(harness.ServiceTestCase):
         self.assertIsInstance(ent['isEnabled'], bool)
         self.assertRegex(ent['createdAt'], ISO_RE)
         self.assertRegex(ent['modifiedAt'], ISO_RE)
-        self.assertRegex(ent['createdBy'], ADDR_RE)
         self.assertTrue(type(ent['__v']) is int and ent['__v'] >= 0, ent['__v'])
 
     def assertUsersShape(self, body):
@@ -559,6 +561,32 @@ class EntityApiTest(EntityCase):
         message, _ = harness.current_message(cls.port)
         sigs = sign_wallets(wallets, message)
         cls.c = {role: Caller(w, sigs[w.address], role) for role, w in zip(cls.ROLES, wallets)}
+
+    def test_entity_has_exactly_the_seed_fields(self):
+        # Create, update and read (signed, unsigned, private with a role lookup) all answer an
+        # Entity with the seed's fields and nothing else: no createdBy, no stored bookkeeping.
+        c = self.c
+        ent = self.create(c['owner'], communityURLAlias='keys-' + rand_tag())
+        self.assertEqual(set(ent), ENTITY_FIELDS)
+        up = self.assertOk(self.update(c['owner'], ent['id'], [c['owner'].address],
+                                       name='Keys', communityURLAlias='keys-' + rand_tag()))
+        self.assertEqual(set(up['data']), ENTITY_FIELDS)
+        for who, signed in ((c['owner'], True), (c['stranger'], True), (c['stranger'], False)):
+            got = self.assertOk(self.get_entity(ent['id'], who, signed=signed))['data']
+            self.assertEqual(set(got), ENTITY_FIELDS)
+        self.assertOk(self.update(c['owner'], ent['id'], [c['owner'].address], public=False))
+        got = self.assertOk(self.get_entity(ent['id'], c['owner']))['data']
+        self.assertEqual(set(got), ENTITY_FIELDS)
+        self.assertEqual(hgetall(self.r, ekey(ent['id']))['createdBy'], c['owner'].address)
+        # A record rendered by an earlier release names its creator before "__v": cut on reads.
+        stored = json.loads(rcli(self.r, 'HGET', ekey(ent['id']), 'json'))
+        v = stored.pop('__v')
+        legacy = dict(stored, name='Legacy', createdBy=c['owner'].address, __v=v)
+        rcli(self.r, 'HSET', ekey(ent['id']), 'json', json.dumps(legacy, separators=(',', ':')))
+        harness.wait_for(lambda: self.get_entity(ent['id'], c['owner'])[2]['data']['name'] ==
+                         'Legacy', scaled(5), what='the legacy record read')
+        got = self.assertOk(self.get_entity(ent['id'], c['owner']))['data']
+        self.assertEqual(got, {k: x for k, x in legacy.items() if k != 'createdBy'})
 
     def fresh(self, public=True, alias=None):
         """An entity of owner and owner2, with admin as admin and member as member."""
@@ -601,7 +629,7 @@ class EntityApiTest(EntityCase):
         self.assertIs(ent['public'], True)
         self.assertIs(ent['isEnabled'], True)
         self.assertEqual(ent['__v'], 0)
-        self.assertEqual(ent['createdBy'], c['stranger'].address)
+        self.assertEqual(hgetall(self.r, ekey(ent['id']))['createdBy'], c['stranger'].address)
         self.assertEqual(ent['createdAt'], ent['modifiedAt'])
         self.assertGreaterEqual(ent['createdAt'], harness.iso_ms(t0 - 5000))
         self.assertLessEqual(ent['createdAt'], harness.iso_ms(int(time.time() * 1000) + 5000))
@@ -746,7 +774,7 @@ class EntityApiTest(EntityCase):
         self.assertEqual(up['__v'], 1)
         self.assertEqual(up['name'], 'Renamed')
         self.assertEqual(up['twitter'], '@new')
-        for f in ('telegram', 'bannerURL', 'contracts', 'public', 'createdAt', 'createdBy', 'id',
+        for f in ('telegram', 'bannerURL', 'contracts', 'public', 'createdAt', 'id',
                   'isEnabled'):
             self.assertEqual(up[f], ent[f], f)
         self.assertGreater(up['modifiedAt'], ent['modifiedAt'])
@@ -1893,7 +1921,7 @@ class PlatformCreationTest(EntityCase):
         self.assertEqual(entity_ids(r), set())
         ent = self.create(platform, owners=[owner.address])
         self.assertEqual(ent['ownerAddress'], sorted([owner.address, platform.address]))
-        self.assertEqual(ent['createdBy'], platform.address)
+        self.assertEqual(rcli(r, 'HGET', ekey(ent['id']), 'createdBy'), platform.address)
         self.assertEqual(entity_ids(r), {ent['id']})
         # Owners still update (an update is not a creation); isEnabled stays platform-only.
         up = self.assertOk(self.update(owner, ent['id'], [owner.address, platform.address],

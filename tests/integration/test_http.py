@@ -233,6 +233,52 @@ class HttpTest(harness.ServiceTestCase):
         self.assertEqual(r.headers.get('connection', '').lower(), 'close')
         self.assertIsNotNone(c.wait_closed(scaled(3)))
 
+    def _send_in_pieces(self, c, raw, cut):
+        """Sends raw as two reads split at cut (TCP_NODELAY, a pause between them)."""
+        c.send(raw[:cut])
+        time.sleep(0.005)
+        c.send(raw[cut:])
+
+    def test_ambiguous_header_blocks_are_400(self):
+        """Smuggling shapes a proxy may read otherwise: a folded line (obs-fold, RFC 9112 5.2),
+        also after an empty first line, white space before a colon (5.1), two Content-Length
+        headers, even equal ones (6.3). Each gets 400 and a close, not an answer to a request
+        other than the one sent."""
+        for raw in (b'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  folded\r\n\r\n',
+                    b'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\tfolded\r\n\r\n',
+                    b'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A:\r\n folded\r\n\r\n',
+                    b'GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n',
+                    b'GET /healthz HTTP/1.1\r\nHost\t: x\r\n\r\n',
+                    b'POST /api/auth/revoke HTTP/1.1\r\nHost: x\r\nContent-Type: application/json'
+                    b'\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}'):
+            c = self.raw()
+            c.send(raw)
+            r = c.read_response(timeout=scaled(3))
+            self.assertEnvelope(r, 400, 'invalid_request')
+            self.assertEqual(r.headers.get('connection', '').lower(), 'close', raw)
+            self.assertIsNotNone(c.wait_closed(scaled(3)), raw)
+
+    def test_folded_line_refused_wherever_the_reads_are_cut(self):
+        raw = b'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a b\r\n  folded\r\n\r\n'
+        start = raw.index(b'X-A')
+        for cut in range(start, len(raw) - 2):
+            c = self.raw()
+            self._send_in_pieces(c, raw, cut)
+            r = c.read_response(timeout=scaled(3))
+            self.assertEnvelope(r, 400, 'invalid_request')
+
+    def test_plain_header_values_pass_wherever_the_reads_are_cut(self):
+        """No false alarm: values with inner and trailing white space, an empty value, cut
+        into two reads at every byte."""
+        raw = (b'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A:  a  b \t\r\nX-B:\r\n'
+               b'X-C: c\r\nX-Request-Id: cut-test\r\n\r\n')
+        for cut in range(raw.index(b'Host'), len(raw) - 1):
+            c = self.raw()
+            self._send_in_pieces(c, raw, cut)
+            r = c.read_response(timeout=scaled(3))
+            self.assertEqual(r.status, 200, 'cut at %d: %r' % (cut, r.body))
+            self.assertEqual(r.headers.get('x-request-id'), 'cut-test')
+
     # --- limits ---
 
     def test_uri_too_long(self):

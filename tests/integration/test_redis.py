@@ -235,6 +235,141 @@ class RedisTest(harness.ServiceTestCase):
         self.wait_ready(svc, scaled(8))
         self.assertRevokeOk(svc, creds[1])
 
+    # --- host names --------------------------------------------------------------------
+
+    def clients_from(self, r, prefix):
+        """Client connections of Redis whose address starts with prefix."""
+        return [line for line in r.cli('CLIENT', 'LIST').decode().splitlines()
+                if ' addr=' + prefix in ' ' + line]
+
+    def assertServedThrough(self, r, url, prefix):
+        svc = self.entityd(env={'REDIS_URL': url})
+        # Both connections up: the store's, and the read cache's invalidation connection.
+        harness.wait_for(lambda: b'\nentityd_read_cache_enabled 1\n' in
+                         svc.request('GET', '/metrics')[2], scaled(10), what='read cache on')
+        self.assertRevokeOk(svc, self.signed(svc))
+        self.assertGreaterEqual(len(self.clients_from(r, prefix)), 2, r.cli('CLIENT', 'LIST'))
+        return svc
+
+    def test_host_name(self):
+        # The name is resolved on the threadpool, and hiredis is given the address.
+        r = self.redis()
+        svc = self.assertServedThrough(r, 'redis://localhost:%d/0' % r.port, '127.0.0.1:')
+        # Reconnects resolve it again.
+        r.kill()
+        svc.wait_ready(scaled(2), ready=False)
+        r.restart()
+        self.wait_ready(svc, scaled(8))
+        self.assertRevokeOk(svc, self.signed(svc))
+
+    def test_ipv6_literal(self):
+        r = self.redis(extra_args=['--bind', '127.0.0.1', '::1'])
+        self.assertServedThrough(r, 'redis://[::1]:%d/0' % r.port, '[::1]:')
+
+    # --- load shedding (REDIS_MAX_PENDING) ----------------------------------------------
+
+    def create_public_entity(self, svc):
+        address, signature = self.signed(svc)
+        body = {'name': 'Shed test', 'description': '', 'ownerAddresses': [address],
+                'twitter': '', 'discord': '', 'website': '', 'imageUrl': ''}
+        resp = svc.request('POST', '/api/entities?' + harness.auth_query(address, signature),
+                           body)
+        self.assertEqual(resp[0], 201, resp)
+        return resp[2]['data']['id'], address
+
+    def metric(self, svc, name):
+        """A metric's value from /metrics, which needs no Redis."""
+        for line in svc.request('GET', '/metrics', timeout=scaled(5))[2].decode().splitlines():
+            if line.startswith(name + ' '):
+                return float(line.split()[1])
+        self.fail('no metric ' + name)
+
+    def shed_under_pause(self, cap, workers=160, pause_s=2.5):
+        """Redis paused while `workers` connections read an entity in a loop (every read goes
+        to Redis): returns (answers before resume, highest pending gauge seen, shed total,
+        seconds from resume to the first 200 of every worker)."""
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'REDIS_MAX_PENDING': cap, 'REDIS_TIMEOUT_MS': 1500,
+                                         'READ_CACHE_MB': 0})
+        eid, address = self.create_public_entity(svc)
+        path = '/api/entities/%s?address=%s' % (eid, address)
+        self.assertEqual(svc.request('GET', path)[0], 200)
+
+        stop = threading.Event()
+        resumed = [None]
+        before, recovered, errors = [], [None] * workers, []
+        lock = threading.Lock()
+
+        def worker(i):
+            try:
+                c = harness.Client(svc.port, timeout=scaled(20))
+                try:
+                    while True:
+                        st, h, _ = c.request('GET', path)
+                        with lock:
+                            if resumed[0] is None:
+                                before.append((st, h.get('retry-after')))
+                            elif st == 200:
+                                recovered[i] = time.monotonic() - resumed[0]
+                                return
+                        if st == 503 and resumed[0] is None:
+                            time.sleep(0.01)  # a shed answer comes at once: don't spin
+                        if stop.is_set() and recovered[i] is not None:
+                            return
+                finally:
+                    c.close()
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+
+        r.pause()
+        ts = []
+        try:
+            ts = [threading.Thread(target=worker, args=(i,), daemon=True)
+                  for i in range(workers)]
+            for t in ts:
+                t.start()
+            highest = 0.0
+            end = time.monotonic() + pause_s
+            while time.monotonic() < end:
+                highest = max(highest, self.metric(svc, 'entityd_redis_pending_commands'))
+                time.sleep(0.02)
+        finally:
+            with lock:
+                resumed[0] = time.monotonic()
+            r.resume()
+        stop.set()
+        for t in ts:
+            t.join(scaled(15))
+        self.assertEqual(errors, [])
+        self.assertTrue(all(not t.is_alive() for t in ts), 'a worker never got its 200')
+        shed = self.metric(svc, 'entityd_redis_shed_total')
+        self.assertEqual(self.metric(svc, 'entityd_redis_pending_commands'), 0)
+        return before, highest, shed, max(recovered)
+
+    def test_paused_redis_sheds_load_past_max_pending(self):
+        before, highest, shed, recovery = self.shed_under_pause(64)
+        self.assertGreater(len(before), 160, 'the shed answers come at once')
+        statuses = {st for st, _ in before}
+        self.assertLessEqual(statuses, {503, 504}, before)
+        self.assertIn(503, statuses)
+        for st, retry in before:
+            if st == 503:
+                self.assertEqual(retry, '1')
+        # Every read is one command: nothing passes the cap, and the cap is reached.
+        self.assertLessEqual(highest, 64)
+        self.assertGreaterEqual(highest, 48)
+        self.assertGreater(shed, 0)
+        # The timed-out reads still count until Redis answers them; then full service.
+        self.assertLess(recovery, 1.0, 'every worker had a 200 within %.2fs' % recovery)
+
+    def test_max_pending_above_the_load_sheds_nothing(self):
+        # The same load with a cap it never reaches: the gauge passes 64, nothing is shed
+        # (the assertions above are not met by any build).
+        before, highest, shed, _ = self.shed_under_pause(100000)
+        self.assertGreater(highest, 64)
+        self.assertEqual(shed, 0)
+        self.assertLessEqual({st for st, _ in before}, {504})
+
 
 if __name__ == '__main__':
     harness.main()

@@ -1,0 +1,407 @@
+/* conn: one client socket's life: reading, queued output, deadlines, and when its memory goes.
+ * The state diagram is in conn.h. */
+#include "conn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+/* Reads land here; what must outlive the callback is copied into pending_in. */
+static char read_buffer[64 * 1024];
+static bool read_buffer_busy;
+
+/* Pipelined bytes kept unparsed beyond this stop the reading (the parser is paused then). */
+#define IN_HIGH_WATER (64u * 1024)
+/* How often deadlines are checked: one timer for all connections instead of one each. */
+#define SWEEP_MS 100
+/* A buffer that grew for one large answer is given back beyond this. */
+#define KEEP_BYTES (64u * 1024)
+
+static uint64_t now_ms(const conn *c)
+{
+    return uv_now(c->set->loop);
+}
+
+/* The one place a connection's memory goes: the socket is closed and no answer is owed. */
+static void conn_free(conn *c)
+{
+    conn_set *set = c->set;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        set->head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    set->count--;
+    metrics_connection_closed();
+    set->proto->free(c);
+    buf_free(&c->pending_in);
+    buf_free(&c->out);
+    buf_free(&c->writing);
+    free(c);
+    if (set->draining && set->count == 0 && set->on_empty) {
+        void (*cb)(conn_set *) = set->on_empty;
+        set->on_empty = NULL;
+        cb(set);
+    }
+}
+
+static void on_tcp_closed(uv_handle_t *h)
+{
+    conn *c = h->data;
+    c->state = CONN_CLOSED;
+    if (!c->owed)
+        conn_free(c);
+}
+
+static void close_socket(conn *c, bool reset)
+{
+    if (c->state >= CONN_CLOSING)
+        return;
+    c->state = CONN_CLOSING;
+    c->reading = false;
+    c->read_deadline = c->write_deadline = 0;
+    if (!reset || uv_tcp_close_reset(&c->tcp, on_tcp_closed) != 0)
+        uv_close((uv_handle_t *)&c->tcp, on_tcp_closed);
+}
+
+void conn_close(conn *c)
+{
+    close_socket(c, false);
+}
+
+void conn_read_deadline(conn *c, uint64_t ms)
+{
+    c->read_deadline = (ms && c->state < CONN_CLOSING) ? now_ms(c) + ms : 0;
+}
+
+bool conn_accepts_output(const conn *c)
+{
+    return c->state == CONN_OPEN || c->state == CONN_DRAINING;
+}
+
+bool conn_last_answer(const conn *c)
+{
+    /* After the client's EOF, once nothing unparsed is left, no request can follow. */
+    return c->state != CONN_OPEN || c->set->draining || (c->eof && c->pending_in.len == 0);
+}
+
+bool conn_wants_input(const conn *c)
+{
+    return c->reading && c->state == CONN_OPEN;
+}
+
+bool conn_alive(const conn_set *set, const conn *c)
+{
+    for (const conn *p = set->head; p; p = p->next)
+        if (p == c)
+            return true;
+    return false;
+}
+
+static size_t queued(const conn *c)
+{
+    return c->out.len + c->writing.len;
+}
+
+/* The parser runs only when its answer could be queued without passing the high-water mark. */
+bool conn_may_parse(const conn *c)
+{
+    return c->state == CONN_OPEN && !c->owed && queued(c) < c->set->limits.write_buffer_bytes;
+}
+
+void conn_hold(conn *c)
+{
+    c->owed = true;
+    /* While Redis works on the answer its own deadline runs; the client's is paused. */
+    c->read_deadline = 0;
+}
+
+void conn_finish_input(conn *c)
+{
+    /* pending_in may be under the parser right now: it is dropped once the parser returns. */
+    if (c->state == CONN_OPEN)
+        c->state = CONN_DRAINING;
+}
+
+static void on_write(uv_write_t *w, int status);
+
+/* Hands everything queued so far to the kernel in one write. */
+static void flush(conn *c)
+{
+    if (c->write_active || c->out.len == 0 || !conn_accepts_output(c))
+        return;
+    buf tmp = c->writing;
+    c->writing = c->out;
+    c->out = tmp;
+    uv_buf_t b = uv_buf_init(c->writing.data, (unsigned)c->writing.len);
+    c->wreq.data = c;
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+        conn_close(c);
+        return;
+    }
+    c->write_active = true;
+    c->write_deadline = now_ms(c) + c->set->limits.write_timeout_ms;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    (void)h;
+    (void)suggested;
+    if (read_buffer_busy) {
+        *b = uv_buf_init(NULL, 0);
+        return;
+    }
+    read_buffer_busy = true;
+    *b = uv_buf_init(read_buffer, sizeof read_buffer);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
+
+static void set_reading(conn *c)
+{
+    bool want = c->state == CONN_OPEN && !c->eof && c->pending_in.len < IN_HIGH_WATER;
+    /* Reading goes on while an answer is owed (the next request waits in pending_in): toggling
+     * it per request would cost two epoll_ctl calls. */
+    if (want && !c->reading) {
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+            c->reading = true;
+    } else if (!want && c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+}
+
+/* Parses what waits in pending_in for as long as the state allows. */
+static void parse_pending(conn *c)
+{
+    while (c->pending_in.len && conn_may_parse(c)) {
+        size_t off = c->set->proto->feed(c, c->pending_in.data, c->pending_in.len);
+        if (off == 0)
+            break;
+        buf_consume(&c->pending_in, off);
+    }
+    if (c->state != CONN_OPEN || (c->pending_in.len == 0 && c->pending_in.cap > KEEP_BYTES))
+        buf_reset(&c->pending_in, KEEP_BYTES);
+}
+
+void conn_progress(conn *c)
+{
+    if (c->in_progress) {
+        c->again = true; /* the call on the stack loops once more */
+        return;
+    }
+    c->in_progress = true;
+    do {
+        c->again = false;
+        if (c->state >= CONN_CLOSING)
+            break;
+        parse_pending(c);
+        if (c->state >= CONN_CLOSING)
+            break;
+        /* After EOF nothing more arrives: once all of it is parsed and answered, drain. So too
+         * when the server drains, unless a request has begun to arrive. */
+        if (c->state == CONN_OPEN && !c->owed && conn_may_parse(c) &&
+            (c->eof ||
+             (c->set->draining && c->pending_in.len == 0 && !c->set->proto->mid_request(c))))
+            conn_finish_input(c);
+        flush(c);
+        if (c->state == CONN_DRAINING && !c->owed && !c->write_active && c->out.len == 0) {
+            conn_close(c);
+            break;
+        }
+        if (c->state >= CONN_CLOSING)
+            break;
+        set_reading(c);
+    } while (c->again);
+    c->in_progress = false;
+}
+
+bool conn_answered(conn *c)
+{
+    c->owed = false;
+    if (c->state == CONN_CLOSED) {
+        conn_free(c); /* the client went away while the answer was owed */
+        return false;
+    }
+    if (c->state == CONN_CLOSING)
+        return true;
+    if (c->set->draining)
+        conn_finish_input(c);
+    /* The parser is at a message boundary after an answer: idle until the next one starts. */
+    conn_read_deadline(c, c->set->limits.idle_timeout_ms);
+    conn_progress(c);
+    return true;
+}
+
+static void on_write(uv_write_t *w, int status)
+{
+    conn *c = w->data;
+    c->write_active = false;
+    c->write_deadline = 0;
+    buf_reset(&c->writing, KEEP_BYTES);
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    conn_progress(c);
+}
+
+void conn_received(conn *c, const char *data, size_t len)
+{
+    if (len == 0 || c->state != CONN_OPEN)
+        return;
+    if (c->pending_in.len == 0 && conn_may_parse(c)) {
+        /* The common case: parsed straight from the read buffer, no copy. */
+        c->in_progress = true;
+        size_t off = c->set->proto->feed(c, data, len);
+        c->in_progress = false;
+        data += off;
+        len -= off;
+    }
+    if (len && c->state == CONN_OPEN)
+        buf_append(&c->pending_in, data, len);
+    conn_progress(c);
+}
+
+void conn_received_eof(conn *c)
+{
+    /* What the client sent before its EOF is still answered, then the connection closes. */
+    c->eof = true;
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+    conn_progress(c);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    conn *c = s->data;
+    if (b->base == read_buffer)
+        read_buffer_busy = false;
+    if (n == UV_EOF)
+        conn_received_eof(c);
+    else if (n < 0)
+        conn_close(c); /* an answer still owed is dropped when it arrives */
+    else
+        conn_received(c, b->base, (size_t)n);
+}
+
+/* --- the set --- */
+
+static void on_sweep(uv_timer_t *t)
+{
+    conn_set *set = t->data;
+    uint64_t now = uv_now(set->loop);
+    for (conn *c = set->head; c; c = c->next) {
+        if (c->state >= CONN_CLOSING)
+            continue;
+        /* A client that stopped reading gets a reset: a FIN would wait behind the unread
+         * answers, and the kernel would keep them buffered for minutes. */
+        if (c->write_deadline && now >= c->write_deadline) {
+            metrics_connection_timed_out(true);
+            close_socket(c, true);
+        } else if (c->read_deadline && now >= c->read_deadline && !c->owed) {
+            metrics_connection_timed_out(false);
+            close_socket(c, c->write_active);
+        }
+    }
+}
+
+void conn_set_init(conn_set *set, uv_loop_t *loop, const conn_protocol *proto,
+                   const conn_limits *limits, void *ctx)
+{
+    memset(set, 0, sizeof *set);
+    set->ctx = ctx;
+    set->loop = loop;
+    set->proto = proto;
+    set->limits = *limits;
+    uv_timer_init(loop, &set->sweep);
+    set->sweep.data = set;
+    uv_timer_start(&set->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+}
+
+/* A connection in the set, its handle initialised but not yet attached to a socket. */
+static conn *conn_new(conn_set *set)
+{
+    conn *c = calloc(1, set->proto->conn_size);
+    if (!c)
+        return NULL;
+    c->set = set;
+    c->state = CONN_OPEN;
+    uv_tcp_init(set->loop, &c->tcp);
+    c->tcp.data = c;
+    c->next = set->head;
+    if (set->head)
+        set->head->prev = c;
+    set->head = c;
+    set->count++;
+    metrics_connection_opened();
+    return c;
+}
+
+static void conn_start(conn *c)
+{
+    bool over = c->set->count > c->set->limits.max_connections || c->set->draining;
+    if (over)
+        metrics_connection_rejected();
+    /* A new connection must deliver its first header block in time, like any request. */
+    conn_read_deadline(c, c->set->limits.header_timeout_ms);
+    c->set->proto->open(c, over);
+    conn_progress(c);
+}
+
+int conn_accept(conn_set *set, uv_stream_t *listener)
+{
+    conn *c = conn_new(set);
+    if (!c)
+        return UV_ENOMEM;
+    int rc = uv_accept(listener, (uv_stream_t *)&c->tcp);
+    if (rc != 0) {
+        conn_close(c);
+        return rc;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    conn_start(c);
+    return 0;
+}
+
+conn *conn_open_fd(conn_set *set, uv_os_sock_t fd)
+{
+    conn *c = conn_new(set);
+    if (!c)
+        return NULL;
+    if (uv_tcp_open(&c->tcp, fd) != 0) {
+        conn_close(c);
+        return NULL;
+    }
+    conn_start(c);
+    return c;
+}
+
+void conn_set_drain(conn_set *set)
+{
+    set->draining = true;
+    for (conn *c = set->head; c; c = c->next)
+        conn_progress(c); /* closes none synchronously: the list stays intact */
+    if (set->count == 0 && set->on_empty) {
+        void (*cb)(conn_set *) = set->on_empty;
+        set->on_empty = NULL;
+        cb(set);
+    }
+}
+
+void conn_set_close_all(conn_set *set)
+{
+    for (conn *c = set->head; c; c = c->next)
+        conn_close(c);
+}
+
+void conn_set_stop(conn_set *set)
+{
+    uv_timer_stop(&set->sweep);
+    if (!uv_is_closing((uv_handle_t *)&set->sweep))
+        uv_close((uv_handle_t *)&set->sweep, NULL);
+}

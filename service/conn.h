@@ -1,0 +1,124 @@
+/* conn: one client socket's life: reading, queued output, deadlines, and when its memory goes.
+ *
+ * A connection is in exactly one state; only conn.c changes it:
+ *
+ *   OPEN ──── client EOF with nothing left to answer, a last request (Connection: close),
+ *    │        a protocol error, or the server draining ────────────────────┐
+ *    │  reads; the protocol parses one request at a time and the           v
+ *    │  parser waits while an answer is owed or WRITE_BUFFER_BYTES      DRAINING
+ *    │  of answers are queued                                  reads nothing more; writes what
+ *    │                                                         is queued and owed, then closes
+ *    │ read error, write error or timeout, a deadline passed          │
+ *    v                                                                 │
+ *   CLOSING <──────────────────────────────────────────────────────────┘
+ *    │  uv_close called: nothing is read or written any more
+ *    v  libuv's close callback
+ *   CLOSED ── memory freed at once, or when the answer still owed arrives (and is dropped)
+ *
+ * Beside the state, a dispatched request holds the connection (conn_hold) until its answer is
+ * queued (conn_answered): that hold, and the socket until its close callback, are the two
+ * things that keep the memory. The set owns every connection's memory and frees it in exactly
+ * one place; conn_answered is the only call a caller makes that may free (it says so), and
+ * every other call leaves the connection valid until the event loop runs again. */
+#ifndef ENTITYD_CONN_H
+#define ENTITYD_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "buf.h"
+
+enum conn_state { CONN_OPEN, CONN_DRAINING, CONN_CLOSING, CONN_CLOSED };
+
+struct conn;
+struct conn_set;
+
+/* What a protocol provides: the connection layer knows bytes, never requests. */
+typedef struct conn_protocol {
+    size_t conn_size; /* bytes to allocate per connection: the protocol's struct, conn first */
+    /* A new connection; over_capacity: answer it a refusal and finish its input. */
+    void (*open)(struct conn *c, bool over_capacity);
+    /* Parses; returns how many bytes it consumed. Called only while the connection is open,
+     * no answer is owed, and the queued output is under the high-water mark; it stops by
+     * itself when it dispatches a request (conn_hold) or finishes the input. */
+    size_t (*feed)(struct conn *c, const char *data, size_t len);
+    void (*free)(struct conn *c); /* releases the protocol's state; the memory is the set's */
+    /* A request has begun to arrive: a drain lets it finish instead of closing the connection. */
+    bool (*mid_request)(const struct conn *c);
+} conn_protocol;
+
+typedef struct conn_limits {
+    uint64_t header_timeout_ms; /* a connection's first header block must arrive within this */
+    uint64_t idle_timeout_ms;   /* no request in progress and nothing read for this long */
+    uint64_t write_timeout_ms;  /* a queued write must reach the client within this */
+    size_t write_buffer_bytes;  /* queued answers beyond this pause the parser */
+    size_t max_connections;     /* beyond it new connections are refused by the protocol */
+} conn_limits;
+
+typedef struct conn_set {
+    uv_loop_t *loop;
+    const conn_protocol *proto;
+    conn_limits limits;
+    struct conn *head; /* every connection whose memory is not yet freed */
+    size_t count;
+    uv_timer_t sweep; /* checks every connection's deadlines */
+    bool draining;    /* new answers close their connection; called back when none is left */
+    void (*on_empty)(struct conn_set *set);
+    void *ctx; /* the protocol's context (the app) */
+} conn_set;
+
+typedef struct conn {
+    uv_tcp_t tcp;
+    uv_write_t wreq;
+    conn_set *set;
+    struct conn *prev, *next;
+    enum conn_state state;
+    bool owed;         /* a dispatched request holds the connection: its answer is owed */
+    bool eof;          /* the client finished sending */
+    bool reading;      /* uv_read_start is in force */
+    bool write_active; /* uv_write owns `writing` until its callback */
+    bool in_progress;  /* conn_progress is on the stack: a nested call only asks for a rerun */
+    bool again;
+    uint64_t read_deadline;  /* loop ms: header, body or idle deadline; 0 none; paused while owed */
+    uint64_t write_deadline; /* loop ms: the write in progress must finish by then; 0 none */
+    buf pending_in;          /* read, not yet parsed */
+    buf out;                 /* answers queued, not yet handed to the kernel */
+    buf writing;             /* what uv_write is sending */
+} conn;
+
+/* Sets up the set and its sweep timer on loop; ctx is for the protocol. */
+void conn_set_init(conn_set *set, uv_loop_t *loop, const conn_protocol *proto,
+                   const conn_limits *limits, void *ctx);
+/* Accepts one connection from listener. Returns 0 or a negative libuv error. */
+int conn_accept(conn_set *set, uv_stream_t *listener);
+/* Serves a connected stream socket (the fuzz targets give one end of a socketpair): on NULL the
+ * caller still owns fd. */
+conn *conn_open_fd(conn_set *set, uv_os_sock_t fd);
+/* No new requests anywhere: idle connections close now, busy ones after their answer; on_empty
+ * runs once no connection is left. conn_set_close_all closes every socket at once. */
+void conn_set_drain(conn_set *set);
+void conn_set_close_all(conn_set *set);
+void conn_set_stop(conn_set *set); /* stops the sweep timer (closes its handle) */
+
+/* The protocol's calls. */
+void conn_hold(conn *c);            /* a request is dispatched: its answer is owed */
+bool conn_answered(conn *c);        /* the answer is queued; returns false when c was freed */
+void conn_finish_input(conn *c);    /* no more requests from this client */
+void conn_close(conn *c);           /* closes at once (what is queued is dropped) */
+void conn_progress(conn *c);        /* parse, write, read or close as the state allows */
+bool conn_may_parse(const conn *c); /* open, no answer owed, queued output under the mark */
+void conn_read_deadline(conn *c, uint64_t ms); /* from now; 0 clears it */
+bool conn_accepts_output(const conn *c);       /* open or draining */
+bool conn_last_answer(const conn *c);          /* the answer being queued is the last one */
+static inline buf *conn_output(conn *c)
+{
+    return &c->out;
+}
+/* Bytes or EOF read from the socket; the fuzz harness calls these as the socket would. */
+void conn_received(conn *c, const char *data, size_t len);
+void conn_received_eof(conn *c);
+bool conn_wants_input(const conn *c); /* reading now (for the fuzz harness) */
+bool conn_alive(const conn_set *set, const conn *c);
+
+#endif

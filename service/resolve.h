@@ -1,0 +1,37 @@
+/* resolve: a host name to a numeric address on the libuv threadpool.
+ *
+ * redisAsyncConnect resolves its host with a blocking getaddrinfo on the calling thread, the
+ * loop. Given a numeric address instead, glibc answers from the string alone (no hosts file,
+ * no DNS), so the lookup is done here first, off the loop, and hiredis gets the result. */
+#ifndef ENTITYD_RESOLVE_H
+#define ENTITYD_RESOLVE_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <uv.h>
+
+/* status: 0 with `numeric` the address (valid during the call only), or a libuv error
+ * (UV_EAI_CANCELED after resolve_cancel, UV_EAI_NONAME for an unknown host, ...). */
+typedef void (*resolve_cb)(void *data, int status, const char *numeric);
+
+/* One resolution at a time; embedded in its owner, which must outlive the loop's last run
+ * (a resolution under way on the threadpool cannot be stopped: its callback still comes). */
+typedef struct resolver {
+    uv_getaddrinfo_t req;
+    resolve_cb cb;
+    void *data;
+    bool busy;
+    char numeric[INET6_ADDRSTRLEN];
+} resolver;
+
+/* Resolves host; cb runs exactly once, on the loop. A numeric host (IPv4, or IPv6 without
+ * brackets) is answered before this returns, as is a failure to start. IPv4 addresses are
+ * preferred over IPv6 ones, as hiredis itself does. */
+void resolve_start(resolver *r, uv_loop_t *loop, const char *host, resolve_cb cb, void *data);
+/* Cancels a resolution still waiting for a pool thread (cb then gets UV_EAI_CANCELED); one
+ * already running finishes and calls back with its result. */
+void resolve_cancel(resolver *r);
+/* A resolution has started and not called back yet. */
+bool resolve_busy(const resolver *r);
+
+#endif

@@ -1,0 +1,266 @@
+"""Alias uniqueness when an entity write has an unknown outcome.
+
+A write that times out (504) or loses its connection (503) after it was sent may still happen
+in Redis, or may never happen. Either way the alias claim made for it must stay, so that no
+other entity can take the alias while the write may still land; only the holder's own record
+(the stale-claim check, after the grace period) or an answer that the write did not happen may
+free it.
+
+entityd reaches Redis through a small proxy (local to this file) that acts once, when it sees
+entity A's update script (the only command naming A's owners key) pass towards Redis:
+- 'sleep': DEBUG SLEEP 0.8 on another connection first, so Redis runs the script late, after
+  entityd gave up on it (REDIS_TIMEOUT_MS=500) and after everything entityd sent in between;
+- 'hold': the script goes through at once, its answer (and every later one) is held 0.8 s;
+- 'drop': both sides of the connection are closed and the script never reaches Redis.
+Then entity B asks for the same alias. Afterwards at most one entity names the alias, and the
+alias key names that one (the invariant checker of invariants.py over every key)."""
+
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import scaled  # noqa: E402
+from invariants import check_invariants  # noqa: E402
+
+STALL = 0.8
+TIMEOUT_MS = 500
+
+
+class StallProxy:
+    """Loopback TCP proxy in front of a Redis that acts once on a trigger (see the module
+    docstring). Only what the test needs: bytes are passed through unparsed."""
+
+    def __init__(self, redis):
+        self.redis = redis
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(('127.0.0.1', 0))
+        self.lsock.listen(16)
+        self.port = self.lsock.getsockname()[1]
+        self.trigger = None
+        self.mode = None
+        self.fired = threading.Event()
+        self.hold_until = 0.0
+        self.lock = threading.Lock()
+        self.socks = []
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self):
+        return 'redis://127.0.0.1:%d/0' % self.port
+
+    def arm(self, trigger, mode):
+        with self.lock:
+            self.trigger, self.mode = trigger, mode
+            self.fired.clear()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(('127.0.0.1', self.redis.port), timeout=5)
+                u.settimeout(None)
+            except OSError:
+                c.close()
+                continue
+            for s in (c, u):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self.lock:
+                self.socks += [c, u]
+            threading.Thread(target=self._up, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._down, args=(u, c), daemon=True).start()
+
+    def _take_trigger(self, window):
+        with self.lock:
+            if self.trigger is None or self.trigger not in window:
+                return None
+            mode, self.trigger = self.mode, None
+            return mode
+
+    def _up(self, c, u):
+        tail = b''
+        try:
+            while True:
+                data = c.recv(65536)
+                if not data:
+                    break
+                window = tail + data
+                tail = window[-256:]
+                mode = self._take_trigger(window)
+                if mode == 'sleep':
+                    threading.Thread(target=self._debug_sleep, daemon=True).start()
+                    time.sleep(0.15)  # DEBUG SLEEP is running when the script arrives
+                elif mode == 'hold':
+                    self.hold_until = time.monotonic() + STALL
+                elif mode == 'drop':
+                    self.fired.set()
+                    break
+                u.sendall(data)
+                if mode:
+                    self.fired.set()
+        except OSError:
+            pass
+        self._shut(u)
+        self._shut(c)
+
+    def _debug_sleep(self):
+        harness.resp_command(self.redis.port, 'DEBUG', 'SLEEP', str(STALL), timeout=10)
+
+    def _down(self, u, c):
+        try:
+            while True:
+                data = u.recv(65536)
+                if not data:
+                    break
+                wait = self.hold_until - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                c.sendall(data)
+        except OSError:
+            pass
+        self._shut(c)
+
+    @staticmethod
+    def _shut(s):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def close(self):
+        self.closed = True
+        self.lsock.close()
+        with self.lock:
+            for s in self.socks:
+                self._shut(s)
+                s.close()
+
+
+def body(owner, eid=None, **kw):
+    b = {'name': 'Alias Guild', 'description': '', 'ownerAddresses': [owner], 'twitter': '',
+         'discord': '', 'website': '', 'imageUrl': ''}
+    if eid:
+        b['id'] = eid
+    b.update(kw)
+    return b
+
+
+class AliasUnknownOutcomeTest(harness.ServiceTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.r = self.redis(extra_args=['--enable-debug-command', 'local'])
+        self.proxy = StallProxy(self.r)
+        self.addCleanup(self.proxy.close)
+        self.svc = self.entityd(redis=None, env={'REDIS_URL': self.proxy.url,
+                                                 'REDIS_TIMEOUT_MS': TIMEOUT_MS,
+                                                 'READ_CACHE_MB': '0'})
+        msg, _ = harness.current_message(self.svc.port)
+        self.wa, self.wb = harness.Wallet.random(2)
+        self.qa = 'address=%s&signature=%s' % self.wa.sign(msg)
+        self.qb = 'address=%s&signature=%s' % self.wb.sign(msg)
+        self.ea = self.create(self.qa, self.wa.address, 'old-a-%d' % os.getpid())
+        self.eb = self.create(self.qb, self.wb.address, 'old-b-%d' % os.getpid())
+
+    def post(self, q, b):
+        return harness.request(self.svc.port, 'POST', '/api/entities?' + q, body=b,
+                               timeout=scaled(10))
+
+    def create(self, q, owner, alias):
+        st, _, b = self.post(q, body(owner, communityURLAlias=alias))
+        self.assertEqual(st, 201, b)
+        return b['data']['id']
+
+    def holder(self, alias):
+        v = self.r.cli('GET', 'alias:{%s}' % alias)
+        return v.decode().split(' ')[0] if v else None
+
+    def named(self, eid):
+        return self.r.cli('HGET', 'ent:{%s}' % eid, 'communityURLAlias').decode()
+
+    def api_alias(self, q, eid):
+        st, _, b = harness.request(self.svc.port, 'GET', '/api/entities/%s?%s' % (eid, q))
+        self.assertEqual(st, 200, b)
+        return b['data']['communityURLAlias']
+
+    def race(self, mode, alias):
+        """A's update setting alias meets the proxy's mode; then B's update asks for alias.
+        Returns (A's status, B's status)."""
+        self.proxy.arm(('ent:{%s}:owners' % self.ea).encode(), mode)
+        sa, _, ba = self.post(self.qa, body(self.wa.address, self.ea, communityURLAlias=alias))
+        self.assertTrue(self.proxy.fired.is_set(), 'the proxy never saw A\'s update')
+        self.svc.wait_ready()  # after a dropped connection, entityd is connected again
+        sb, _, bb = self.post(self.qb, body(self.wb.address, self.eb, communityURLAlias=alias))
+        # Whatever Redis still holds back has run once a fresh command is answered.
+        harness.wait_for(lambda: self.r.cli('PING', timeout=scaled(5)) in ('PONG', b'PONG') and
+                         time.monotonic() > self.proxy.hold_until, scaled(10), what='Redis')
+        return (sa, ba), (sb, bb)
+
+    def assert_unique(self, alias):
+        names = [e for e in (self.ea, self.eb) if self.named(e) == alias]
+        via_api = [e for e, q in ((self.ea, self.qa), (self.eb, self.qb))
+                   if self.api_alias(q, e) == alias]
+        self.assertLessEqual(len(names), 1, 'both entities name %s' % alias)
+        self.assertEqual(via_api, names)
+        if names:
+            self.assertEqual(self.holder(alias), names[0])
+        problems = check_invariants(self.r)
+        self.assertEqual(problems, [], '\n'.join(problems[:20]))
+        return names
+
+    def test_late_script_keeps_the_claim(self):
+        # Redis runs A's script after entityd answered 504, and after anything sent meanwhile.
+        alias = 'late-%d' % os.getpid()
+        (sa, ba), (sb, bb) = self.race('sleep', alias)
+        self.assertEqual(sa, 504, ba)
+        self.assertEqual(sb, 409, bb)
+        self.assertEqual(self.assert_unique(alias), [self.ea])
+
+    def test_late_answer_keeps_the_claim(self):
+        # Redis runs A's script at once; only its answer comes after entityd's deadline.
+        alias = 'slow-%d' % os.getpid()
+        (sa, ba), (sb, bb) = self.race('hold', alias)
+        self.assertEqual(sa, 504, ba)
+        self.assertEqual(sb, 409, bb)
+        self.assertEqual(self.assert_unique(alias), [self.ea])
+
+    def test_lost_script_frees_the_alias_once_stale(self):
+        # The connection drops with A's script unsent: A's write never happens, but entityd
+        # cannot know. The claim stays until it is older than the grace period; then the
+        # holder's record (not naming the alias) lets B take it over.
+        alias = 'lost-%d' % os.getpid()
+        (sa, ba), (sb, bb) = self.race('drop', alias)
+        self.assertEqual(sa, 503, ba)
+        self.assertEqual(sb, 409, bb)
+        self.assertEqual(self.holder(alias), self.ea)
+        self.assertEqual(self.assert_unique(alias), [])
+        # Age the claim past the grace period (60 s), keeping its holder and token.
+        key = 'alias:{%s}' % alias
+        holder, at, *token = self.r.cli('GET', key).decode().split(' ')
+        self.r.cli('SET', key, ' '.join([holder, str(int(at) - 120)] + token))
+        st, _, b = self.post(self.qb, body(self.wb.address, self.eb, communityURLAlias=alias))
+        self.assertEqual(st, 200, b)
+        self.assertEqual(self.assert_unique(alias), [self.eb])
+
+    def test_refused_write_releases_its_claim(self):
+        # A known failure (409 on a stale __v): the write did not happen, the claim goes at once.
+        alias = 'refused-%d' % os.getpid()
+        st, _, b = self.post(self.qa, body(self.wa.address, self.ea, communityURLAlias=alias,
+                                           __v=7))
+        self.assertEqual(st, 409, b)
+        harness.wait_for(lambda: self.holder(alias) is None, scaled(2), what='claim released')
+        st, _, b = self.post(self.qb, body(self.wb.address, self.eb, communityURLAlias=alias))
+        self.assertEqual(st, 200, b)
+        self.assertEqual(self.assert_unique(alias), [self.eb])
+
+
+if __name__ == '__main__':
+    harness.main()
