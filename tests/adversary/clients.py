@@ -296,24 +296,26 @@ def slow_reader(port, request, n, deadline, rate=1.0, rcvbuf=4096):
     s, _ = pipeline_never_read(port, request, n, rcvbuf=rcvbuf, send_timeout=1.0)
     t0 = time.monotonic()
     got = 0
+    next_read = t0
     try:
-        s.setblocking(True)
+        s.setblocking(False)
         while time.monotonic() < deadline:
-            s.settimeout(max(0.01, min(1.0, deadline - time.monotonic())))
-            try:
-                b = s.recv(1)
-            except socket.timeout:
-                continue
-            except OSError:
-                return got, time.monotonic() - t0
-            if not b:
-                return got, time.monotonic() - t0
-            got += 1
             if not server_holds(port, [s]):
                 # Closed on the service's side (its end has no owner); what we have not read
                 # yet may still be queued.
                 return got, time.monotonic() - t0
-            time.sleep(1.0 / rate)
+            if time.monotonic() >= next_read:
+                next_read += 1.0 / rate
+                try:
+                    b = s.recv(1)
+                except BlockingIOError:
+                    b = None
+                except OSError:
+                    return got, time.monotonic() - t0
+                if b == b'':
+                    return got, time.monotonic() - t0
+                got += 1 if b else 0
+            time.sleep(0.05)
         return got, None
     finally:
         reset_close(s)
@@ -475,6 +477,7 @@ class Checker:
         self.stopped = threading.Event()
         self.lock = threading.Lock()
         self.problems = []
+        self.problem_times = []  # when the request of each problem was sent
         self.statuses = {}
         self.log = []  # (sent, received, case name, status)
         self.sock = None
@@ -494,10 +497,11 @@ class Checker:
             self.sock = None
         return not self.thread.is_alive()
 
-    def _problem(self, msg):
+    def _problem(self, msg, sent=None):
         with self.lock:
             if len(self.problems) < 200:
                 self.problems.append('%s: %s' % (self.name, msg))
+                self.problem_times.append(sent if sent is not None else time.monotonic())
 
     def _connect(self):
         if self.sock:
@@ -575,11 +579,11 @@ class Checker:
             if faulty and case.needs_redis and resp.status in (503, 504):
                 err = error_envelope(resp, 'unavailable' if resp.status == 503 else 'timeout')
                 if err:
-                    self._problem('%s: %s' % (case.name, err))
+                    self._problem('%s: %s' % (case.name, err), sent)
             else:
                 err = case.expect(resp)
                 if err:
-                    self._problem('%s %s: %s' % (case.name, method, err))
+                    self._problem('%s %s: %s' % (case.name, method, err), sent)
                 elif case.after:
                     case.after(resp, sent, received)
             if resp.headers.get('connection', '').lower() == 'close':
