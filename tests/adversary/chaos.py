@@ -49,6 +49,7 @@ class Figures:
         self.rss = []
         self.pending_max = 0
         self.pending_missing = 0
+        self.fault_log = []  # (kind, start, end)
 
     def add(self, table, key, n=1):
         with self.lock:
@@ -81,7 +82,7 @@ class Chaos:
         env = {'REDIS_URL': 'redis://127.0.0.1:%d/0' % self.proxy.port,
                'REDIS_TIMEOUT_MS': REDIS_TIMEOUT_MS, 'REDIS_MAX_PENDING': MAX_PENDING,
                'HEADER_TIMEOUT_MS': HEADER_MS, 'IDLE_TIMEOUT_MS': IDLE_MS,
-               'WRITE_TIMEOUT_MS': WRITE_MS, 'LOG_LEVEL': 'warn'}
+               'WRITE_TIMEOUT_MS': WRITE_MS}
         self.svc = harness.Entityd(redis=self.redis, env=env)
         say('entityd pid %d port %d (%s), redis pid %d port %d, proxy port %d' % (
             self.svc.pid, self.svc.port, 'sanitizer build' if harness.SANITIZED else 'plain',
@@ -143,9 +144,12 @@ class Chaos:
             kind = kinds[n % len(kinds)] if n < len(kinds) else self.rng.choice(kinds)
             n += 1
             self.set_faulty(True)
+            t_start = time.monotonic()
             try:
                 self.fault(kind)
                 self.fig.add(self.fig.faults, kind)
+                with self.fig.lock:
+                    self.fig.fault_log.append((kind, t_start, time.monotonic()))
             except Exception as e:  # noqa: BLE001 - a fault that could not be made
                 say('fault %s could not be made: %r' % (kind, e))
                 if self.redis.proc is None:
@@ -292,6 +296,18 @@ class Chaos:
                 self.fig.violation('%s did not stop' % c.name)
         return self.report()
 
+    def when(self, t):
+        """t against the faults: during one, or how long after the last one ended."""
+        last = None
+        for kind, start, end in self.fig.fault_log:
+            if start <= t <= end:
+                return 'during %s' % kind
+            if end < t:
+                last = (kind, end)
+        if last is None:
+            return 'before any fault'
+        return '%.2fs after %s ended' % (t - last[1], last[0])
+
     def report(self):
         fig = self.fig
         svc = self.svc
@@ -304,8 +320,8 @@ class Chaos:
             for k, v in c.statuses.items():
                 statuses[k] = statuses.get(k, 0) + v
             connects += c.connects
-            for p in c.problems:
-                fig.violation(p)
+            for t, p in zip(c.problem_times, c.problems):
+                fig.violation('%s (%s)' % (p, self.when(t)))
         invariants = []
         try:
             if self.redis.proc is None:
