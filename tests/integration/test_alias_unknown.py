@@ -13,7 +13,7 @@ entity A's update script (the only command naming A's owners key) pass towards R
 - 'hold': the script goes through at once, its answer (and every later one) is held 0.8 s;
 - 'drop': both sides of the connection are closed and the script never reaches Redis.
 Then entity B asks for the same alias. Afterwards at most one entity names the alias, and the
-alias key names that one (the invariant checker of test_faults.py over every key)."""
+alias key names that one (the invariant checker of invariants.py over every key)."""
 
 import os
 import socket
@@ -24,7 +24,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import scaled  # noqa: E402
-from test_faults import check_invariants  # noqa: E402
+from invariants import check_invariants  # noqa: E402
 
 STALL = 0.8
 TIMEOUT_MS = 500
