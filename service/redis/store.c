@@ -669,6 +669,10 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     store *st = ac->data;
     st->ac = NULL;
     st->stats.disconnects++;
+    /* Down before the listener hears it: a command it sends is refused, not sent to a
+     * connection that is gone. */
+    if (st->state != ST_CLOSED)
+        st->state = ST_DOWN;
     if (st->listener)
         st->listener(st->listener_ctx, false);
     if (st->state == ST_CLOSED)
