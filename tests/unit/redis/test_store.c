@@ -858,5 +858,7 @@ int main(void)
         cmocka_unit_test_teardown(test_close_answers_pending_once, teardown),
         cmocka_unit_test_teardown(test_listener_hears_connection_come_and_go, teardown),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    /* Every test skipped for want of a server: say so to meson too (77: skipped). */
+    return failed == 0 && !have_redis ? 77 : failed;
 }
