@@ -1,0 +1,864 @@
+/* store: the pipelined Redis connection against a real redis-server started by the test, with
+ * no HTTP: commands, transactions and scripts round trip (a flushed script cache is recovered);
+ * a command past REDIS_TIMEOUT_MS answers STORE_TIMEOUT once, and its late reply is dropped;
+ * past REDIS_MAX_PENDING a command is refused at once and nothing is sent; a killed server
+ * answers every pending command STORE_UNAVAILABLE once, and the store comes back by itself
+ * with its scripts once the server does; store_close answers what is pending; the listener
+ * hears each connection come and go. Every callback counts its calls.
+ *
+ * The server is /usr/bin/redis-server on a free loopback port, stopped by its pid when the
+ * group ends (and at exit, and with the test process by PR_SET_PDEATHSIG). Without that
+ * binary every test is skipped. */
+#include <stdarg.h>
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "core/app.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "redis/lua_scripts.h"
+#include "redis/store.h"
+
+#define REDIS_BIN "/usr/bin/redis-server"
+
+/* --- the redis-server process --- */
+
+static pid_t redis_pid = -1;
+static int redis_port;
+static bool have_redis;
+
+static uint64_t now_ns(void)
+{
+    return uv_hrtime();
+}
+
+static uint64_t now_msec(void)
+{
+    return uv_hrtime() / 1000000;
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static pid_t redis_spawn(int port)
+{
+    char p[16];
+    snprintf(p, sizeof p, "%d", port);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    /* The child: gone with the test process, whatever ends it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127);
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+    }
+    execl(REDIS_BIN, "redis-server", "--port", p, "--bind", "127.0.0.1", "--save", "",
+          "--appendonly", "no", "--enable-debug-command", "local", (char *)NULL);
+    _exit(127);
+}
+
+static bool redis_alive(void)
+{
+    return redis_pid > 0 && waitpid(redis_pid, NULL, WNOHANG) == 0;
+}
+
+/* Waits (at most ms) until the server answers PING on its port. */
+static bool redis_wait_up(int ms)
+{
+    uint64_t end = now_msec() + (uint64_t)ms;
+    while (now_msec() < end) {
+        if (!redis_alive())
+            return false;
+        struct timeval tv = {0, 200000};
+        redisContext *c = redisConnectWithTimeout("127.0.0.1", redis_port, tv);
+        if (c && !c->err) {
+            redisSetTimeout(c, tv);
+            redisReply *r = redisCommand(c, "PING");
+            bool up = r && r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "PONG");
+            if (r)
+                freeReplyObject(r);
+            redisFree(c);
+            if (up)
+                return true;
+        } else if (c) {
+            redisFree(c);
+        }
+        usleep(20000);
+    }
+    return false;
+}
+
+static bool redis_start(void)
+{
+    redis_pid = redis_spawn(redis_port);
+    if (redis_pid < 0)
+        return false;
+    return redis_wait_up(10000);
+}
+
+/* SIGTERM, then SIGKILL after 2 s; reaps the process either way. */
+static void redis_stop(void)
+{
+    if (redis_pid <= 0)
+        return;
+    pid_t pid = redis_pid;
+    redis_pid = -1;
+    kill(pid, SIGCONT);
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 200; i++) {
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            return;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static void redis_kill9(void)
+{
+    assert_true(redis_pid > 0);
+    assert_int_equal(kill(redis_pid, SIGKILL), 0);
+    assert_int_equal(waitpid(redis_pid, NULL, 0), redis_pid);
+    redis_pid = -1;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    log_set_level(LOG_WARN);
+    if (access(REDIS_BIN, X_OK) != 0) {
+        fprintf(stderr, "test_store: %s not found: every test is skipped\n", REDIS_BIN);
+        return 0;
+    }
+    atexit(redis_stop);
+    redis_port = free_port();
+    if (redis_port <= 0 || !redis_start()) {
+        fprintf(stderr, "test_store: redis-server did not start on port %d\n", redis_port);
+        redis_stop();
+        return -1;
+    }
+    have_redis = true;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    redis_stop();
+    return 0;
+}
+
+/* --- a second, raw connection (hiredis's blocking client) --- */
+
+static redisContext *raw_ctx;
+
+static redisContext *raw(void)
+{
+    if (!raw_ctx) {
+        struct timeval tv = {2, 0};
+        raw_ctx = redisConnectWithTimeout("127.0.0.1", redis_port, tv);
+        assert_non_null(raw_ctx);
+        assert_int_equal(raw_ctx->err, 0);
+        struct timeval rtv = {5, 0};
+        redisSetTimeout(raw_ctx, rtv);
+    }
+    return raw_ctx;
+}
+
+static void raw_close(void)
+{
+    if (raw_ctx)
+        redisFree(raw_ctx);
+    raw_ctx = NULL;
+}
+
+/* Runs a command on the raw connection; returns the integer, or 1 for +OK, or the length of a
+ * bulk string copied to out (when given). Fails the test on an error reply. */
+static long long raw_cmd(char *out, size_t out_len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(raw(), fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    long long v = 0;
+    switch (r->type) {
+    case REDIS_REPLY_INTEGER:
+        v = r->integer;
+        break;
+    case REDIS_REPLY_STATUS:
+        v = !strcmp(r->str, "OK");
+        break;
+    case REDIS_REPLY_STRING:
+        v = (long long)r->len;
+        if (out)
+            snprintf(out, out_len, "%s", r->str);
+        break;
+    case REDIS_REPLY_NIL:
+        v = -1;
+        break;
+    case REDIS_REPLY_ARRAY:
+        v = (long long)r->elements;
+        break;
+    default:
+        fprintf(stderr, "raw: %s\n", r->str);
+        freeReplyObject(r);
+        fail();
+    }
+    freeReplyObject(r);
+    return v;
+}
+
+/* Scripts the server holds: how many of the store's are in its script cache. */
+static int scripts_loaded(void)
+{
+    int n = 0;
+    for (int i = 0; i < LUA_SCRIPT_COUNT; i++) {
+        redisReply *r = redisCommand(raw(), "SCRIPT EXISTS %s", lua_scripts[i].sha1);
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        n += (int)r->element[0]->integer;
+        freeReplyObject(r);
+    }
+    return n;
+}
+
+/* Sends a command on a connection of its own without waiting for its answer (DEBUG SLEEP):
+ * raw_finish() reads it. */
+static redisContext *sleeper;
+
+static void raw_send_only(const char *cmd)
+{
+    struct timeval tv = {2, 0};
+    sleeper = redisConnectWithTimeout("127.0.0.1", redis_port, tv);
+    assert_non_null(sleeper);
+    assert_int_equal(sleeper->err, 0);
+    struct timeval rtv = {10, 0};
+    redisSetTimeout(sleeper, rtv);
+    assert_int_equal(redisAppendCommand(sleeper, cmd), REDIS_OK);
+    int done = 0;
+    for (int i = 0; i < 100 && !done; i++)
+        assert_int_equal(redisBufferWrite(sleeper, &done), REDIS_OK);
+    assert_true(done);
+}
+
+static void raw_finish(void)
+{
+    redisReply *r = NULL;
+    assert_int_equal(redisGetReply(sleeper, (void **)&r), REDIS_OK);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(sleeper);
+    sleeper = NULL;
+}
+
+/* --- the store under test --- */
+
+#define MAX_ELEMS 8
+
+/* What one callback saw; the records are static so that a test that fails with commands in
+ * flight leaves nothing on a dead stack for teardown's store_close to write into. */
+typedef struct rec {
+    int calls, status, type;
+    long long integer;
+    char str[128];
+    size_t elements;
+    int etype[MAX_ELEMS];
+    long long eint[MAX_ELEMS];
+    char estr[MAX_ELEMS][64];
+    uint64_t at_ns;
+} rec;
+
+#define NRECS 64
+static rec R[NRECS];
+
+static struct {
+    uv_loop_t loop;
+    app a;
+    bool open;
+    int heard_ready, heard_gone;
+    int ready_unready; /* heard ready=true while store_ready() said false */
+} T;
+
+static store *st(void)
+{
+    return T.a.store;
+}
+
+static void on_rec(void *data, int status, redisReply *r)
+{
+    rec *x = data;
+    x->calls++;
+    x->status = status;
+    x->at_ns = now_ns();
+    x->type = r ? r->type : 0;
+    if (!r)
+        return;
+    x->integer = r->integer;
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
+        r->type == REDIS_REPLY_ERROR)
+        snprintf(x->str, sizeof x->str, "%.*s", (int)r->len, r->str);
+    x->elements = r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+    for (size_t i = 0; i < x->elements && i < MAX_ELEMS; i++) {
+        const redisReply *e = r->element[i];
+        x->etype[i] = e->type;
+        x->eint[i] = e->integer;
+        if (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS ||
+            e->type == REDIS_REPLY_ERROR)
+            snprintf(x->estr[i], sizeof x->estr[i], "%.*s", (int)e->len, e->str);
+    }
+}
+
+static void cmd_argv(rec *r, int argc, const char **argv)
+{
+    size_t lens[16];
+    assert_true(argc <= 16);
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    store_command(st(), on_rec, r, argc, argv, lens);
+}
+
+#define CMD(r, ...)                                                                                \
+    do {                                                                                           \
+        const char *argv_[] = {__VA_ARGS__};                                                       \
+        cmd_argv((r), (int)(sizeof argv_ / sizeof *argv_), argv_);                                 \
+    } while (0)
+
+/* admins_list of an entity: its sorted admins, with the platform's right to see them. */
+static void admins_list(rec *r, const char *entity)
+{
+    char owners[64], admins[64];
+    snprintf(owners, sizeof owners, "%s:owners", entity);
+    snprintf(admins, sizeof admins, "%s:admins", entity);
+    const char *argv[] = {entity, owners, admins, "", "1"};
+    size_t lens[5];
+    for (int i = 0; i < 5; i++)
+        lens[i] = strlen(argv[i]);
+    store_script(st(), LUA_ADMINS_LIST, on_rec, r, 3, 5, argv, lens);
+}
+
+static void on_listen(void *ctx, bool ready)
+{
+    (void)ctx;
+    if (ready) {
+        T.heard_ready++;
+        if (!store_ready(st()))
+            T.ready_unready++;
+    } else {
+        T.heard_gone++;
+    }
+}
+
+static bool pump_step(uint64_t end)
+{
+    uv_run(&T.loop, UV_RUN_NOWAIT);
+    usleep(1000);
+    return now_msec() < end;
+}
+
+/* Runs the loop until cond holds, for ms at most; fails the test if it does not. */
+#define WAIT_FOR(cond, ms)                                                                         \
+    do {                                                                                           \
+        uint64_t end_ = now_msec() + (uint64_t)(ms);                                               \
+        while (!(cond) && pump_step(end_)) {                                                       \
+        }                                                                                          \
+        assert_true(cond);                                                                         \
+    } while (0)
+
+static void pump(int ms)
+{
+    uint64_t end = now_msec() + (uint64_t)ms;
+    while (pump_step(end)) {
+    }
+}
+
+/* An app with its own loop and configuration, and a store on it, ready. */
+static void open_store(const char *timeout_ms, const char *max_pending)
+{
+    if (!have_redis)
+        skip();
+    memset(R, 0, sizeof R);
+    memset(&T, 0, sizeof T);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", redis_port);
+    setenv("REDIS_URL", url, 1);
+    setenv("REDIS_TIMEOUT_MS", timeout_ms, 1);
+    setenv("REDIS_MAX_PENDING", max_pending, 1);
+    setenv("DEV", "1", 1);
+    setenv("READ_CACHE_MB", "0", 1);
+    assert_int_equal(uv_loop_init(&T.loop), 0);
+    T.a.loop = &T.loop;
+    T.open = true;
+    char err[256] = "";
+    char *argv[] = {"test_store", NULL};
+    assert_int_equal(config_load(&T.a.cfg, 1, argv, err, sizeof err), CONFIG_OK);
+    assert_int_equal(store_new(&T.a.store, &T.a, err, sizeof err), 0);
+    store_set_listener(T.a.store, on_listen, NULL);
+    WAIT_FOR(store_ready(st()), 5000);
+    assert_int_equal(T.heard_ready, 1);
+    assert_int_equal(T.heard_gone, 0);
+    assert_int_equal(store_pending(st()), 0);
+}
+
+/* Closes the store, lets the loop finish, frees everything; a server the test stopped or
+ * killed is resumed or started again for the next test. */
+static int teardown(void **state)
+{
+    (void)state;
+    int rc = 0;
+    raw_close();
+    if (sleeper) {
+        redisFree(sleeper);
+        sleeper = NULL;
+    }
+    if (T.open) {
+        if (T.a.store)
+            store_close(T.a.store);
+        uint64_t end = now_msec() + 5000;
+        while (uv_loop_alive(&T.loop) && now_msec() < end) {
+            uv_run(&T.loop, UV_RUN_NOWAIT);
+            usleep(1000);
+        }
+        if (uv_loop_alive(&T.loop))
+            rc = -1;
+        store_free(T.a.store);
+        T.a.store = NULL;
+        config_free(&T.a.cfg);
+        metrics_reset_sources();
+        if (uv_loop_close(&T.loop) != 0) {
+            fprintf(stderr, "test_store: uv_loop_close failed: a handle is still open\n");
+            rc = -1;
+        }
+        T.open = false;
+    }
+    if (have_redis) {
+        if (redis_pid > 0)
+            kill(redis_pid, SIGCONT);
+        if (!redis_alive()) {
+            if (redis_pid > 0)
+                waitpid(redis_pid, NULL, 0);
+            if (!redis_start())
+                rc = -1;
+        }
+    }
+    return rc;
+}
+
+/* --- tests --- */
+
+static void test_command_round_trip(void **state)
+{
+    (void)state;
+    open_store("2000", "64");
+    CMD(&R[0], "SET", "rt:key", "a value");
+    CMD(&R[1], "GET", "rt:key");
+    CMD(&R[2], "GET", "rt:missing");
+    CMD(&R[3], "INCR", "rt:key"); /* an error reply is still STORE_OK */
+    assert_int_equal(R[0].calls + R[1].calls + R[2].calls + R[3].calls, 0);
+    assert_int_equal(store_pending(st()), 4);
+    WAIT_FOR(R[3].calls == 1, 2000);
+    assert_int_equal(R[0].calls, 1);
+    assert_int_equal(R[0].status, STORE_OK);
+    assert_int_equal(R[0].type, REDIS_REPLY_STATUS);
+    assert_string_equal(R[0].str, "OK");
+    assert_int_equal(R[1].calls, 1);
+    assert_int_equal(R[1].type, REDIS_REPLY_STRING);
+    assert_string_equal(R[1].str, "a value");
+    assert_int_equal(R[2].calls, 1);
+    assert_int_equal(R[2].type, REDIS_REPLY_NIL);
+    assert_int_equal(R[3].status, STORE_OK);
+    assert_int_equal(R[3].type, REDIS_REPLY_ERROR);
+    assert_int_equal(store_pending(st()), 0);
+    assert_int_equal(store_get_stats(st())->errors, 1);
+    /* The value is in Redis, as another client sees it. */
+    char v[64] = "";
+    assert_int_equal(raw_cmd(v, sizeof v, "GET rt:key"), 7);
+    assert_string_equal(v, "a value");
+    pump(50);
+    assert_int_equal(R[0].calls + R[1].calls + R[2].calls + R[3].calls, 4);
+}
+
+static void test_exec_transaction(void **state)
+{
+    (void)state;
+    open_store("2000", "64");
+    const char *set[] = {"SET", "tx:n", "1"};
+    const char *incr[] = {"INCR", "tx:n"};
+    const char *get[] = {"GET", "tx:n"};
+    const size_t set_l[] = {3, 4, 1}, incr_l[] = {4, 4}, get_l[] = {3, 4};
+    const store_cmd cmds[] = {{3, set, set_l}, {2, incr, incr_l}, {2, get, get_l}};
+    store_exec(st(), on_rec, &R[0], 3, cmds);
+    assert_int_equal(R[0].calls, 0);
+    assert_int_equal(store_pending(st()), 5); /* MULTI, three commands, EXEC */
+    WAIT_FOR(R[0].calls == 1, 2000);
+    assert_int_equal(R[0].status, STORE_OK);
+    assert_int_equal(R[0].type, REDIS_REPLY_ARRAY);
+    assert_int_equal(R[0].elements, 3);
+    assert_int_equal(R[0].etype[0], REDIS_REPLY_STATUS);
+    assert_int_equal(R[0].etype[1], REDIS_REPLY_INTEGER);
+    assert_int_equal(R[0].eint[1], 2);
+    assert_int_equal(R[0].etype[2], REDIS_REPLY_STRING);
+    assert_string_equal(R[0].estr[2], "2");
+    assert_int_equal(store_pending(st()), 0);
+    pump(50);
+    assert_int_equal(R[0].calls, 1);
+}
+
+static void test_script_and_noscript_recovery(void **state)
+{
+    (void)state;
+    open_store("2000", "64");
+    assert_int_equal(scripts_loaded(), LUA_SCRIPT_COUNT); /* loaded before ready */
+    raw_cmd(NULL, 0, "HSET sc:e id e");
+    raw_cmd(NULL, 0, "SADD sc:e:admins 0xb 0xa 0xc");
+
+    admins_list(&R[0], "sc:e");
+    WAIT_FOR(R[0].calls == 1, 2000);
+    assert_int_equal(R[0].status, STORE_OK);
+    assert_int_equal(R[0].type, REDIS_REPLY_ARRAY);
+    assert_int_equal(R[0].elements, 3);
+    assert_string_equal(R[0].estr[0], "0xa");
+    assert_string_equal(R[0].estr[1], "0xb");
+    assert_string_equal(R[0].estr[2], "0xc");
+    admins_list(&R[1], "sc:none"); /* the script's own error */
+    WAIT_FOR(R[1].calls == 1, 2000);
+    assert_int_equal(R[1].status, STORE_OK);
+    assert_int_equal(R[1].type, REDIS_REPLY_ERROR);
+    assert_string_equal(R[1].str, "NOT_FOUND No such entity.");
+
+    /* Redis forgets its scripts: EVALSHA gets NOSCRIPT, the store resends the source. */
+    assert_int_equal(raw_cmd(NULL, 0, "SCRIPT FLUSH"), 1);
+    assert_int_equal(scripts_loaded(), 0);
+    raw_cmd(NULL, 0, "SADD sc:e:admins 0xd");
+    admins_list(&R[2], "sc:e");
+    WAIT_FOR(R[2].calls == 1, 2000);
+    assert_int_equal(R[2].status, STORE_OK);
+    assert_int_equal(R[2].type, REDIS_REPLY_ARRAY);
+    assert_int_equal(R[2].elements, 4);
+    assert_string_equal(R[2].estr[3], "0xd");
+    assert_int_equal(store_pending(st()), 0);
+    pump(50);
+    assert_int_equal(R[0].calls + R[1].calls + R[2].calls, 3);
+
+    /* Inside a transaction EVALSHA cannot be resent: the caller sees NOSCRIPT, and the store
+     * loads every script again, so the next transaction runs. */
+    assert_int_equal(raw_cmd(NULL, 0, "SCRIPT FLUSH"), 1);
+    const char *sha = store_script_sha(st(), LUA_ADMINS_LIST);
+    assert_string_equal(sha, lua_scripts[LUA_ADMINS_LIST].sha1);
+    const char *ev[] = {"EVALSHA", sha, "3", "sc:e", "sc:e:owners", "sc:e:admins", "", "1"};
+    size_t ev_l[8];
+    for (int i = 0; i < 8; i++)
+        ev_l[i] = strlen(ev[i]);
+    const store_cmd tx[] = {{8, ev, ev_l}};
+    store_exec(st(), on_rec, &R[3], 1, tx);
+    WAIT_FOR(R[3].calls == 1, 2000);
+    assert_int_equal(R[3].status, STORE_OK);
+    assert_int_equal(R[3].type, REDIS_REPLY_ARRAY);
+    assert_int_equal(R[3].etype[0], REDIS_REPLY_ERROR);
+    assert_memory_equal(R[3].estr[0], "NOSCRIPT", 8);
+    WAIT_FOR(scripts_loaded() == LUA_SCRIPT_COUNT, 2000);
+    store_exec(st(), on_rec, &R[4], 1, tx);
+    WAIT_FOR(R[4].calls == 1, 2000);
+    assert_int_equal(R[4].type, REDIS_REPLY_ARRAY);
+    assert_int_equal(R[4].etype[0], REDIS_REPLY_ARRAY);
+    pump(50);
+    assert_int_equal(R[3].calls + R[4].calls, 2);
+}
+
+static void test_deadline_answers_timeout_once(void **state)
+{
+    (void)state;
+    open_store("200", "64");
+    CMD(&R[0], "SET", "dl:k", "v");
+    WAIT_FOR(R[0].calls == 1, 2000);
+
+    raw_send_only("DEBUG SLEEP 1"); /* Redis answers nothing for a second */
+    uint64_t slept = now_ns();
+    usleep(50000);
+    uv_update_time(&T.loop);
+    uint64_t t0 = now_ns();
+    CMD(&R[1], "GET", "dl:k");
+    assert_int_equal(R[1].calls, 0);
+    pump(150);
+    assert_int_equal(R[1].calls, 0); /* not before the deadline */
+    WAIT_FOR(R[1].calls == 1, 1000);
+    uint64_t took_ms = (R[1].at_ns - t0) / 1000000;
+    assert_true(took_ms >= 199);
+    assert_true(took_ms < 500);
+    assert_int_equal(R[1].status, STORE_TIMEOUT);
+    assert_int_equal(store_get_stats(st())->timeouts, 1);
+    assert_int_equal(store_pending(st()), 1); /* its reply is still owed */
+    assert_true(store_ready(st()));
+
+    /* Redis wakes and answers: the late reply is dropped, the callback not called again. */
+    raw_finish();
+    assert_true((now_ns() - slept) / 1000000 >= 900);
+    WAIT_FOR(store_pending(st()) == 0, 2000);
+    pump(50);
+    assert_int_equal(R[1].calls, 1);
+    assert_int_equal(R[1].status, STORE_TIMEOUT);
+    /* The connection is still good. */
+    CMD(&R[2], "GET", "dl:k");
+    WAIT_FOR(R[2].calls == 1, 2000);
+    assert_int_equal(R[2].status, STORE_OK);
+    assert_string_equal(R[2].str, "v");
+    assert_int_equal(store_get_stats(st())->disconnects, 0);
+}
+
+static void test_load_shedding(void **state)
+{
+    (void)state;
+    open_store("5000", "8");
+    raw_cmd(NULL, 0, "DEL shed:n");
+    assert_int_equal(raw_cmd(NULL, 0, "CLIENT PAUSE 1000 ALL"), 1);
+    const store_stats *s = store_get_stats(st());
+    for (int i = 0; i < 8; i++) {
+        CMD(&R[i], "INCR", "shed:n");
+        assert_int_equal(R[i].calls, 0);
+        assert_int_equal(store_pending(st()), (size_t)i + 1);
+    }
+    uint64_t commands = s->commands;
+    /* The ninth: refused at once, nothing sent. */
+    CMD(&R[8], "INCR", "shed:n");
+    assert_int_equal(R[8].calls, 1);
+    assert_int_equal(R[8].status, STORE_UNAVAILABLE);
+    assert_int_equal(store_pending(st()), 8);
+    assert_int_equal(s->shed, 1);
+    /* So are a transaction and a script. */
+    const char *incr[] = {"INCR", "shed:n"};
+    const size_t incr_l[] = {4, 6};
+    const store_cmd tx[] = {{2, incr, incr_l}};
+    store_exec(st(), on_rec, &R[9], 1, tx);
+    assert_int_equal(R[9].calls, 1);
+    assert_int_equal(R[9].status, STORE_UNAVAILABLE);
+    admins_list(&R[10], "shed:e");
+    assert_int_equal(R[10].calls, 1);
+    assert_int_equal(R[10].status, STORE_UNAVAILABLE);
+    assert_int_equal(s->shed, 3);
+    assert_int_equal(s->commands, commands);
+    assert_int_equal(store_pending(st()), 8);
+
+    /* Redis is paused: nothing comes back for a while, and the cap holds. */
+    pump(300);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(R[i].calls, 0);
+    CMD(&R[11], "INCR", "shed:n");
+    assert_int_equal(R[11].calls, 1);
+    assert_int_equal(R[11].status, STORE_UNAVAILABLE);
+    assert_true(store_pending(st()) <= 8);
+
+    /* After the pause, everything sent is answered, once, in order. */
+    WAIT_FOR(R[7].calls == 1, 3000);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(R[i].calls, 1);
+        assert_int_equal(R[i].status, STORE_OK);
+        assert_int_equal(R[i].type, REDIS_REPLY_INTEGER);
+        assert_int_equal(R[i].integer, i + 1);
+    }
+    assert_int_equal(store_pending(st()), 0);
+    char v[16] = "";
+    raw_cmd(v, sizeof v, "GET shed:n");
+    assert_string_equal(v, "8"); /* the refused ones never reached Redis */
+    pump(50);
+    for (int i = 0; i < 12; i++)
+        assert_true(R[i].calls <= 1);
+    /* Below the cap again: commands go. */
+    CMD(&R[12], "INCR", "shed:n");
+    WAIT_FOR(R[12].calls == 1, 2000);
+    assert_int_equal(R[12].integer, 9);
+}
+
+static void test_reconnect_after_server_killed(void **state)
+{
+    (void)state;
+    open_store("3000", "64");
+    /* Commands on the wire, unanswered, when the server dies. */
+    assert_int_equal(raw_cmd(NULL, 0, "CLIENT PAUSE 5000 ALL"), 1);
+    CMD(&R[0], "SET", "rc:k", "1");
+    CMD(&R[1], "GET", "rc:k");
+    const char *get[] = {"GET", "rc:k"};
+    const size_t get_l[] = {3, 4};
+    const store_cmd tx[] = {{2, get, get_l}, {2, get, get_l}};
+    store_exec(st(), on_rec, &R[2], 2, tx);
+    admins_list(&R[3], "rc:e");
+    pump(100);
+    assert_int_equal(store_pending(st()), 7);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(R[i].calls, 0);
+    raw_close();
+
+    redis_kill9();
+    WAIT_FOR(T.heard_gone == 1, 2000);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(R[i].calls, 1);
+        assert_int_equal(R[i].status, STORE_UNAVAILABLE);
+    }
+    assert_false(store_ready(st()));
+    assert_int_equal(store_pending(st()), 0);
+    assert_int_equal(store_get_stats(st())->disconnects, 1);
+    /* Down: answered at once. */
+    CMD(&R[4], "GET", "rc:k");
+    assert_int_equal(R[4].calls, 1);
+    assert_int_equal(R[4].status, STORE_UNAVAILABLE);
+    pump(300); /* a few refused attempts */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(R[i].calls, 1);
+    assert_false(store_ready(st()));
+    uint64_t attempts = store_get_stats(st())->reconnects;
+    assert_true(attempts >= 2);
+
+    /* The server comes back on the same port: the store follows by itself. */
+    assert_true(redis_start());
+    assert_int_equal(scripts_loaded(), 0);
+    WAIT_FOR(store_ready(st()), 10000);
+    assert_int_equal(T.heard_ready, 2);
+    assert_int_equal(T.heard_gone, 1);
+    assert_true(store_get_stats(st())->reconnects > attempts);
+    assert_int_equal(scripts_loaded(), LUA_SCRIPT_COUNT);
+    raw_cmd(NULL, 0, "SADD rc:e:admins 0xa");
+    raw_cmd(NULL, 0, "HSET rc:e id e");
+    admins_list(&R[5], "rc:e");
+    CMD(&R[6], "GET", "rc:k");
+    WAIT_FOR(R[5].calls == 1 && R[6].calls == 1, 2000);
+    assert_int_equal(R[5].status, STORE_OK);
+    assert_int_equal(R[5].type, REDIS_REPLY_ARRAY);
+    assert_int_equal(R[5].elements, 1);
+    assert_string_equal(R[5].estr[0], "0xa");
+    assert_int_equal(R[6].status, STORE_OK);
+    assert_int_equal(R[6].type, REDIS_REPLY_NIL); /* a new, empty server */
+    pump(50);
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(R[i].calls, 1);
+}
+
+static void test_close_answers_pending_once(void **state)
+{
+    (void)state;
+    open_store("3000", "64");
+    assert_int_equal(raw_cmd(NULL, 0, "CLIENT PAUSE 1000 ALL"), 1);
+    CMD(&R[0], "SET", "cl:k", "1");
+    CMD(&R[1], "GET", "cl:k");
+    const char *get[] = {"GET", "cl:k"};
+    const size_t get_l[] = {3, 4};
+    const store_cmd tx[] = {{2, get, get_l}};
+    store_exec(st(), on_rec, &R[2], 1, tx);
+    admins_list(&R[3], "cl:e");
+    pump(100);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(R[i].calls, 0);
+    assert_int_equal(store_pending(st()), 6);
+
+    store_close(st());
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(R[i].calls, 1);
+        assert_int_equal(R[i].status, STORE_UNAVAILABLE);
+    }
+    assert_int_equal(store_pending(st()), 0);
+    assert_false(store_ready(st()));
+    assert_int_equal(T.heard_gone, 1);
+    /* Later callers: answered at once. */
+    CMD(&R[4], "GET", "cl:k");
+    store_exec(st(), on_rec, &R[5], 1, tx);
+    admins_list(&R[6], "cl:e");
+    assert_true(store_read(st(), 0, on_rec, &R[7], 2, get, get_l));
+    for (int i = 4; i < 8; i++) {
+        assert_int_equal(R[i].calls, 1);
+        assert_int_equal(R[i].status, STORE_UNAVAILABLE);
+    }
+    /* No reconnect, and nothing answered twice, even after the pause ends. */
+    store_close(st());
+    pump(1200);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(R[i].calls, 1);
+    assert_false(store_ready(st()));
+    assert_int_equal(T.heard_ready, 1);
+    assert_int_equal(T.heard_gone, 1);
+}
+
+static void test_listener_hears_connection_come_and_go(void **state)
+{
+    (void)state;
+    open_store("2000", "64"); /* heard ready=true once, as the store turned ready */
+    assert_int_equal(T.ready_unready, 0);
+    /* The server drops the store's connection: the listener hears it go, then come back. */
+    assert_true(raw_cmd(NULL, 0, "CLIENT KILL TYPE normal SKIPME yes") >= 1);
+    WAIT_FOR(T.heard_gone == 1, 2000);
+    assert_int_equal(T.heard_ready, 1);
+    assert_false(store_ready(st()));
+    CMD(&R[0], "PING");
+    assert_int_equal(R[0].calls, 1);
+    assert_int_equal(R[0].status, STORE_UNAVAILABLE);
+    WAIT_FOR(store_ready(st()), 5000);
+    assert_int_equal(T.heard_ready, 2);
+    assert_int_equal(T.heard_gone, 1);
+    assert_int_equal(T.ready_unready, 0);
+    assert_int_equal(store_get_stats(st())->disconnects, 1);
+    CMD(&R[1], "PING");
+    WAIT_FOR(R[1].calls == 1, 2000);
+    assert_int_equal(R[1].status, STORE_OK);
+    assert_string_equal(R[1].str, "PONG");
+    /* store_close: heard once more, and no reconnect after it. */
+    store_close(st());
+    assert_int_equal(T.heard_gone, 2);
+    pump(200);
+    assert_int_equal(T.heard_ready, 2);
+    assert_int_equal(T.heard_gone, 2);
+    assert_int_equal(R[0].calls + R[1].calls, 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_command_round_trip, teardown),
+        cmocka_unit_test_teardown(test_exec_transaction, teardown),
+        cmocka_unit_test_teardown(test_script_and_noscript_recovery, teardown),
+        cmocka_unit_test_teardown(test_deadline_answers_timeout_once, teardown),
+        cmocka_unit_test_teardown(test_load_shedding, teardown),
+        cmocka_unit_test_teardown(test_reconnect_after_server_killed, teardown),
+        cmocka_unit_test_teardown(test_close_answers_pending_once, teardown),
+        cmocka_unit_test_teardown(test_listener_hears_connection_come_and_go, teardown),
+    };
+    int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    /* Every test skipped for want of a server: say so to meson too (77: skipped). */
+    return failed == 0 && !have_redis ? 77 : failed;
+}
