@@ -317,7 +317,9 @@ static struct {
     app a;
     bool open;
     int heard_ready, heard_gone;
-    int ready_unready; /* heard ready=true while store_ready() said false */
+    int ready_unready;   /* heard ready=true while store_ready() said false */
+    int gone_ready;      /* heard ready=false while store_ready() said true */
+    rec *send_when_gone; /* a command the listener sends when it hears the connection go */
 } T;
 
 static store *st(void)
@@ -386,6 +388,14 @@ static void on_listen(void *ctx, bool ready)
             T.ready_unready++;
     } else {
         T.heard_gone++;
+        if (store_ready(st()))
+            T.gone_ready++;
+        if (T.send_when_gone) {
+            const char *argv[] = {"PING"};
+            size_t lens[] = {4};
+            store_command(st(), on_rec, T.send_when_gone, 1, argv, lens);
+            T.send_when_gone = NULL;
+        }
     }
 }
 
@@ -820,9 +830,14 @@ static void test_listener_hears_connection_come_and_go(void **state)
     (void)state;
     open_store("2000", "64"); /* heard ready=true once, as the store turned ready */
     assert_int_equal(T.ready_unready, 0);
-    /* The server drops the store's connection: the listener hears it go, then come back. */
+    /* The server drops the store's connection: the listener hears it go, then come back. A
+     * command it sends as it hears it is refused at once, the store no longer ready. */
+    T.send_when_gone = &R[2];
     assert_true(raw_cmd(NULL, 0, "CLIENT KILL TYPE normal SKIPME yes") >= 1);
     WAIT_FOR(T.heard_gone == 1, 2000);
+    assert_int_equal(T.gone_ready, 0);
+    assert_int_equal(R[2].calls, 1);
+    assert_int_equal(R[2].status, STORE_UNAVAILABLE);
     assert_int_equal(T.heard_ready, 1);
     assert_false(store_ready(st()));
     CMD(&R[0], "PING");
