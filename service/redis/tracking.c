@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/app.h"
+#include "core/backoff.h"
 #include "core/ids.h"
 #include "core/log.h"
 #include "cache/readcache.h"
@@ -33,7 +34,7 @@ struct tracking {
     bool refused;      /* Redis answered it with an error: not asked again on this connection */
     uv_timer_t timer;  /* the reconnect backoff while down, the heartbeat while up */
     resolver resolver; /* the store's host, before each connect */
-    unsigned backoff_ms;
+    backoff backoff;
     uint64_t heard_ms; /* last heartbeat back (or when the cache went on) */
     char channel[64];  /* this process's heartbeat channel */
     tracking_stats stats;
@@ -122,9 +123,7 @@ static void schedule_reconnect(tracking *tr)
     if (tr->state == T_CLOSED)
         return;
     tr->state = T_DOWN;
-    unsigned delay = tr->backoff_ms;
-    tr->backoff_ms = tr->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : tr->backoff_ms * 2;
-    uv_timer_start(&tr->timer, on_timer, delay, 0);
+    uv_timer_start(&tr->timer, on_timer, backoff_next(&tr->backoff), 0);
 }
 
 static void drop_connection(tracking *tr, const char *why)
@@ -195,7 +194,7 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
         /* Both channels confirmed: up. */
         if (body->type == REDIS_REPLY_INTEGER && body->integer == 2 && tr->id > 0) {
             tr->state = T_READY;
-            tr->backoff_ms = BACKOFF_MIN_MS;
+            backoff_reset(&tr->backoff);
             uv_timer_start(&tr->timer, on_timer, HEARTBEAT_MS, HEARTBEAT_MS);
             point_store(tr);
         }
@@ -328,7 +327,7 @@ tracking *tracking_new(app *a)
     }
     snprintf(tr->channel, sizeof tr->channel, "entityd:heartbeat:%s", id);
     tr->app = a;
-    tr->backoff_ms = BACKOFF_MIN_MS;
+    backoff_init(&tr->backoff, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
     tr->state = T_DOWN;
     uv_timer_init(a->loop, &tr->timer);
     tr->timer.data = tr;
