@@ -694,23 +694,10 @@ static void on_resolved(void *data, int status, const char *numeric)
         return;
     }
     st->resolve_failing = false;
-    redisAsyncContext *ac = redisAsyncConnect(numeric, st->port);
-    if (!ac || ac->err) {
-        if (ac)
-            redisAsyncFree(ac);
+    st->ac = redis_uv_connect(st->app->loop, numeric, st->port, st, &redis_reply_functions,
+                              on_connect, on_disconnect);
+    if (!st->ac)
         schedule_reconnect(st);
-        return;
-    }
-    ac->data = st;
-    ac->c.reader->fn = &redis_reply_functions;
-    if (redis_uv_attach(ac, st->app->loop) != REDIS_OK) {
-        redisAsyncFree(ac);
-        schedule_reconnect(st);
-        return;
-    }
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    st->ac = ac;
 }
 
 static void start_connect(store *st)

@@ -285,22 +285,9 @@ static void on_resolved(void *data, int status, const char *numeric)
         return;
     }
     store_endpoint ep = store_get_endpoint(tr->app->store);
-    redisAsyncContext *ac = redisAsyncConnect(numeric, ep.port);
-    if (!ac || ac->err) {
-        if (ac)
-            redisAsyncFree(ac);
+    tr->ac = redis_uv_connect(tr->app->loop, numeric, ep.port, tr, NULL, on_connect, on_disconnect);
+    if (!tr->ac)
         schedule_reconnect(tr);
-        return;
-    }
-    ac->data = tr;
-    if (redis_uv_attach(ac, tr->app->loop) != REDIS_OK) {
-        redisAsyncFree(ac);
-        schedule_reconnect(tr);
-        return;
-    }
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    tr->ac = ac;
 }
 
 static void start_connect(tracking *tr)
