@@ -1,6 +1,4 @@
 /* handlers_admins: an entity's admins, listed by its owners and admins, managed by its owners. */
-#include <string.h>
-
 #include "core/app.h"
 #include "auth/auth.h"
 #include "api/handlers.h"
@@ -30,25 +28,14 @@ static void on_admins(void *data, int status, redisReply *r)
     request_reply(req, 200, out);
 }
 
-/* Runs an admin script: keys entity, owners, admins; args caller, platform, extra... */
-static void run(request *req, const char *id, int script, const char **extra, size_t nextra)
+/* Runs an admin script: keys entity, owners, admins; args caller, platform, addresses... */
+static void run(request *req, const char *id, int script, const char (*addrs)[43], size_t n)
 {
     entity_keys k;
     keys_entity(&k, id);
-    size_t argc = 5 + nextra;
-    const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
-    size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
-    if (!argv || !lens) {
-        request_fail_internal(req, "out of memory");
-        return;
-    }
     const char *head[] = {k.entity, k.owners, k.admins, req->caller,
                           auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0"};
-    for (size_t i = 0; i < argc; i++) {
-        argv[i] = i < 5 ? head[i] : extra[i - 5];
-        lens[i] = strlen(argv[i]);
-    }
-    store_script(req->app->store, script, on_admins, req, 3, (int)argc, argv, lens);
+    entity_script(req, script, on_admins, 3, head, 5, addrs, n);
 }
 
 void admins_get(request *req)
@@ -60,26 +47,12 @@ void admins_get(request *req)
 
 void admins_post(request *req)
 {
-    char id[IDS_SIZE];
-    if (!entity_path_id(req, id))
-        return;
-    json_t *body = validate_body(req);
+    entity_addresses a;
+    json_t *body = entity_addresses_body(req, 100, &a);
     if (!body)
         return;
-    char(*addrs)[43];
-    size_t n;
-    int rc = validate_address_field(req, body, "addresses", 1, 100, &addrs, &n);
     json_decref(body);
-    if (rc != 0)
-        return;
-    const char **extra = arena_alloc(&req->pool, n * sizeof *extra);
-    if (!extra) {
-        request_fail_internal(req, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        extra[i] = addrs[i];
-    run(req, id, LUA_ADMINS_ADD, extra, n);
+    run(req, a.id, LUA_ADMINS_ADD, a.list, a.n);
 }
 
 void admins_delete(request *req)
@@ -94,6 +67,5 @@ void admins_delete(request *req)
         request_fail(req, 404, "not_found", "No such admin address.", NULL);
         return;
     }
-    const char *extra[] = {lower};
-    run(req, id, LUA_ADMINS_REMOVE, extra, 1);
+    run(req, id, LUA_ADMINS_REMOVE, &lower, 1);
 }

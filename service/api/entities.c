@@ -682,18 +682,10 @@ static void on_force_add(void *data, int status, redisReply *r)
 
 void entity_force_add(request *req)
 {
-    char id[IDS_SIZE];
-    if (!entity_path_id(req, id))
-        return;
-    json_t *body = validate_body(req);
+    entity_addresses a;
+    json_t *body = entity_addresses_body(req, 1000, &a);
     if (!body)
         return;
-    char(*addrs)[43];
-    size_t n;
-    if (validate_address_field(req, body, "addresses", 1, 1000, &addrs, &n) != 0) {
-        json_decref(body);
-        return;
-    }
     const char *chain_key = json_object_get(body, "Chain") ? "Chain" : "chain";
     json_t *chain = json_object_get(body, chain_key);
     if (!json_is_string(chain) ||
@@ -708,7 +700,7 @@ void entity_force_add(request *req)
     json_decref(body);
 
     entity_keys k;
-    keys_entity(&k, id);
+    keys_entity(&k, a.id);
     char added_at[24], version[17];
     snprintf(added_at, sizeof added_at, "%016lld", (long long)isotime_now_ms());
     uint8_t rnd[8];
@@ -717,13 +709,6 @@ void entity_force_add(request *req)
         return;
     }
     hex_encode(rnd, sizeof rnd, version);
-    size_t argc = 10 + n;
-    const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
-    size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
-    if (!argv || !lens) {
-        request_fail_internal(req, "out of memory");
-        return;
-    }
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
@@ -734,14 +719,6 @@ void entity_force_add(request *req)
                           chain_buf,
                           added_at,
                           version};
-    size_t nhead = sizeof head / sizeof head[0];
-    for (size_t i = 0; i < nhead; i++) {
-        argv[i] = head[i];
-        lens[i] = strlen(head[i]);
-    }
-    for (size_t i = 0; i < n; i++) {
-        argv[nhead + i] = addrs[i];
-        lens[nhead + i] = 42;
-    }
-    store_script(req->app->store, LUA_FORCE_ADD, on_force_add, req, 5, (int)argc, argv, lens);
+    entity_script(req, LUA_FORCE_ADD, on_force_add, 5, head, sizeof head / sizeof head[0], a.list,
+                  a.n);
 }

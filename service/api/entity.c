@@ -186,6 +186,39 @@ bool entity_path_id(request *req, char out[IDS_SIZE])
     return true;
 }
 
+json_t *entity_addresses_body(request *req, size_t max, entity_addresses *out)
+{
+    if (!entity_path_id(req, out->id))
+        return NULL;
+    json_t *body = validate_body(req);
+    if (!body)
+        return NULL;
+    if (validate_address_field(req, body, "addresses", 1, max, &out->list, &out->n) != 0) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
+void entity_script(request *req, int script, store_cb cb, int nkeys, const char *const *head,
+                   size_t nhead, const char (*addrs)[43], size_t naddrs)
+{
+    size_t argc = nhead + naddrs;
+    const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
+    size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
+    if (!argv || !lens) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < nhead; i++)
+        argv[i] = head[i];
+    for (size_t i = 0; i < naddrs; i++)
+        argv[nhead + i] = addrs[i];
+    for (size_t i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    store_script(req->app->store, script, cb, req, nkeys, (int)argc, argv, lens);
+}
+
 /* The read rule over {first, isEnabled, public, ...}. Without the caller's role (have_role
  * false) a refusal that the strongest role would turn into a read is not final: the caller must
  * be asked for. Answers a final refusal itself. */

@@ -39,6 +39,24 @@ enum entity_role { ROLE_NONE = 0, ROLE_MEMBER, ROLE_ADMIN, ROLE_OWNER };
  * false: a malformed id in a path names nothing. */
 bool entity_path_id(request *req, char out[IDS_SIZE]);
 
+/* What a route that adds addresses to an entity names: the path's entity id and the body's
+ * required "addresses" (in the request's pool). */
+typedef struct entity_addresses {
+    char id[IDS_SIZE];
+    char (*list)[43];
+    size_t n;
+} entity_addresses;
+
+/* Reads the entity id and 1 to max addresses into out. Returns the body, which the caller
+ * releases, or NULL once the request is answered (404, 400). */
+json_t *entity_addresses_body(request *req, size_t max, entity_addresses *out);
+
+/* Runs a script whose arguments are head (its nkeys keys first) then the addresses, the list
+ * a write names: the argument vector is built in the request's pool, so its length follows the
+ * list. Out of memory answers 500 instead. */
+void entity_script(request *req, int script, store_cb cb, int nkeys, const char *const *head,
+                   size_t nhead, const char (*addrs)[43], size_t naddrs);
+
 /* How a read's answer came out: refused or failed (already answered), allowed, or not yet
  * decidable because the caller's role decides and was not asked for. */
 typedef enum entity_read {

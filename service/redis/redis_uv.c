@@ -129,3 +129,25 @@ int redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop)
     ac->ev.cleanup = cleanup;
     return REDIS_OK;
 }
+
+redisAsyncContext *redis_uv_connect(uv_loop_t *loop, const char *numeric, int port, void *data,
+                                    redisReplyObjectFunctions *fn, redisConnectCallback *on_connect,
+                                    redisDisconnectCallback *on_disconnect)
+{
+    redisAsyncContext *ac = redisAsyncConnect(numeric, port);
+    if (!ac || ac->err) {
+        if (ac)
+            redisAsyncFree(ac);
+        return NULL;
+    }
+    ac->data = data;
+    if (fn)
+        ac->c.reader->fn = fn;
+    if (redis_uv_attach(ac, loop) != REDIS_OK) {
+        redisAsyncFree(ac);
+        return NULL;
+    }
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    return ac;
+}

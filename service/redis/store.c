@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/app.h"
+#include "core/backoff.h"
 #include "core/buf.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -108,7 +109,7 @@ struct store {
     uv_timer_t reconnect;
     resolver resolver;    /* the host, before each connect */
     bool resolve_failing; /* the last resolution failed: logged once until one succeeds */
-    unsigned backoff_ms;
+    backoff backoff;
     uint64_t last_progress_ms;
     size_t outstanding; /* ops handed to hiredis and not yet called back */
     size_t pending;     /* commands handed to hiredis and not yet answered (see the top) */
@@ -571,9 +572,7 @@ static void schedule_reconnect(store *st)
     if (st->state == ST_CLOSED)
         return;
     st->state = ST_DOWN;
-    unsigned delay = st->backoff_ms;
-    st->backoff_ms = st->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : st->backoff_ms * 2;
-    uv_timer_start(&st->reconnect, on_reconnect_timer, delay, 0);
+    uv_timer_start(&st->reconnect, on_reconnect_timer, backoff_next(&st->backoff), 0);
 }
 
 static void on_handshake_reply(void *data, int status, redisReply *reply)
@@ -595,7 +594,7 @@ static void on_handshake_reply(void *data, int status, redisReply *reply)
     }
     if (--st->handshake_left == 0) {
         st->state = ST_READY;
-        st->backoff_ms = BACKOFF_MIN_MS;
+        backoff_reset(&st->backoff);
         log_event(LOG_INFO, "redis ready", NULL);
         if (st->listener)
             st->listener(st->listener_ctx, true);
@@ -703,23 +702,10 @@ static void on_resolved(void *data, int status, const char *numeric)
         return;
     }
     st->resolve_failing = false;
-    redisAsyncContext *ac = redisAsyncConnect(numeric, st->port);
-    if (!ac || ac->err) {
-        if (ac)
-            redisAsyncFree(ac);
+    st->ac = redis_uv_connect(st->app->loop, numeric, st->port, st, &redis_reply_functions,
+                              on_connect, on_disconnect);
+    if (!st->ac)
         schedule_reconnect(st);
-        return;
-    }
-    ac->data = st;
-    ac->c.reader->fn = &redis_reply_functions;
-    if (redis_uv_attach(ac, st->app->loop) != REDIS_OK) {
-        redisAsyncFree(ac);
-        schedule_reconnect(st);
-        return;
-    }
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    st->ac = ac;
 }
 
 static void start_connect(store *st)
@@ -852,7 +838,7 @@ int store_new(store **out, app *a, char *err, size_t err_len)
     uv_timer_init(a->loop, &st->tick);
     uv_timer_init(a->loop, &st->reconnect);
     st->tick.data = st->reconnect.data = st;
-    st->backoff_ms = BACKOFF_MIN_MS;
+    backoff_init(&st->backoff, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
     st->state = ST_DOWN;
     start_connect(st);
     metrics_register(store_render_metrics, st);

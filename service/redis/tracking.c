@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/app.h"
+#include "core/backoff.h"
 #include "core/ids.h"
 #include "core/log.h"
 #include "cache/readcache.h"
@@ -33,7 +34,7 @@ struct tracking {
     bool refused;      /* Redis answered it with an error: not asked again on this connection */
     uv_timer_t timer;  /* the reconnect backoff while down, the heartbeat while up */
     resolver resolver; /* the store's host, before each connect */
-    unsigned backoff_ms;
+    backoff backoff;
     uint64_t heard_ms; /* last heartbeat back (or when the cache went on) */
     char channel[64];  /* this process's heartbeat channel */
     tracking_stats stats;
@@ -122,9 +123,7 @@ static void schedule_reconnect(tracking *tr)
     if (tr->state == T_CLOSED)
         return;
     tr->state = T_DOWN;
-    unsigned delay = tr->backoff_ms;
-    tr->backoff_ms = tr->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : tr->backoff_ms * 2;
-    uv_timer_start(&tr->timer, on_timer, delay, 0);
+    uv_timer_start(&tr->timer, on_timer, backoff_next(&tr->backoff), 0);
 }
 
 static void drop_connection(tracking *tr, const char *why)
@@ -195,7 +194,7 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
         /* Both channels confirmed: up. */
         if (body->type == REDIS_REPLY_INTEGER && body->integer == 2 && tr->id > 0) {
             tr->state = T_READY;
-            tr->backoff_ms = BACKOFF_MIN_MS;
+            backoff_reset(&tr->backoff);
             uv_timer_start(&tr->timer, on_timer, HEARTBEAT_MS, HEARTBEAT_MS);
             point_store(tr);
         }
@@ -286,22 +285,9 @@ static void on_resolved(void *data, int status, const char *numeric)
         return;
     }
     store_endpoint ep = store_get_endpoint(tr->app->store);
-    redisAsyncContext *ac = redisAsyncConnect(numeric, ep.port);
-    if (!ac || ac->err) {
-        if (ac)
-            redisAsyncFree(ac);
+    tr->ac = redis_uv_connect(tr->app->loop, numeric, ep.port, tr, NULL, on_connect, on_disconnect);
+    if (!tr->ac)
         schedule_reconnect(tr);
-        return;
-    }
-    ac->data = tr;
-    if (redis_uv_attach(ac, tr->app->loop) != REDIS_OK) {
-        redisAsyncFree(ac);
-        schedule_reconnect(tr);
-        return;
-    }
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    tr->ac = ac;
 }
 
 static void start_connect(tracking *tr)
@@ -328,7 +314,7 @@ tracking *tracking_new(app *a)
     }
     snprintf(tr->channel, sizeof tr->channel, "entityd:heartbeat:%s", id);
     tr->app = a;
-    tr->backoff_ms = BACKOFF_MIN_MS;
+    backoff_init(&tr->backoff, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
     tr->state = T_DOWN;
     uv_timer_init(a->loop, &tr->timer);
     tr->timer.data = tr;

@@ -44,6 +44,17 @@ local function jstr(v)
   return (string.gsub(cjson.encode(v or ''), '\\/', '/'))
 end
 
+-- Sets a hash's fields from a JSON object of field -> string, as the create and the update give
+-- them. An empty object sets nothing (HSET wants at least one pair).
+local function hset_json(key, json)
+  local flat = {}
+  for k, v in pairs(cjson.decode(json)) do
+    flat[#flat + 1] = k
+    flat[#flat + 1] = v
+  end
+  if #flat > 0 then redis.call('HSET', key, unpack(flat)) end
+end
+
 local ENTITY_TEXT = {'twitter', 'discord', 'website', 'telegram', 'instagram', 'openseaSlug',
   'imageURL', 'bannerURL', 'defaultDyNftThemeId', 'communityURLAlias'}
 

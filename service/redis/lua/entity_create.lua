@@ -4,13 +4,7 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return fail('CONFLICT', 'An entity with this id exists.')
 end
-local fields = cjson.decode(ARGV[1])
 local owners = cjson.decode(ARGV[2])
-local flat = {}
-for k, v in pairs(fields) do
-  flat[#flat + 1] = k
-  flat[#flat + 1] = v
-end
-redis.call('HSET', KEYS[1], unpack(flat))
+hset_json(KEYS[1], ARGV[1])
 redis.call('SADD', KEYS[2], unpack(owners))
 return render_entity(KEYS[1], KEYS[2])

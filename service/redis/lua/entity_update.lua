@@ -18,14 +18,8 @@ if ARGV[6] ~= '' and '=' .. (redis.call('HGET', KEYS[1], 'communityURLAlias') or
 end
 local old_alias = redis.call('HGET', KEYS[1], 'communityURLAlias') or ''
 local old_claim = redis.call('HGET', KEYS[1], 'aliasClaim') or ''
-local fields = cjson.decode(ARGV[4])
 local owners = cjson.decode(ARGV[5])
-local flat = {}
-for k, v in pairs(fields) do
-  flat[#flat + 1] = k
-  flat[#flat + 1] = v
-end
-if #flat > 0 then redis.call('HSET', KEYS[1], unpack(flat)) end
+hset_json(KEYS[1], ARGV[4])
 redis.call('HINCRBY', KEYS[1], '__v', 1)
 redis.call('DEL', KEYS[2])
 redis.call('SADD', KEYS[2], unpack(owners))
