@@ -316,21 +316,21 @@ entity_read entity_read_fields(request *req, int status, redisReply *r, bool uns
 
 size_t entity_json_parts(const char *json, size_t len, slice out[2])
 {
+    /* Records written before the Entity lost its creator end with
+     * ,"createdBy":"0x<40 hex>","__v":<n>} (rendered last but __v): look only there, so a read
+     * stays a copy. */
     static const char member[] = ",\"createdBy\":\"";
-    const size_t mlen = sizeof member - 1;
-    /* It was rendered last but "__v", so only the tail is searched: reads stay a copy. */
-    size_t from = len > 160 ? len - 160 : 0;
-    const char *at = NULL;
-    for (size_t i = from; !at && i + mlen <= len; i++)
-        if (json[i] == ',' && !memcmp(json + i, member, mlen))
-            at = json + i;
-    const char *end = at ? memchr(at + mlen, '"', (size_t)(json + len - at - mlen)) : NULL;
-    if (!end) {
-        out[0] = (slice){json, len};
+    const size_t mlen = sizeof member - 1, span = mlen + 42 + 1;
+    size_t comma = len; /* the comma before "__v", the last member */
+    while (comma > 0 && len - comma < 32 && json[comma - 1] != ',')
+        comma--;
+    out[0] = (slice){json, len};
+    if (comma == 0 || json[comma - 1] != ',')
         return 1;
-    }
-    end++;
-    out[0] = (slice){json, (size_t)(at - json)};
-    out[1] = (slice){end, (size_t)(json + len - end)};
+    size_t at = comma - 1;
+    if (at < span || json[at - 1] != '"' || memcmp(json + at - span, member, mlen) != 0)
+        return 1;
+    out[0] = (slice){json, at - span};
+    out[1] = (slice){json + at, len - at};
     return 2;
 }
