@@ -278,15 +278,24 @@ static bool submit(store *st, store_op *op, int cmds, int argc, const char **arg
 #define SEND_TRACK   1 /* CLIENT CACHING yes in front: the read cache keeps the answer */
 #define SEND_ANY_CAP 2 /* never shed: bound to a command already sent (see store_read) */
 #define SEND_RESERVE 4 /* room is kept for the read that follows (STORE_READ_RESERVE) */
+#define SEND_CONTROL 8 /* the service's upkeep (store_control): may use the room kept for it */
+
+/* Commands of REDIS_MAX_PENDING that requests leave to the upkeep: a heartbeat and a tracking
+ * request fit when requests have filled the rest. */
+#define CONTROL_ROOM 2
 
 /* True when a unit of n commands must be refused: REDIS_MAX_PENDING would be passed. A unit
- * larger than the cap on its own still goes when nothing is pending, or it could never run. */
+ * larger than the cap on its own still goes when nothing is pending, or it could never run. A
+ * unit bound to one already admitted (SEND_ANY_CAP) goes: room was kept for it. */
 static bool shed(store *st, int flags, size_t n)
 {
+    if (flags & SEND_ANY_CAP)
+        return false;
+    size_t cap = (size_t)st->app->cfg.redis_max_pending;
+    size_t limit = (flags & SEND_CONTROL) || cap <= CONTROL_ROOM ? cap : cap - CONTROL_ROOM;
     if (flags & SEND_RESERVE)
         n += STORE_RESERVED_CMDS;
-    if ((flags & SEND_ANY_CAP) || st->pending == 0 ||
-        st->pending + n <= (size_t)st->app->cfg.redis_max_pending)
+    if (st->pending == 0 || st->pending + n <= limit)
         return false;
     st->stats.shed++;
     return true;
@@ -323,7 +332,7 @@ void store_command(store *st, store_cb cb, void *data, int argc, const char **ar
 void store_control(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens)
 {
-    command(st, SEND_ANY_CAP, cb, data, argc, argv, lens);
+    command(st, SEND_CONTROL, cb, data, argc, argv, lens);
 }
 
 const char *store_script_sha(const store *st, int script)

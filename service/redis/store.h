@@ -48,9 +48,10 @@ bool store_connected(const store *st);
  * same for every call below), cb runs before this returns, with STORE_UNAVAILABLE. */
 void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens);
-/* The same for the service's own upkeep (the read cache's tracking request and heartbeat):
- * never shed, as a shed heartbeat would look like a lost invalidation connection. A few per
- * second at most. */
+/* The same for the service's own upkeep (the read cache's tracking request and heartbeat): the
+ * last few commands below REDIS_MAX_PENDING are kept for it, so requests filling the rest do
+ * not starve it; at the cap itself it is shed too (Redis is then not answering, and a missed
+ * heartbeat turns the read cache off, as it should). A few per second at most. */
 void store_control(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens);
 /* One command of a transaction. */
