@@ -14,6 +14,7 @@ import argparse
 import os
 import random
 import resource
+import signal
 import sys
 import threading
 import time
@@ -387,6 +388,10 @@ def main():
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     say('chaos for %.1f minutes, seed %d' % (args.minutes, args.seed))
+    # Stopped early (SIGTERM, SIGINT): the finally below still stops every process by PID.
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
     chaos = Chaos(args)
     try:
         rc = chaos.run()
