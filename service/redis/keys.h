@@ -27,6 +27,22 @@
  *   ent:{c-…}:levels          hash    level id -> Level JSON
  *   ent:{c-…}:levels:order    zset    Level JSONs scored by XP; a Level JSON begins with its id,
  *                                     so ties sort by id
+ *   Member progression (CONTRACT §5); built inside the scripts from the entity key, so in its slot:
+ *   ent:{c-…}:contribs        hash    contribution id ("k-<uuidv4>") -> Contribution JSON as the
+ *                                     API returns it (updated in place on revoke)
+ *   ent:{c-…}:contribs:of:<address>
+ *                             zset    all scores 0; "<createdAt ms, 16 digits>:<contribution id>":
+ *                                     newest first is ZREVRANGEBYLEX, the cursor the last entry
+ *   ent:{c-…}:prog:<address>  hash    "xp" -> integer; "s:<skill id>" -> integer score;
+ *                                     "r:<lvID>" -> reachedAt (ms since epoch), never deleted
+ *   ent:{c-…}:lb:xp           zset    all scores 0; "<9999999999999999 - value, 16 digits>:
+ *                                     <address>", only values > 0: ZRANGEBYLEX is highest first,
+ *                                     ties by address; the competition rank of value v is
+ *                                     1 + ZLEXCOUNT(lb, "-", "(<16 digits of v's entry>:")
+ *   ent:{c-…}:lb:s:<skill id> zset    the same board for one skill's scores
+ *   ent:{c-…}:idem:<key>      string  "<request digest, 40 hex>\n<answer JSON>", EX 86400
+ *   ent:{c-…}:events          stream  fields type, at (ISO ms), actor (address or ""), data (a
+ *                                     JSON object as text); MAXLEN ~ EVENTS_MAX
  *
  * Member progression (CONTRACT §5), written by contrib_award.lua and contrib_revoke.lua; the
  * per-member and per-skill keys are built inside the scripts from the entity key (KEYS[1]),
