@@ -32,4 +32,8 @@ void skills_post_multiple(request *req);
 /* handlers_levels.c */
 void level_update(request *req);
 
+/* contributions.c */
+void contributions_post(request *req);
+void contribution_revoke(request *req);
+
 #endif
