@@ -37,5 +37,8 @@ void progress_get(request *req);
 void contributions_get(request *req);
 void leaderboard_get(request *req);
 void events_get(request *req);
+/* contributions.c */
+void contributions_post(request *req);
+void contribution_revoke(request *req);
 
 #endif
