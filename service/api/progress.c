@@ -232,8 +232,9 @@ static json_t *render_skills(const redisReply *list, json_t *scores)
     for (size_t i = 0; i < n; i++) {
         const char *sid = json_string_value(json_object_get(items[i], "id"));
         const char *name = json_string_value(json_object_get(items[i], "name"));
-        json_array_append_new(out, json_pack("{s:s,s:s,s:O}", "skillId", sid, "name",
-                                             name ? name : "", json_object_get(scores, sid)));
+        json_array_append_new(out,
+                              json_pack("{s:s,s:s,s:O}", "skillId", sid, "name", name ? name : "",
+                                        "score", json_object_get(scores, sid)));
         json_decref(items[i]);
     }
     free(items);
@@ -258,8 +259,9 @@ static json_t *render_level(json_t *lv, int64_t xp, json_t *scores, json_t *reac
         json_int_t want = json_integer_value(json_array_get(need, i));
         json_int_t have = s ? json_integer_value(json_object_get(scores, s)) : 0;
         if (s && have < want)
-            json_array_append_new(missing_skills, json_pack("{s:s,s:I,s:I}", "skillId", s, "need",
-                                                            (json_int_t)want, (json_int_t)have));
+            json_array_append_new(missing_skills,
+                                  json_pack("{s:s,s:I,s:I}", "skillId", s, "need", (json_int_t)want,
+                                            "have", (json_int_t)have));
     }
     json_int_t missing_xp = need_xp > xp ? need_xp - xp : 0;
     bool ok = missing_xp == 0 && json_array_size(missing_skills) == 0;
@@ -516,7 +518,7 @@ void leaderboard_get(request *req)
 static bool valid_event_id(const char *s, size_t len)
 {
     const char *dash = memchr(s, '-', len);
-    if (!dash || len >= EVENT_ID_MAX)
+    if (!dash || len > EVENT_ID_MAX)
         return false;
     const char *parts[2] = {s, dash + 1};
     size_t lens[2] = {(size_t)(dash - s), len - (size_t)(dash - s) - 1};
@@ -660,6 +662,8 @@ void events_get(request *req)
     size_t len;
     const char *after = request_param(req, "after", &len);
     char start[EVENT_ID_MAX + 2] = "-";
+    if (after && !len)
+        after = NULL; /* empty: omitted, as an empty cursor elsewhere */
     if (after) {
         if (!valid_event_id(after, len)) {
             request_fail_field(req, "after", "after must be an event id (<ms>-<seq>).");

@@ -121,6 +121,11 @@ TABLE = [
     ('POST', '/api/entities/{id}/admins', 'admins-post', WRITE_OWNERS, 200),
     ('DELETE', '/api/entities/{id}/admins/{address}', 'admins-delete', WRITE_OWNERS, 200),
     ('POST', '/api/entities/{id}/levels/{lvID}/update', 'level', WRITE_LEVEL, 201),
+    ('GET', '/api/entities/{id}/members/{address}/progress', 'progress', READ_SIGNED, 200),
+    ('GET', '/api/entities/{id}/members/{address}/contributions', 'contributions', READ_SIGNED,
+     200),
+    ('GET', '/api/entities/{id}/leaderboard', 'leaderboard', READ_SIGNED, 200),
+    ('GET', '/api/entities/{id}/events', 'events', READ_ADMINS, 200),
     ('GET', '/api/skills', 'skills-get', READ_SIGNED, 200),
     ('POST', '/api/skills', 'skills-post', WRITE_OWNERS_ADMINS, 201),
     ('POST', '/api/skills/multiple', 'skills-multiple', WRITE_OWNERS_ADMINS, 201),
@@ -255,6 +260,13 @@ class AuthzTest(harness.ServiceTestCase):
         if case == 'level':
             return ('POST', '/api/entities/%s/levels/lv-%d/update' % (eid, n),
                     {'name': 'Level %d' % n, 'skillIds': [], 'scores': [], 'XP': n}, port)
+        if case in ('progress', 'contributions'):
+            return ('GET', '/api/entities/%s/members/%s/%s' % (eid, self.w['member'].address,
+                                                               case), None, port)
+        if case == 'leaderboard':
+            return 'GET', '/api/entities/%s/leaderboard' % eid, None, port
+        if case == 'events':
+            return 'GET', '/api/entities/%s/events' % eid, None, port
         if case == 'skills-get':
             return 'GET', '/api/skills?entityID=%s' % eid, None, port
         if case == 'skills-post':

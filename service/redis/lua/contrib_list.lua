@@ -5,7 +5,8 @@
 -- ent:{…}:contribs:of:<address> (keys.h) holds "<createdAt ms, 16 digits>:<contribution id>"
 -- at score 0, so ZREVRANGEBYLEX runs newest first: O(log N + limit). Returns {isEnabled, public,
 -- role} alone when the caller can read neither the entity nor as the member themself (the
--- service answers the refusal), else {isEnabled, public, role, the member known ('1'|'0'),
+-- service answers the refusal), else {isEnabled, public, role, the member known ('1'|'0': a
+-- member, or contributions or progress recorded),
 -- Contribution JSON, ..., next cursor or ''}.
 if redis.call('EXISTS', KEYS[1]) == 0 then return fail('NOT_FOUND', 'No such entity.') end
 local f = redis.call('HMGET', KEYS[1], 'isEnabled', 'public')
@@ -18,6 +19,7 @@ if not (ARGV[5] == '1' or role == 'owner' or
 end
 local list = KEYS[1] .. ':contribs:of:' .. ARGV[2]
 local known = redis.call('EXISTS', list) == 1 or redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1
+  or redis.call('EXISTS', KEYS[1] .. ':prog:' .. ARGV[2]) == 1
 out[#out + 1] = known and '1' or '0'
 local limit = tonumber(ARGV[4])
 local start = ARGV[3] == '' and '+' or '(' .. ARGV[3]
