@@ -524,15 +524,21 @@ class ProgressionTest(ProgressionBase):
         eid2, c2, (t1, _) = self.setup_entity()
         self.award_ok(c2['owner'], eid2, self.contrib(c2['member'].address, [t1], [3],
                                                       title='once', idempotencyKey='retry-1'))
-        # a batch retried: replayed as a whole
-        bbody = {'contributions': [self.contrib(m, [s1], [1], title='b1', idempotencyKey='b-1'),
-                                   self.contrib(m, [s1], [2], title='b2', idempotencyKey='b-2')]}
+        # a batch retried (its key beside contributions): replayed as a whole
+        bbody = {'idempotencyKey': 'b-1',
+                 'contributions': [self.contrib(m, [s1], [1], title='b1'),
+                                   self.contrib(m, [s1], [2], title='b2')]}
         st, _, bfirst = self.api.award(owner, eid, bbody)
         self.assertEqual(st, 201, bfirst)
         mid = self.snapshot(owner, eid, [m], [s1])
         st, _, bagain = self.api.award(owner, eid, bbody)
         self.assertEqual((st, bagain.get('replayed'), bagain.get('data')),
                          (200, True, bfirst['data']))
+        self.assertEqual(self.snapshot(owner, eid, [m], [s1]), mid)
+        self.assertEnvelope(self.api.award(owner, eid, dict(bbody, contributions=[
+            bbody['contributions'][0]])), 409, 'conflict')
+        self.assertEnvelope(self.api.award(owner, eid, dict(bbody, idempotencyKey='b 1')), 400,
+                            'invalid_request', 'idempotencyKey')
         self.assertEqual(self.snapshot(owner, eid, [m], [s1]), mid)
 
     def test_idempotent_parallel_retries(self):
@@ -685,28 +691,30 @@ class ProgressionTest(ProgressionBase):
     def test_level_reached_threshold_raised_and_lowered(self):
         eid, c, (s1, s2) = self.setup_entity(members=2)
         owner, m, m2 = c['owner'], c['member'].address, c['member2'].address
-        self.assertOk(self.put_level(owner, eid, 'L1', [s1, s2], [5, 2], 10), 201)
-        self.assertOk(self.put_level(owner, eid, 'L0', [], [], 9), 201)
+        self.assertOk(self.put_level(owner, eid, 'L1', [s1, s2], [5, 2], 8), 201)
+        self.assertOk(self.put_level(owner, eid, 'L0', [], [], 5), 201)
         self.assertOk(self.put_level(owner, eid, 'L2', [s2], [50], 100), 201)
         p = self.prog(owner, eid, m)
         self.assertEqual([lv['id'] for lv in p['levels']], ['L0', 'L1', 'L2'])
         lv1 = self.level_of(p, 'L1')
         self.assertEqual(set(lv1), {'id', 'name', 'XP', 'reached', 'reachedAt', 'missing'})
         self.assertEqual((lv1['name'], lv1['XP'], lv1['reached'], lv1['reachedAt']),
-                         ('Level L1', 10, False, None))
-        self.assertEqual(lv1['missing'], {'xp': 10, 'skills': [
+                         ('Level L1', 8, False, None))
+        self.assertEqual(lv1['missing'], {'xp': 8, 'skills': [
             {'skillId': s1, 'need': 5, 'have': 0}, {'skillId': s2, 'need': 2, 'have': 0}]})
-        # partly there: s1 met, s2 not, xp not
+        # partly there: s1 met, s2 not, xp not (L0 reached)
         self.award_ok(owner, eid, self.contrib(m, [s1], [6]))
-        lv1 = self.level_of(self.prog(owner, eid, m), 'L1')
-        self.assertEqual((lv1['reached'], lv1['missing']), (False, {'xp': 4, 'skills': [
+        p = self.prog(owner, eid, m)
+        lv1 = self.level_of(p, 'L1')
+        self.assertEqual((self.level_of(p, 'L0')['reached'], p['level']), (True, 'L0'))
+        self.assertEqual((lv1['reached'], lv1['missing']), (False, {'xp': 2, 'skills': [
             {'skillId': s2, 'need': 2, 'have': 0}]}))
         t0 = int(time.time() * 1000)
         self.award_ok(owner, eid, self.contrib(m, [s2], [2]))
         p = self.prog(owner, eid, m)
         lv1, lv0 = self.level_of(p, 'L1'), self.level_of(p, 'L0')
         self.assertEqual((lv1['reached'], lv1['missing']), (True, {'xp': 0, 'skills': []}))
-        self.assertEqual(lv0['reached'], False)  # xp 8 < 9
+        self.assertEqual(lv0['reached'], True)
         self.assertRegex(lv1['reachedAt'], ISO_MS)
         self.assertLessEqual(abs(iso_to_ms(lv1['reachedAt']) - t0), scaled(5000))
         self.assertEqual(p['level'], 'L1')
@@ -717,7 +725,7 @@ class ProgressionTest(ProgressionBase):
         self.assertTrue(self.level_of(p, 'L0')['reached'])
         self.assertEqual(p['level'], 'L1')  # the highest XP reached
         # raise L1's threshold: not reached any more, reachedAt kept
-        self.assertOk(self.put_level(owner, eid, 'L1', [s1, s2], [5, 3], 10))
+        self.assertOk(self.put_level(owner, eid, 'L1', [s1, s2], [5, 3], 8))
         p = self.prog(owner, eid, m)
         lv1 = self.level_of(p, 'L1')
         self.assertEqual((lv1['reached'], lv1['reachedAt']), (False, reached_at))
@@ -876,15 +884,16 @@ class ProgressionTest(ProgressionBase):
         self.award_ok(owner, eid, self.contrib(m, [s1], [1]))
         self.add_members(owner, eid, rand_addr())
         page = self.assertOk(self.api.leaderboard(owner, eid, 'xp', '&limit=1'))
-        for by in (fake_skill_id(), 'nope', 's-', 'XP', ''):
+        for by in (fake_skill_id(), 'nope', 's-', 'XP', 'xp2', s1.upper()):
             with self.subTest(by=by):
                 self.assertEnvelope(self.api.leaderboard(owner, eid, by), 400,
                                     'invalid_request', 'by')
         # a skill of another entity is unknown here
         eid2, c2, (t1, _) = self.setup_entity()
         self.assertEnvelope(self.api.leaderboard(owner, eid, t1), 400, 'invalid_request', 'by')
-        self.assertEnvelope(self.api.req('GET', '/api/entities/%s/leaderboard?by=xp&by=xp&%s' %
-                                         (eid, self.api.auth(owner))), 400, 'invalid_request')
+        st, _, body = self.api.req('GET', '/api/entities/%s/leaderboard?by=xp&by=xp&%s' %
+                                   (eid, self.api.auth(owner)))
+        self.assertEqual((st, body['error']['code']), (400, 'invalid_request'), body)
         for bad in ('0', '101', '-1', 'abc', '', '1.5'):
             with self.subTest(limit=bad):
                 self.assertEnvelope(self.api.leaderboard(owner, eid, 'xp', '&limit=' + bad), 400,
@@ -997,8 +1006,10 @@ class ProgressionTest(ProgressionBase):
                 self.assertEnvelope(self.api.contributions(owner, eid, m, '&cursor=' + bad), 400,
                                     'invalid_request', 'cursor')
         # another member: an empty list
-        self.assertEqual(self.assertOk(self.api.contributions(owner, eid, c['admin'].address))
-                         ['data'], [])
+        other = rand_addr()
+        self.add_members(owner, eid, other)
+        self.assertEqual(self.assertOk(self.api.contributions(owner, eid, other)), {
+            'success': True, 'data': [], 'nextCursor': None})
 
     # ------------------------------------------------------------------------------------
     # events
@@ -1174,7 +1185,8 @@ class ProgressionTest(ProgressionBase):
                 ('/api/entities/%s/events' % eid, 'GET', None)):
             sep = '&' if '?' in path else '?'
             with self.subTest(unsigned=path, public=public):
-                self.assertEqual(self.api.req(method, path, body)[0], 401)
+                self.assertEnvelope(self.api.req(method, path, body), 400, 'invalid_request',
+                                    'address')
                 self.assertEqual(self.api.req(method, path + sep + 'address=' + owner.address,
                                               body)[0], 401)
                 bad = self.api._creds[owner.address][1]
@@ -1220,7 +1232,7 @@ class EventsMaxTest(ProgressionBase):
         r = self.redis()
         svc = self.entityd(redis=r, env={'EVENTS_MAX': '100'})
         self.api = Api(svc.port)
-        eid, c, (s1, _) = self.setup_entity(members=1, skills=1)
+        eid, c, (s1,) = self.setup_entity(members=1, skills=1)
         owner, m = c['owner'], c['member'].address
         last = None
         lens = []
@@ -1348,7 +1360,7 @@ class FaultTest(ProgressionBase):
         svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': '300',
                                          'REDIS_URL': 'redis://127.0.0.1:%d/0' % p.port})
         self.api = Api(svc.port)
-        eid, c, (s1, _) = self.setup_entity(members=1, skills=1)
+        eid, c, (s1,) = self.setup_entity(members=1, skills=1)
         owner, m = c['owner'], c['member'].address
         body = self.contrib(m, [s1], [5], title='slow', idempotencyKey='proxy-1')
         self.api.auth(owner)
