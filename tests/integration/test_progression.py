@@ -660,6 +660,68 @@ class ProgressionTest(ProgressionBase):
         self.assertEqual([e['data']['id'] for e in revs], [a['id'], b['id']])
         self.assertEqual(revs[0]['actor'], admin.address)
 
+    def test_parallel_revokes_and_awards(self):
+        """Revokes of one contribution racing each other, other revokes and awards at once: each
+        contribution is taken back once, and the sums, boards and events agree."""
+        eid, c, (s1, s2) = self.setup_entity(members=2)
+        owner, admin = c['owner'], c['admin']
+        m, m2 = c['member'].address, c['member2'].address
+        seed = self.award_ok(owner, eid, {'contributions': [
+            self.contrib(m if i % 2 else m2, [s1, s2], [i + 1, 1], title='s%d' % i, xp=10 + i)
+            for i in range(20)]})
+        target = seed[0]
+        others = seed[1:11]
+        jobs = []
+        for k in range(10):
+            jobs.append(('revoke-same', admin if k % 2 else owner,
+                         ('/api/entities/%s/contributions/%s/revoke' % (eid, target['id']),
+                          {'reason': 'r%d' % k})))
+        for x in others:
+            jobs.append(('revoke', owner, ('/api/entities/%s/contributions/%s/revoke' %
+                                           (eid, x['id']), {'reason': 'other'})))
+        for k in range(20):
+            jobs.append(('award', admin, ('/api/entities/%s/contributions' % eid,
+                                          self.contrib(m if k % 2 else m2, [s1], [2],
+                                                       title='a%d' % k))))
+        auths = {w.address: self.api.auth(w) for w in (owner, admin)}
+        results = [None] * len(jobs)
+        barrier = threading.Barrier(len(jobs))
+
+        def run(i):
+            kind, w, (path, body) = jobs[i]
+            try:
+                barrier.wait(timeout=scaled(20))
+                results[i] = harness.request(self.api.port, 'POST', path + '?' +
+                                             auths[w.address], body, timeout=scaled(60))
+            except Exception as e:  # noqa: BLE001
+                results[i] = e
+        ts = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(jobs))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(timeout=scaled(90))
+        want = {'revoke-same': 200, 'revoke': 200, 'award': 201}
+        bad = [(jobs[i][0], r if not isinstance(r, tuple) else (r[0], r[2]))
+               for i, r in enumerate(results)
+               if not isinstance(r, tuple) or r[0] != want[jobs[i][0]]]
+        self.assertEqual(bad, [])
+        same = {json.dumps(results[i][2]['data'], sort_keys=True)
+                for i in range(len(jobs)) if jobs[i][0] == 'revoke-same'}
+        self.assertEqual(len(same), 1, 'the racing revokes answered different records')
+        self.assertTrue(json.loads(same.pop())['revoked'])
+        revoked = {target['id']} | {x['id'] for x in others}
+        for who in (m, m2):
+            xp = sum(x['xp'] for x in seed if x['member'] == who and x['id'] not in revoked)
+            xp += 2 * 10
+            self.assertEqual(self.prog(owner, eid, who)['xp'], xp, who)
+        self.assertEqual(self.check_consistency(owner, eid, [m, m2], [s1, s2]), [])
+        board = self.board(owner, eid)
+        self.assertEqual({(e['member'], e['value']) for e in board},
+                         {(x, self.prog(owner, eid, x)['xp']) for x in (m, m2)})
+        revs = [e['data']['id'] for e in self.all_events(owner, eid)
+                if e['type'] == 'contribution.revoked']
+        self.assertEqual(sorted(revs), sorted(revoked))
+
     def test_revoke_bad_input(self):
         eid, c, (s1, _) = self.setup_entity()
         owner, m = c['owner'], c['member'].address
@@ -1386,6 +1448,53 @@ class FaultTest(ProgressionBase):
         self.assertEqual(sorted(x['title'] for x in cs), ['cut', 'slow'])
         self.assertEqual(self.prog(owner, eid, m)['xp'], 12)
         self.assertEqual(self.check_consistency(owner, eid, [m], [s1]), [])
+
+
+
+class RoundTripTest(ProgressionBase):
+    """Progress is one round trip to Redis: with every Redis reply held 300 ms by the RESP proxy,
+    a progress read takes one delay, not two."""
+
+    def test_progress_one_round_trip(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))), 'adversary'))
+        from resp_proxy import RespProxy
+        self.pool = harness.Wallet.random(4)
+        r = self.redis()
+        p = RespProxy(r.port).start()
+        self.addCleanup(p.stop)
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': '5000',
+                                         'REDIS_URL': 'redis://127.0.0.1:%d/0' % p.port})
+        self.api = Api(svc.port)
+        eid, c, (s1, s2) = self.setup_entity(members=1, skills=2)
+        owner, m = c['owner'], c['member'].address
+        self.assertOk(self.put_level(owner, eid, 'L', [s1], [1], 1), 201)
+        self.award_ok(owner, eid, self.contrib(m, [s1, s2], [1, 2]))
+        for w in (owner, c['member']):
+            self.prog(w, eid, m)  # signatures verified and cached before the delay
+        base = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            self.prog(owner, eid, m)
+            base.append(time.monotonic() - t0)
+        delay = 0.3
+        p.delay(int(delay * 1000))
+        try:
+            for w in (owner, c['member']):
+                t0 = time.monotonic()
+                got = self.prog(w, eid, m)
+                took = time.monotonic() - t0
+                self.assertEqual(got['xp'], 3)
+                self.assertGreaterEqual(took, delay * 0.9, 'the delay did not apply')
+                # the data itself comes from one read (the sign-in step's revocation check aside)
+                self.assertLess(took, 3 * delay + min(base) * 2,
+                                'progress took %.3fs: more than two round trips' % took)
+                # CONTRACT section 5: the whole request is one round trip
+                self.assertLess(took, 2 * delay + min(base) * 2,
+                                'progress took %.3fs with replies held %.1fs: more than one '
+                                'round trip (base %.3fs)' % (took, delay, min(base)))
+        finally:
+            p.release()
 
 
 if __name__ == '__main__':
