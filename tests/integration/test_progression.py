@@ -19,6 +19,7 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import scaled  # noqa: E402
+from invariants import check_invariants  # noqa: E402
 
 CONTRIB_ID = re.compile(r'^k-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$')
 ISO_MS = re.compile(r'^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$')
@@ -277,6 +278,25 @@ class ProgressionBase(harness.ServiceTestCase):
         for cid in added:
             if cid not in all_ids:
                 problems.append('event contribution.added %s without its contribution' % cid)
+        # the boards agree with the sums: every member above 0, at its value
+        for by in ['xp'] + list(sids):
+            board, cursor = {}, None
+            for _ in range(1000):
+                page = self.assertOk(api.leaderboard(w, eid, by, '&limit=100' + (
+                    '&cursor=' + cursor if cursor else '')))
+                board.update({e['member']: e['value'] for e in page['data']})
+                cursor = page['nextCursor']
+                if cursor is None:
+                    break
+            want = {}
+            for m in members:
+                p = self.assertOk(api.progress(w, eid, m))['data']
+                v = p['xp'] if by == 'xp' else {x['skillId']: x['score']
+                                                for x in p['skills']}.get(by, 0)
+                if v > 0:
+                    want[m] = v
+            if {k: v for k, v in board.items() if k in members} != want:
+                problems.append('board %s %r, progress says %r' % (by, board, want))
         return problems
 
 
@@ -1298,6 +1318,7 @@ class EventsMaxTest(ProgressionBase):
         owner, m = c['owner'], c['member'].address
         last = None
         lens = []
+        early = self.all_events(owner, eid)[1]['id']
         for k in range(8):
             data = self.award_ok(owner, eid, {'contributions': [
                 {'member': m, 'xp': 1, 'title': 'b%d-%d' % (k, i)} for i in range(100)]})
@@ -1313,6 +1334,9 @@ class EventsMaxTest(ProgressionBase):
         titles = [int(e['data']['id'] == last) for e in evs]
         self.assertEqual(sum(titles), 1)
         self.assertEqual(self.prog(owner, eid, m)['xp'], 800)
+        # an after older than the oldest kept: from the oldest kept
+        page = self.assertOk(self.api.events(owner, eid, '&limit=5&after=' + early))
+        self.assertEqual(page['data'], evs[:5])
 
 
 class FaultTest(ProgressionBase):
@@ -1403,6 +1427,7 @@ class FaultTest(ProgressionBase):
         p = self.prog(owner, eid, m)
         self.assertEqual((p['xp'], self.scores(p)), (3 * n, {s1: n, s2: 2 * n}))
         self.assertEqual(self.check_consistency(owner, eid, [m], [s1, s2]), [])
+        self.assertEqual(check_invariants(r), [])
         reached = [e for e in self.all_events(owner, eid) if e['type'] == 'level.reached']
         self.assertEqual(len(reached), 1)
         replayed = [k for k, v in outcomes.items() if v[-1] == 200]
@@ -1448,7 +1473,7 @@ class FaultTest(ProgressionBase):
         self.assertEqual(sorted(x['title'] for x in cs), ['cut', 'slow'])
         self.assertEqual(self.prog(owner, eid, m)['xp'], 12)
         self.assertEqual(self.check_consistency(owner, eid, [m], [s1]), [])
-
+        self.assertEqual(check_invariants(r), [])
 
 
 class RoundTripTest(ProgressionBase):
