@@ -496,7 +496,7 @@ void leaderboard_get(request *req)
     const char *by = request_param(req, "by", &len);
     if (!by || !len)
         by = "xp";
-    else if (strcmp(by, "xp") != 0 && !ids_valid(by, len, 's')) {
+    else if (!(len == 2 && !memcmp(by, "xp", 2)) && !ids_valid(by, len, 's')) {
         request_fail_field(req, "by", "by must be xp or the id of one of the entity's skills.");
         return;
     }
