@@ -158,14 +158,14 @@ static bool script_access(request *req, const redisReply *r, size_t min_elements
     return true;
 }
 
-/* Script arguments from pieces whose lengths are their strlen. */
+/* Runs a read script, its arguments' lengths their strlen. */
 static void run_script(request *req, int script, store_cb cb, int nkeys, const char **argv,
                        int argc)
 {
     size_t lens[16];
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
-    store_script(req->app->store, script, cb, req, nkeys, argc, argv, lens);
+    store_script_read(req->app->store, script, cb, req, nkeys, argc, argv, lens);
 }
 
 /* ---- GET /api/entities/{id}/members/{address}/progress ---- */
@@ -496,7 +496,7 @@ void leaderboard_get(request *req)
     const char *by = request_param(req, "by", &len);
     if (!by || !len)
         by = "xp";
-    else if (strcmp(by, "xp") != 0 && !ids_valid(by, len, 's')) {
+    else if (!(len == 2 && !memcmp(by, "xp", 2)) && !ids_valid(by, len, 's')) {
         request_fail_field(req, "by", "by must be xp or the id of one of the entity's skills.");
         return;
     }
