@@ -28,14 +28,22 @@ static void on_admins(void *data, int status, redisReply *r)
     request_reply(req, 200, out);
 }
 
-/* Runs an admin script: keys entity, owners, admins; args caller, platform, addresses... */
+/* Runs an admin script: keys entity, owners, admins; args caller, platform, then for the
+ * writes EVENTS_MAX and the time, then addresses... */
 static void run(request *req, const char *id, int script, const char (*addrs)[43], size_t n)
 {
     entity_keys k;
     keys_entity(&k, id);
-    const char *head[] = {k.entity, k.owners, k.admins, req->caller,
-                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0"};
-    entity_script(req, script, on_admins, 3, head, 5, addrs, n);
+    entity_event_args ev;
+    entity_event_args_fill(req, isotime_now_ms(), &ev);
+    const char *head[] = {k.entity,
+                          k.owners,
+                          k.admins,
+                          req->caller,
+                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+                          ev.max,
+                          ev.at};
+    entity_script(req, script, on_admins, 3, head, script == LUA_ADMINS_LIST ? 5 : 7, addrs, n);
 }
 
 void admins_get(request *req)

@@ -209,11 +209,14 @@ static void write_entity(request *req)
         if (st->in.has_v)
             snprintf(v, sizeof v, "%lld", (long long)st->in.v);
         const char *platform = is_platform(req) ? "1" : "0";
-        const char *argv[] = {k.entity, k.owners, k.admins, req->caller, platform,
-                              v,        fields,   owners,   st->guard};
-        size_t lens[] = {k.entity_len, k.owners_len,   k.admins_len,   strlen(req->caller), 1,
-                         strlen(v),    strlen(fields), strlen(owners), strlen(st->guard)};
-        store_script(req->app->store, LUA_ENTITY_UPDATE, on_write, req, 3, 9, argv, lens);
+        entity_event_args ev;
+        entity_event_args_fill(req, isotime_now_ms(), &ev);
+        const char *argv[] = {k.entity, k.owners, k.admins,  req->caller, platform, v,
+                              fields,   owners,   st->guard, ev.max,      ev.at};
+        size_t lens[11];
+        for (size_t i = 0; i < 11; i++)
+            lens[i] = strlen(argv[i]);
+        store_script(req->app->store, LUA_ENTITY_UPDATE, on_write, req, 3, 11, argv, lens);
     }
     free(owners);
     free(fields);
@@ -702,7 +705,10 @@ void entity_force_add(request *req)
     entity_keys k;
     keys_entity(&k, a.id);
     char added_at[24], version[17];
-    snprintf(added_at, sizeof added_at, "%016lld", (long long)isotime_now_ms());
+    int64_t now = isotime_now_ms();
+    snprintf(added_at, sizeof added_at, "%016lld", (long long)now);
+    entity_event_args ev;
+    entity_event_args_fill(req, now, &ev);
     uint8_t rnd[8];
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
         request_fail_internal(req, "no randomness for the members version");
@@ -718,7 +724,9 @@ void entity_force_add(request *req)
                           is_platform(req) ? "1" : "0",
                           chain_buf,
                           added_at,
-                          version};
+                          version,
+                          ev.max,
+                          ev.at};
     entity_script(req, LUA_FORCE_ADD, on_force_add, 5, head, sizeof head / sizeof head[0], a.list,
                   a.n);
 }

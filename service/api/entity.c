@@ -200,6 +200,12 @@ json_t *entity_addresses_body(request *req, size_t max, entity_addresses *out)
     return body;
 }
 
+void entity_event_args_fill(const request *req, int64_t now_ms, entity_event_args *a)
+{
+    snprintf(a->max, sizeof a->max, "%lld", (long long)req->app->cfg.events_max);
+    isotime_format(now_ms, a->at);
+}
+
 void entity_script(request *req, int script, store_cb cb, int nkeys, const char *const *head,
                    size_t nhead, const char (*addrs)[43], size_t naddrs)
 {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "core/ids.h"
+#include "core/isotime.h"
 #include "redis/keys.h"
 #include "http/request.h"
 #include "redis/store.h"
@@ -56,6 +57,16 @@ json_t *entity_addresses_body(request *req, size_t max, entity_addresses *out);
  * list. Out of memory answers 500 instead. */
 void entity_script(request *req, int script, store_cb cb, int nkeys, const char *const *head,
                    size_t nhead, const char (*addrs)[43], size_t naddrs);
+
+/* The two arguments every write script that records an event takes (keys.h, events):
+ * EVENTS_MAX and the time of the change. */
+typedef struct entity_event_args {
+    char max[24];
+    char at[ISOTIME_STRING_SIZE];
+} entity_event_args;
+
+/* Fills a with EVENTS_MAX and the time now_ms as ISO 8601. */
+void entity_event_args_fill(const request *req, int64_t now_ms, entity_event_args *a);
 
 /* How a read's answer came out: refused or failed (already answered), allowed, or not yet
  * decidable because the caller's role decides and was not asked for. */

@@ -32,4 +32,13 @@ void skills_post_multiple(request *req);
 /* handlers_levels.c */
 void level_update(request *req);
 
+/* progress.c: member progression, the read side */
+void progress_get(request *req);
+void contributions_get(request *req);
+void leaderboard_get(request *req);
+void events_get(request *req);
+/* contributions.c */
+void contributions_post(request *req);
+void contribution_revoke(request *req);
+
 #endif

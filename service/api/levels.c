@@ -6,6 +6,7 @@
 
 #include "core/app.h"
 #include "auth/auth.h"
+#include "api/entity.h"
 #include "api/handlers.h"
 #include "core/ids.h"
 #include "core/isotime.h"
@@ -18,8 +19,8 @@
 
 #define XP_MAX           9007199254740991LL /* 2^53 - 1: exact in a JSON number */
 #define LEVEL_MAX_SKILLS 100
-/* level_upsert.lua's arguments before the skill ids: 7 keys and 11 values. */
-#define LEVEL_HEAD 18
+/* level_upsert.lua's arguments before the skill ids: 7 keys and 12 values. */
+#define LEVEL_HEAD 19
 
 /* A validated level body as the JSON pieces level_upsert.lua assembles. Empty `description`
  * or `ends_at` means "keep the stored value" (or the default for a new level). */
@@ -198,8 +199,11 @@ void level_update(request *req)
     keys_entity(&k, entity_id);
     char now[ISOTIME_STRING_SIZE + 2];
     now[0] = '"';
-    isotime_format(isotime_now_ms(), now + 1);
+    int64_t now_ms = isotime_now_ms();
+    isotime_format(now_ms, now + 1);
     strcat(now, "\"");
+    entity_event_args ev;
+    entity_event_args_fill(req, now_ms, &ev);
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
@@ -217,7 +221,8 @@ void level_update(request *req)
                           buf_cstr(&in.skill_ids),
                           buf_cstr(&in.scores),
                           buf_cstr(&in.ends_at),
-                          now};
+                          now,
+                          ev.max};
     for (size_t i = 0; i < LEVEL_HEAD; i++)
         argv[i] = head[i];
     for (size_t i = 0; i < n; i++)

@@ -157,8 +157,9 @@ static int read_many(json_t *body, json_t **names, json_t **descs, verr *e)
     return 0;
 }
 
-/* skills_add.lua's arguments before the per-skill triples: 7 keys, caller, platform, time. */
-#define SKILLS_HEAD 10
+/* skills_add.lua's arguments before the per-skill triples: 7 keys, caller, platform, time,
+ * EVENTS_MAX and the time as ISO. */
+#define SKILLS_HEAD 12
 
 static void add_skills(request *req, bool many)
 {
@@ -284,6 +285,8 @@ static void add_skills(request *req, bool many)
             }
     entity_keys k;
     keys_entity(&k, entity_id);
+    entity_event_args ev;
+    entity_event_args_fill(req, now, &ev);
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
@@ -293,7 +296,9 @@ static void add_skills(request *req, bool many)
                           k.level_order,
                           req->caller,
                           auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
-                          arena_strndup(&req->pool, created, strlen(created))};
+                          arena_strndup(&req->pool, created, strlen(created)),
+                          arena_strndup(&req->pool, ev.max, strlen(ev.max)),
+                          arena_strndup(&req->pool, created_iso, strlen(created_iso))};
     for (size_t i = 0; i < SKILLS_HEAD; i++)
         argv[i] = head[i];
     for (size_t i = 0; i < argc; i++)

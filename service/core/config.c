@@ -63,6 +63,8 @@ static const opt opts[] = {
      "Redis commands in flight beyond which requests get 503 at once"},
     {"LOG_BUFFER_BYTES", OPT_INT, OFF(log_buffer_bytes), "1048576", 4096, 1073741824,
      "log lines held while stdout is slow; lines beyond are dropped and counted"},
+    {"EVENTS_MAX", OPT_INT, OFF(events_max), "100000", 100, 100000000,
+     "events kept per entity (older ones are trimmed, approximately)"},
     {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
      "development mode: a fixed AUTH_SECRET when none is set (never in production)"},
 };

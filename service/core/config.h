@@ -29,6 +29,7 @@ typedef struct config {
     int64_t read_cache_mb;
     int64_t redis_max_pending;
     int64_t log_buffer_bytes;
+    int64_t events_max;
     bool dev;
 } config;
 

@@ -35,6 +35,16 @@ void keys_entity(entity_keys *k, const char *id)
     k->skill_names_len = put(k->skill_names, sizeof k->skill_names, "ent:{", id, "}:skills:names");
     k->levels_len = put(k->levels, sizeof k->levels, "ent:{", id, "}:levels");
     k->level_order_len = put(k->level_order, sizeof k->level_order, "ent:{", id, "}:levels:order");
+    k->contribs_len = put(k->contribs, sizeof k->contribs, "ent:{", id, "}:contribs");
+    k->events_len = put(k->events, sizeof k->events, "ent:{", id, "}:events");
+}
+
+size_t keys_idem(char out[KEYS_IDEM_SIZE], const char *entity_id, const char *key)
+{
+    char prefix[KEYS_ENTITY_SIZE];
+    if (!put(prefix, sizeof prefix, "ent:{", entity_id, "}:idem:"))
+        return 0;
+    return put(out, KEYS_IDEM_SIZE, prefix, key, "");
 }
 
 size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias)

@@ -27,6 +27,45 @@
  *   ent:{c-…}:levels          hash    level id -> Level JSON
  *   ent:{c-…}:levels:order    zset    Level JSONs scored by XP; a Level JSON begins with its id,
  *                                     so ties sort by id
+ *   Member progression (CONTRACT §5); built inside the scripts from the entity key, so in its slot:
+ *   ent:{c-…}:contribs        hash    contribution id ("k-<uuidv4>") -> Contribution JSON as the
+ *                                     API returns it (updated in place on revoke)
+ *   ent:{c-…}:contribs:of:<address>
+ *                             zset    all scores 0; "<createdAt ms, 16 digits>:<contribution id>":
+ *                                     newest first is ZREVRANGEBYLEX, the cursor the last entry
+ *   ent:{c-…}:prog:<address>  hash    "xp" -> integer; "s:<skill id>" -> integer score;
+ *                                     "r:<lvID>" -> reachedAt (ms since epoch), never deleted
+ *   ent:{c-…}:lb:xp           zset    all scores 0; "<9999999999999999 - value, 16 digits>:
+ *                                     <address>", only values > 0: ZRANGEBYLEX is highest first,
+ *                                     ties by address; the competition rank of value v is
+ *                                     1 + ZLEXCOUNT(lb, "-", "(<16 digits of v's entry>:")
+ *   ent:{c-…}:lb:s:<skill id> zset    the same board for one skill's scores
+ *   ent:{c-…}:idem:<key>      string  "<request digest, 40 hex>\n<answer JSON>", EX 86400
+ *   ent:{c-…}:events          stream  fields type, at (ISO ms), actor (address or ""), data (a
+ *                                     JSON object as text); MAXLEN ~ EVENTS_MAX
+ *
+ * Member progression (CONTRACT §5), written by contrib_award.lua and contrib_revoke.lua; the
+ * per-member and per-skill keys are built inside the scripts from the entity key (KEYS[1]),
+ * which keeps them in the entity's slot (helpers in lua/_prelude.lua):
+ *   ent:{c-…}:contribs        hash    contribution id ("k-<uuidv4>") -> Contribution JSON exactly
+ *                                     as the API returns it (rewritten in place on revoke)
+ *   ent:{c-…}:contribs:of:<address>
+ *                             zset    all scores 0; "<createdAt ms, 16 digits>:<contribution id>",
+ *                                     newest first by ZREVRANGEBYLEX; a page's cursor is the last
+ *                                     member returned
+ *   ent:{c-…}:prog:<address>  hash    "xp" -> XP, "s:<skill id>" -> score (integers, revoked
+ *                                     contributions taken back), "r:<level id>" -> reachedAt (ms
+ *                                     since the epoch), set the first time an award reaches the
+ *                                     level and never deleted (prog_key)
+ *   ent:{c-…}:lb:xp           zset    all scores 0; "<9999999999999999 - XP, 16 digits>:<address>"
+ *                                     for members with XP > 0: ZRANGEBYLEX ascending is the highest
+ *                                     first, ties by address; the competition rank of value v is
+ *                                     1 + ZLEXCOUNT(lb, "-", "(<inverse of v>:") (lb_key,
+ * lb_member) ent:{c-…}:lb:s:<skill id> zset    the same for one skill's scores ent:{c-…}:idem:<key>
+ * string  "<request digest, 40 hex>\n<the answer's Contribution JSON array>", EX 86400: an award's
+ * idempotency key ent:{c-…}:events          stream  fields type, at (ISO), actor (address or ""),
+ * data (a JSON object as text); written by every write script in the same script as its change
+ * (emit), XADD MAXLEN ~ EVENTS_MAX
  *
  * Across entities (the one exception to the shared tag):
  *   alias:{<alias>}           string  "<entity id> <claimed at, s> <claim token>": the entity
@@ -59,15 +98,19 @@ typedef struct entity_keys {
     char entity[KEYS_ENTITY_SIZE], owners[KEYS_ENTITY_SIZE], admins[KEYS_ENTITY_SIZE],
         members[KEYS_ENTITY_SIZE], order[KEYS_ENTITY_SIZE], skills[KEYS_ENTITY_SIZE],
         skill_order[KEYS_ENTITY_SIZE], skill_names[KEYS_ENTITY_SIZE], levels[KEYS_ENTITY_SIZE],
-        level_order[KEYS_ENTITY_SIZE];
+        level_order[KEYS_ENTITY_SIZE], contribs[KEYS_ENTITY_SIZE], events[KEYS_ENTITY_SIZE];
     size_t entity_len, owners_len, admins_len, members_len, order_len, skills_len, skill_order_len,
-        skill_names_len, levels_len, level_order_len;
+        skill_names_len, levels_len, level_order_len, contribs_len, events_len;
 } entity_keys;
 
 /* Writes the revocation key of a signature's r||s id; returns its length. */
 size_t keys_revoked(char out[KEYS_REVOKED_SIZE], const char *revocation_id);
 /* Fills every key of the entity `id` (a validated "c-<uuid>"). */
 void keys_entity(entity_keys *k, const char *id);
+/* An award's idempotency key: "ent:{<entity id>}:idem:" + a validated key ([A-Za-z0-9_-]{1,64});
+ * returns its length. */
+#define KEYS_IDEM_SIZE 128
+size_t keys_idem(char out[KEYS_IDEM_SIZE], const char *entity_id, const char *key);
 /* The alias index key of a validated alias; returns its length. */
 size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias);
 

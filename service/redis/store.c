@@ -508,8 +508,8 @@ store_endpoint store_get_endpoint(const store *st)
     return (store_endpoint){st->host, st->user, st->password, st->port};
 }
 
-void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
-                  const char **argv, const size_t *lens)
+static void send_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
+                        const char **argv, const size_t *lens, bool writes)
 {
     if (st->state != ST_READY || shed(st, 0, 1)) {
         cb(data, STORE_UNAVAILABLE, NULL);
@@ -545,8 +545,20 @@ void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int
     }
     op->argc = total;
     op->script = script;
-    op->nkeys = nkeys < argc ? nkeys : argc;
+    op->nkeys = !writes ? 0 : nkeys < argc ? nkeys : argc;
     submit(st, op, 1, total, (const char **)op->argv, op->lens);
+}
+
+void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
+                  const char **argv, const size_t *lens)
+{
+    send_script(st, script, cb, data, nkeys, argc, argv, lens, true);
+}
+
+void store_script_read(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
+                       const char **argv, const size_t *lens)
+{
+    send_script(st, script, cb, data, nkeys, argc, argv, lens, false);
 }
 
 bool store_ready(const store *st)

@@ -121,9 +121,17 @@ TABLE = [
     ('POST', '/api/entities/{id}/admins', 'admins-post', WRITE_OWNERS, 200),
     ('DELETE', '/api/entities/{id}/admins/{address}', 'admins-delete', WRITE_OWNERS, 200),
     ('POST', '/api/entities/{id}/levels/{lvID}/update', 'level', WRITE_LEVEL, 201),
+    ('GET', '/api/entities/{id}/members/{address}/progress', 'progress', READ_SIGNED, 200),
+    ('GET', '/api/entities/{id}/members/{address}/contributions', 'contributions', READ_SIGNED,
+     200),
+    ('GET', '/api/entities/{id}/leaderboard', 'leaderboard', READ_SIGNED, 200),
+    ('GET', '/api/entities/{id}/events', 'events', READ_ADMINS, 200),
     ('GET', '/api/skills', 'skills-get', READ_SIGNED, 200),
     ('POST', '/api/skills', 'skills-post', WRITE_OWNERS_ADMINS, 201),
     ('POST', '/api/skills/multiple', 'skills-multiple', WRITE_OWNERS_ADMINS, 201),
+    ('POST', '/api/entities/{id}/contributions', 'contrib-award', WRITE_OWNERS_ADMINS, 201),
+    ('POST', '/api/entities/{id}/contributions/{cid}/revoke', 'contrib-revoke',
+     WRITE_OWNERS_ADMINS, 200),
 ]
 
 ERROR_CODES = {400: 'invalid_request', 401: 'unauthenticated', 403: 'forbidden',
@@ -157,6 +165,7 @@ class AuthzTest(harness.ServiceTestCase):
         cls.sig = {name: wallet.sign(msg)[1] for name, wallet in cls.w.items()}
         cls.entities = {}
         cls.spare_admins = {}
+        cls.contribs = {'missing': 'k-' + str(uuid.uuid4())}
         for variant in ('public', 'private', 'disabled'):
             body = cls.entity_body()
             if variant == 'private':
@@ -174,6 +183,11 @@ class AuthzTest(harness.ServiceTestCase):
             st, _, b = cls.call(cls, 'owner', 'POST', '/api/entities/%s/force-add' % eid,
                                 {'addresses': [cls.w['member'].address], 'Chain': 'eth'})
             assert st == 200, (st, b)
+            # A contribution for the revoke cells (revoking it again answers 200 too).
+            st, _, b = cls.call(cls, 'owner', 'POST', '/api/entities/%s/contributions' % eid,
+                                {'member': cls.w['member'].address, 'title': 'Seed', 'xp': 1})
+            assert st == 201, (st, b)
+            cls.contribs[variant] = b['data']['id']
         body = cls.entity_body()
         body['id'] = cls.entities['disabled']
         body['isEnabled'] = False
@@ -246,6 +260,13 @@ class AuthzTest(harness.ServiceTestCase):
         if case == 'level':
             return ('POST', '/api/entities/%s/levels/lv-%d/update' % (eid, n),
                     {'name': 'Level %d' % n, 'skillIds': [], 'scores': [], 'XP': n}, port)
+        if case in ('progress', 'contributions'):
+            return ('GET', '/api/entities/%s/members/%s/%s' % (eid, self.w['member'].address,
+                                                               case), None, port)
+        if case == 'leaderboard':
+            return 'GET', '/api/entities/%s/leaderboard' % eid, None, port
+        if case == 'events':
+            return 'GET', '/api/entities/%s/events' % eid, None, port
         if case == 'skills-get':
             return 'GET', '/api/skills?entityID=%s' % eid, None, port
         if case == 'skills-post':
@@ -254,6 +275,12 @@ class AuthzTest(harness.ServiceTestCase):
         if case == 'skills-multiple':
             return ('POST', '/api/skills/multiple',
                     {'names': ['Many %d a' % n, 'Many %d b' % n], 'entityID': eid}, port)
+        if case == 'contrib-award':
+            return ('POST', '/api/entities/%s/contributions' % eid,
+                    {'member': self.w['member'].address, 'title': 'Award %d' % n, 'xp': 1}, port)
+        if case == 'contrib-revoke':
+            return ('POST', '/api/entities/%s/contributions/%s/revoke' %
+                    (eid, self.contribs[variant]), {'reason': 'Revoke %d' % n}, port)
         raise AssertionError(case)
 
     def cells(self, cases):

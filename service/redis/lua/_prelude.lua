@@ -96,3 +96,44 @@ local function sorted_members(set)
   table.sort(list)
   return list
 end
+
+-- Events (keys.h: <entity>:events). Every write script records its change here in the same
+-- script, so a change and its event are never apart. maxlen is EVENTS_MAX (approximate trim).
+local function emit(entity, maxlen, etype, at, actor, data)
+  redis.call('XADD', entity .. ':events', 'MAXLEN', '~', maxlen, '*', 'type', etype, 'at', at,
+    'actor', actor or '', 'data', data)
+end
+
+-- Member progression (keys.h). A leaderboard member is "<16 digits: 9999999999999999 - value>:
+-- <address>", all scores 0, so ZRANGEBYLEX ascending is the highest value first, ties by
+-- address. The complement is taken digit by digit: a Lua number does not hold 9999999999999999.
+local function lb_inv(value)
+  local digits = string.format('%016d', value)
+  return (string.gsub(digits, '%d', function(d) return tostring(9 - tonumber(d)) end))
+end
+
+local function lb_member(value, addr)
+  return lb_inv(value) .. ':' .. addr
+end
+
+-- by: 'xp' or a skill id.
+local function lb_key(entity, by)
+  if by == 'xp' then return entity .. ':lb:xp' end
+  return entity .. ':lb:s:' .. by
+end
+
+local function prog_key(entity, addr)
+  return entity .. ':prog:' .. addr
+end
+
+-- Adds delta to one progress field ('xp' or 's:<skill id>') of a member and moves the member's
+-- entry in that leaderboard (only values above 0 are listed). Returns the new value.
+local function prog_add(entity, addr, field, by, delta)
+  local pk = prog_key(entity, addr)
+  local after = redis.call('HINCRBY', pk, field, delta)
+  local before = after - delta
+  local lb = lb_key(entity, by)
+  if before > 0 then redis.call('ZREM', lb, lb_member(before, addr)) end
+  if after > 0 then redis.call('ZADD', lb, 0, lb_member(after, addr)) end
+  return after
+end

@@ -1,7 +1,11 @@
 -- admins_remove: owners remove an admin (removing one who is not is no error).
--- KEYS: entity, owners, admins   ARGV: caller, platform, address. Returns the sorted admins.
+-- KEYS: entity, owners, admins   ARGV: caller, platform, events_max, now (ISO), address.
+-- Returns the sorted admins. Writes an admin.removed event {address} when it was an admin.
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'owners')
 if denied then return denied end
-redis.call('SREM', KEYS[3], ARGV[3])
+if redis.call('SREM', KEYS[3], ARGV[5]) == 1 then
+  emit(KEYS[1], ARGV[3], 'admin.removed', ARGV[4], ARGV[1], '{"address":' ..
+    jstr(ARGV[5]) .. '}')
+end
 return sorted_members(KEYS[3])

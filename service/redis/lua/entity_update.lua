@@ -4,7 +4,8 @@
 --       hash fields to set), owners (JSON array; replaces the set), alias guard ('' or '=' and
 --       the alias the entity had when this update claimed its own: if another update changed it
 --       since, it may have released the alias this one relies on, so this answers RETRY and the
---       service claims again)
+--       service claims again), events_max, now (ISO)
+-- Writes an entity.updated event {__v (the new one)}.
 -- The fields carry aliasClaim, the token of the alias claim, whenever they set the alias.
 -- Returns {entity JSON, the alias held before, the token of its claim ('' when unknown)}.
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
@@ -20,7 +21,8 @@ local old_alias = redis.call('HGET', KEYS[1], 'communityURLAlias') or ''
 local old_claim = redis.call('HGET', KEYS[1], 'aliasClaim') or ''
 local owners = cjson.decode(ARGV[5])
 hset_json(KEYS[1], ARGV[4])
-redis.call('HINCRBY', KEYS[1], '__v', 1)
+local v = redis.call('HINCRBY', KEYS[1], '__v', 1)
 redis.call('DEL', KEYS[2])
 redis.call('SADD', KEYS[2], unpack(owners))
+emit(KEYS[1], ARGV[7], 'entity.updated', ARGV[8], ARGV[1], '{"__v":' .. string.format('%d', v) .. '}')
 return {render_entity(KEYS[1], KEYS[2]), old_alias, old_claim}

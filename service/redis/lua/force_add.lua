@@ -1,7 +1,8 @@
 -- force_add: adds members as an owner or admin, all or nothing; present members keep their
 -- record. KEYS: entity, owners, admins, members, member order
 -- ARGV: caller, platform, chain, addedAt (ms, 16 digits zero-padded), a fresh random version,
---       address... (lowercase, deduplicated). Returns {added, existing}.
+--       events_max, now (ISO), address... (lowercase, deduplicated). Returns {added, existing}.
+-- An add that adds someone writes a member.added event {addresses (those added), chain}.
 -- An add that changes the member list stores the version in the entity's membersVersion:
 -- cached users pages are valid only under the version they were rendered from.
 -- A member is one compact entry, "<addedAt>:<address>:<addedBy>:<chain>", kept both as the
@@ -9,17 +10,22 @@
 local role = role_of(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
-local added, existing = 0, 0
+local added, existing, list = 0, 0, {}
 local tail = ':' .. ARGV[1] .. ':' .. ARGV[3]
-for i = 6, #ARGV do
+for i = 8, #ARGV do
   local a = ARGV[i]
   local entry = ARGV[4] .. ':' .. a .. tail
   if redis.call('HSETNX', KEYS[4], a, entry) == 1 then
     redis.call('ZADD', KEYS[5], 0, entry)
     added = added + 1
+    list[added] = jstr(a)
   else
     existing = existing + 1
   end
 end
-if added > 0 then redis.call('HSET', KEYS[1], 'membersVersion', ARGV[5]) end
+if added > 0 then
+  redis.call('HSET', KEYS[1], 'membersVersion', ARGV[5])
+  emit(KEYS[1], ARGV[6], 'member.added', ARGV[7], ARGV[1], '{"addresses":[' ..
+    table.concat(list, ',') .. '],"chain":' .. jstr(ARGV[3]) .. '}')
+end
 return {added, existing}

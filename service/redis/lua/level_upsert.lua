@@ -4,15 +4,16 @@
 -- ARGV: caller, platform, level id, XP (decimal), entity id, name (JSON string), description
 --       (JSON string, or '' to keep the stored one), skillIds (JSON array), scores (JSON array),
 --       endsAt (JSON string or null, or '' to keep the stored one), now (ISO, JSON string),
---       skill id...
+--       events_max, skill id...
+-- Writes a level.updated event {id, created}.
 -- The Level JSON is assembled here in a fixed key order, numbers copied as the service wrote
 -- them (no Lua number ever holds XP). Returns {created (1/0), Level JSON}.
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
-for i = 12, #ARGV do
+for i = 13, #ARGV do
   if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 0 then
-    return fail('INVALID', 'skillIds[' .. (i - 12) .. '] skillIds[' .. (i - 12) ..
+    return fail('INVALID', 'skillIds[' .. (i - 13) .. '] skillIds[' .. (i - 13) ..
       '] is not a skill of this entity.')
   end
 end
@@ -38,4 +39,6 @@ local json = '{"id":' .. jstr(ARGV[3]) .. ',"entityID":' .. jstr(ARGV[5]) .. ',"
 redis.call('HSET', KEYS[5], ARGV[3], json)
 redis.call('ZADD', KEYS[6], ARGV[4], json)
 render_skilltree(KEYS[1], KEYS[7], KEYS[6])
+emit(KEYS[1], ARGV[12], 'level.updated', cjson.decode(ARGV[11]), ARGV[1], '{"id":' ..
+  jstr(ARGV[3]) .. ',"created":' .. (created == 1 and 'true' or 'false') .. '}')
 return {created, json}

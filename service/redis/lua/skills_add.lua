@@ -1,7 +1,9 @@
 -- skills_add: adds skills as an owner or admin, all or nothing; names are unique per entity
 -- (compared by their normalized form: trimmed, ASCII case folded).
 -- KEYS: entity, owners, admins, skills, skill order, skill names, level order
--- ARGV: caller, platform, createdAt (ms, unused here), then per skill: id, normalized name, Skill JSON
+-- ARGV: caller, platform, createdAt (ms, unused here), events_max, now (ISO), then per skill:
+--       id, normalized name, Skill JSON
+-- Writes a skill.added event {ids} (request order).
 -- Returns the Skill JSONs in request order. Order scores come from a per-entity sequence
 -- (the entity hash's skillSeq), so skills list in the order they were created, batches in
 -- request order, whatever the clocks of the instances say.
@@ -9,20 +11,22 @@ local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
 local seen = {}
-for i = 4, #ARGV, 3 do
+for i = 6, #ARGV, 3 do
   local norm = ARGV[i + 1]
   if seen[norm] or redis.call('HEXISTS', KEYS[6], norm) == 1 then
     return fail('CONFLICT', 'A skill with that name exists in this entity.')
   end
   seen[norm] = true
 end
-local out = {}
-local seq = redis.call('HINCRBY', KEYS[1], 'skillSeq', (#ARGV - 3) / 3) - (#ARGV - 3) / 3
-for i = 4, #ARGV, 3 do
+local out, ids = {}, {}
+local seq = redis.call('HINCRBY', KEYS[1], 'skillSeq', (#ARGV - 5) / 3) - (#ARGV - 5) / 3
+for i = 6, #ARGV, 3 do
   redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 2])
   redis.call('HSET', KEYS[6], ARGV[i + 1], ARGV[i])
   redis.call('ZADD', KEYS[5], seq + #out, ARGV[i + 2])
   out[#out + 1] = ARGV[i + 2]
+  ids[#ids + 1] = jstr(ARGV[i])
 end
 render_skilltree(KEYS[1], KEYS[5], KEYS[7])
+emit(KEYS[1], ARGV[4], 'skill.added', ARGV[5], ARGV[1], '{"ids":[' .. table.concat(ids, ',') .. ']}')
 return out

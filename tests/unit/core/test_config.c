@@ -33,6 +33,7 @@ static const char *const g_vars[] = {
     "LOG_BUFFER_BYTES",
     "SHUTDOWN_TIMEOUT_MS",
     "SIG_CACHE_SIZE",
+    "EVENTS_MAX",
     "DEV",
 };
 
@@ -107,6 +108,7 @@ static void test_defaults(void **state)
     assert_true(f->cfg.idle_timeout_ms > 0);
     assert_int_equal(f->cfg.shutdown_timeout_ms, 10000);
     assert_true(f->cfg.sig_cache_size > 0);
+    assert_int_equal(f->cfg.events_max, 100000);
     assert_false(f->cfg.dev);
 }
 

@@ -1,0 +1,406 @@
+/* handlers_contributions: award contributions to an entity's members, and revoke them
+ * (CONTRACT §5). The checks against stored data (the member, the skills, the caller's role, the
+ * idempotency key) run inside one script, so an award fully happens or not at all. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/app.h"
+#include "auth/auth.h"
+#include "api/entity.h"
+#include "api/handlers.h"
+#include "crypto/hex.h"
+#include "crypto/keccak.h"
+#include "core/ids.h"
+#include "core/isotime.h"
+#include "redis/keys.h"
+#include "redis/lua_scripts.h"
+#include "api/respond.h"
+#include "redis/store.h"
+#include "api/validate.h"
+
+#define CONTRIB_MAX_BATCH  100
+#define CONTRIB_MAX_SKILLS 32
+#define CONTRIB_SCORE_MAX  1000000
+#define CONTRIB_XP_MAX     1000000000LL
+#define CONTRIB_TITLE_MAX  200
+#define CONTRIB_REASON_MAX 500
+/* The request digest: the first 20 bytes of Keccak-256 of the canonical request, in hex. */
+#define CONTRIB_DIGEST_BYTES 20
+
+static int fail(verr *e, const char *prefix, const char *field, const char *message)
+{
+    snprintf(e->field, sizeof e->field, "%s%s", prefix, field);
+    snprintf(e->message, sizeof e->message, "%s%s %s", prefix, field, message);
+    return -1;
+}
+
+static void json_str(buf *b, const char *s, size_t n)
+{
+    buf_append(b, "\"", 1);
+    buf_append_json_escaped(b, s, n);
+    buf_append(b, "\"", 1);
+}
+
+/* Validates one contribution `c` (fields named with `prefix`, "" or "contributions[i].") and
+ * appends it to `items` as contrib_award.lua reads it, {id, member, skills, xp, title, url},
+ * and to `canon` without its id (what the idempotency digest covers). */
+static int read_one(json_t *c, const char *prefix, buf *items, buf *canon, verr *e)
+{
+    if (!json_is_object(c)) {
+        /* prefix is "contributions[i]." here: name the element itself */
+        snprintf(e->field, sizeof e->field, "%.*s", (int)strlen(prefix) - 1, prefix);
+        snprintf(e->message, sizeof e->message, "%s must be an object.", e->field);
+        return -1;
+    }
+    json_t *mv = json_object_get(c, "member");
+    char member[43];
+    char f[96];
+    snprintf(f, sizeof f, "%smember", prefix);
+    if (!mv)
+        return fail(e, prefix, "member", "is required.");
+    if (!json_is_string(mv))
+        return fail(e, prefix, "member", "must be an address: 0x followed by 40 hex digits.");
+    if (validate_address(json_string_value(mv), json_string_length(mv), f, member, e) != 0)
+        return -1;
+
+    json_t *sv = json_object_get(c, "skills");
+    size_t nskills = 0;
+    if (sv && !json_is_array(sv))
+        return fail(e, prefix, "skills", "must be an array of {skillId, score}.");
+    if (sv)
+        nskills = json_array_size(sv);
+    if (nskills > CONTRIB_MAX_SKILLS)
+        return fail(e, prefix, "skills", "must hold at most 32 skills.");
+    buf skills = BUF_INIT;
+    int64_t sum = 0;
+    int rc = 0;
+    buf_append(&skills, "[", 1);
+    for (size_t j = 0; j < nskills; j++) {
+        json_t *s = json_array_get(sv, j);
+        char sf[64];
+        if (!json_is_object(s)) {
+            snprintf(sf, sizeof sf, "skills[%zu]", j);
+            rc = fail(e, prefix, sf, "must be an object {skillId, score}.");
+            break;
+        }
+        json_t *id = json_object_get(s, "skillId"), *score = json_object_get(s, "score");
+        snprintf(sf, sizeof sf, "skills[%zu].skillId", j);
+        if (!json_is_string(id) || !ids_valid(json_string_value(id), json_string_length(id), 's')) {
+            rc = fail(e, prefix, sf, "must be a skill id (s- followed by a lowercase UUIDv4).");
+            break;
+        }
+        bool dup = false;
+        for (size_t k = 0; k < j && !dup; k++) {
+            json_t *other = json_object_get(json_array_get(sv, k), "skillId");
+            dup = json_is_string(other) && !strcmp(json_string_value(other), json_string_value(id));
+        }
+        if (dup) {
+            rc = fail(e, prefix, sf, "names a skill already listed: skills must be distinct.");
+            break;
+        }
+        snprintf(sf, sizeof sf, "skills[%zu].score", j);
+        if (!json_is_integer(score) || json_integer_value(score) < 1 ||
+            json_integer_value(score) > CONTRIB_SCORE_MAX) {
+            rc = fail(e, prefix, sf, "must be an integer from 1 to 1000000.");
+            break;
+        }
+        if (j)
+            buf_append(&skills, ",", 1);
+        buf_printf(&skills, "{\"skillId\":\"%s\",\"score\":%lld}", json_string_value(id),
+                   (long long)json_integer_value(score));
+        sum += json_integer_value(score);
+    }
+    buf_append(&skills, "]", 1);
+    if (rc) {
+        buf_free(&skills);
+        return -1;
+    }
+
+    json_t *xv = json_object_get(c, "xp");
+    int64_t xp = sum;
+    if (xv) {
+        if (!json_is_integer(xv) || json_integer_value(xv) < 0 ||
+            json_integer_value(xv) > CONTRIB_XP_MAX) {
+            buf_free(&skills);
+            return fail(e, prefix, "xp", "must be an integer from 0 to 1000000000.");
+        }
+        xp = json_integer_value(xv);
+    }
+    if (xp == 0 && nskills == 0) {
+        buf_free(&skills);
+        return fail(e, prefix, "xp",
+                    "must be above 0 when skills is empty: a contribution must award something.");
+    }
+
+    const char *title, *url = NULL;
+    size_t tlen, ulen = 0;
+    snprintf(f, sizeof f, "%stitle", prefix);
+    json_t *tv = json_object_get(c, "title");
+    if (!tv) {
+        buf_free(&skills);
+        return fail(e, prefix, "title", "is required.");
+    }
+    if (validate_text_value(tv, f, TEXT_SOCIAL, &title, &tlen, e) != 0 ||
+        validate_utf8_chars(title, tlen) < 1) {
+        buf_free(&skills);
+        return fail(e, prefix, "title",
+                    "must be a string of 1 to 200 characters (after trimming).");
+    }
+    json_t *uv = json_object_get(c, "url");
+    snprintf(f, sizeof f, "%surl", prefix);
+    if (uv && !json_is_null(uv) && validate_text_value(uv, f, TEXT_URL, &url, &ulen, e) != 0) {
+        buf_free(&skills);
+        return -1;
+    }
+
+    char id[IDS_SIZE];
+    if (ids_new(id, 'k') != 0) {
+        buf_free(&skills);
+        return fail(e, prefix, "member", "could not be given an id (no randomness).");
+    }
+    buf_printf(items, "{\"id\":\"%s\",", id);
+    buf *out[2] = {items, canon};
+    for (int k = 0; k < 2; k++) {
+        buf *b = out[k];
+        buf_printf(b, "\"member\":\"%s\",\"skills\":", member);
+        buf_append(b, skills.data, skills.len);
+        buf_printf(b, ",\"xp\":%lld,\"title\":", (long long)xp);
+        json_str(b, title, tlen);
+        buf_append_str(b, ",\"url\":");
+        if (url)
+            json_str(b, url, ulen);
+        else
+            buf_append_str(b, "null");
+        buf_append(b, "}", 1);
+    }
+    buf_free(&skills);
+    return 0;
+}
+
+typedef struct award_state {
+    bool batch;
+} award_state;
+
+/* 'INVALID <i> <field> <message>' from contrib_award.lua: the field as the request named it. */
+static void fail_invalid(request *req, bool batch, const char *rest)
+{
+    char *end;
+    unsigned long i = strtoul(rest, &end, 10);
+    const char *sub = *end == ' ' ? end + 1 : "";
+    const char *sp = strchr(sub, ' ');
+    int sublen = sp ? (int)(sp - sub) : (int)strlen(sub);
+    char field[96], message[300];
+    if (batch)
+        snprintf(field, sizeof field, "contributions[%lu].%.*s", i, sublen, sub);
+    else
+        snprintf(field, sizeof field, "%.*s", sublen, sub);
+    snprintf(message, sizeof message, "%s %s", field, sp ? sp + 1 : "is invalid.");
+    request_fail(req, 400, "invalid_request", message, field);
+}
+
+static void on_award(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    award_state *st = req->state;
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR &&
+        !strncmp(r->str, "INVALID ", 8)) {
+        fail_invalid(req, st->batch, r->str + 8);
+        return;
+    }
+    if (respond_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[1]->len < 2) {
+        request_fail_internal(req, "contrib_award: unexpected reply");
+        return;
+    }
+    bool replay = !strcmp(r->element[0]->str, "REPLAY");
+    const redisReply *a = r->element[1];
+    buf *b = respond_scratch();
+    buf_append_str(b, "{\"success\":true,\"data\":");
+    if (st->batch)
+        buf_append(b, a->str, a->len);
+    else
+        buf_append(b, a->str + 1, a->len - 2); /* the one element of the array */
+    buf_append_str(b, replay ? ",\"replayed\":true}" : "}");
+    respond_send(req, replay ? 200 : 201, b);
+}
+
+void contributions_post(request *req)
+{
+    char eid[IDS_SIZE];
+    if (!entity_path_id(req, eid))
+        return;
+    award_state *st = arena_alloc(&req->pool, sizeof *st);
+    if (!st) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    req->state = st;
+    json_t *body = validate_body(req);
+    if (!body)
+        return;
+    verr e;
+    int rc = 0;
+    json_t *list = json_object_get(body, "contributions");
+    st->batch = list != NULL;
+    size_t n = 1;
+    if (st->batch) {
+        if (!json_is_array(list) || json_array_size(list) < 1 ||
+            json_array_size(list) > CONTRIB_MAX_BATCH)
+            rc = fail(&e, "", "contributions", "must be an array of 1 to 100 contributions.");
+        else
+            n = json_array_size(list);
+    }
+    const char *key = NULL; /* in key_buf: the body is released before the call */
+    char key_buf[65];
+    json_t *kv = json_object_get(body, "idempotencyKey");
+    if (rc == 0 && kv) {
+        if (!json_is_string(kv) || !ids_valid_level(json_string_value(kv), json_string_length(kv)))
+            rc = fail(&e, "", "idempotencyKey",
+                      "must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -.");
+        else
+            key = memcpy(key_buf, json_string_value(kv), json_string_length(kv) + 1);
+    }
+    buf items = BUF_INIT, canon = BUF_INIT;
+    buf_append_str(&items, "[");
+    buf_append_str(&canon, st->batch ? "batch[" : "one[");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char prefix[40] = "";
+        json_t *c = body;
+        if (st->batch) {
+            snprintf(prefix, sizeof prefix, "contributions[%zu].", i);
+            c = json_array_get(list, i);
+            /* A batch is retried as a whole: its key is the body's, not an element's. */
+            if (json_is_object(c) && json_object_get(c, "idempotencyKey")) {
+                rc = fail(
+                    &e, prefix, "idempotencyKey",
+                    "is not taken in a batch: give idempotencyKey once, beside contributions.");
+                break;
+            }
+        }
+        if (i) {
+            buf_append(&items, ",", 1);
+            buf_append(&canon, ",", 1);
+        }
+        rc = read_one(c, prefix, &items, &canon, &e);
+    }
+    buf_append_str(&items, "]");
+    buf_append_str(&canon, "]");
+    json_decref(body);
+    if (rc != 0) {
+        buf_free(&items);
+        buf_free(&canon);
+        validate_fail(req, &e);
+        return;
+    }
+    char digest[2 * CONTRIB_DIGEST_BYTES + 1] = "";
+    if (key) {
+        uint8_t h[KECCAK256_DIGEST_SIZE];
+        keccak256(canon.data, canon.len, h);
+        hex_encode(h, CONTRIB_DIGEST_BYTES, digest);
+    }
+    buf_free(&canon);
+
+    entity_keys k;
+    keys_entity(&k, eid);
+    char idem[KEYS_IDEM_SIZE];
+    if (key)
+        keys_idem(idem, eid, key);
+    int64_t now = isotime_now_ms();
+    char now_ms[24];
+    snprintf(now_ms, sizeof now_ms, "%lld", (long long)now);
+    entity_event_args ev;
+    entity_event_args_fill(req, now, &ev);
+    const char *argv[] = {
+        k.entity,        k.owners,
+        k.admins,        k.members,
+        k.skills,        k.levels,
+        k.contribs,      key ? idem : k.entity,
+        req->caller,     auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+        now_ms,          ev.at,
+        ev.max,          digest,
+        key ? "1" : "0", buf_cstr(&items)};
+    size_t argc = sizeof argv / sizeof argv[0], lens[sizeof argv / sizeof argv[0]];
+    for (size_t i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    store_script(req->app->store, LUA_CONTRIB_AWARD, on_award, req, 8, (int)argc, argv, lens);
+    buf_free(&items); /* store_script copied the arguments */
+}
+
+/* ---- POST /api/entities/{id}/contributions/{cid}/revoke ---- */
+
+static void on_revoke(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    if (respond_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_STRING) {
+        request_fail_internal(req, "contrib_revoke: unexpected reply");
+        return;
+    }
+    buf *b = respond_scratch();
+    buf_append_str(b, "{\"success\":true,\"data\":");
+    respond_append(b, r);
+    buf_append(b, "}", 1);
+    respond_send(req, 200, b);
+}
+
+void contribution_revoke(request *req)
+{
+    char eid[IDS_SIZE];
+    if (!entity_path_id(req, eid))
+        return;
+    slice c = request_path_param(req, 1);
+    if (!ids_valid(c.s, c.len, 'k')) {
+        request_fail(req, 404, "not_found", "No such contribution.", NULL);
+        return;
+    }
+    char cid[IDS_SIZE];
+    memcpy(cid, c.s, c.len);
+    cid[c.len] = '\0';
+    json_t *body = validate_body(req);
+    if (!body)
+        return;
+    verr e;
+    const char *reason;
+    size_t rlen;
+    int got = validate_text(body, "reason", true, TEXT_DESCRIPTION, &reason, &rlen, &e);
+    if (got == 1) {
+        while (rlen && (*reason == ' ' || *reason == '\t' || *reason == '\n' || *reason == '\r')) {
+            reason++;
+            rlen--;
+        }
+        while (rlen && (reason[rlen - 1] == ' ' || reason[rlen - 1] == '\t' ||
+                        reason[rlen - 1] == '\n' || reason[rlen - 1] == '\r'))
+            rlen--;
+        size_t chars = validate_utf8_chars(reason, rlen);
+        if (chars < 1 || chars > CONTRIB_REASON_MAX)
+            got = fail(&e, "", "reason", "must be 1 to 500 characters (after trimming).");
+    }
+    if (got != 1) {
+        json_decref(body);
+        validate_fail(req, &e);
+        return;
+    }
+    entity_keys k;
+    keys_entity(&k, eid);
+    int64_t now = isotime_now_ms();
+    char now_ms[24];
+    snprintf(now_ms, sizeof now_ms, "%lld", (long long)now);
+    entity_event_args ev;
+    entity_event_args_fill(req, now, &ev);
+    const char *argv[] = {
+        k.entity,   k.owners,    k.admins,
+        k.contribs, req->caller, auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+        cid,        reason,      now_ms,
+        ev.at,      ev.max};
+    size_t argc = sizeof argv / sizeof argv[0], lens[sizeof argv / sizeof argv[0]];
+    for (size_t i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    lens[7] = rlen;
+    store_script(req->app->store, LUA_CONTRIB_REVOKE, on_revoke, req, 4, (int)argc, argv, lens);
+    json_decref(body); /* reason views the body; store_script copied it */
+}

@@ -1,0 +1,24 @@
+-- contrib_revoke: revokes a contribution as an owner or admin: its XP and scores are taken back
+-- (progress and leaderboards, keys.h); a reachedAt it led to stays. Revoking a revoked one
+-- changes nothing. KEYS: entity, owners, admins, contribs
+-- ARGV: caller, platform, contribution id, reason (validated), now (ms), now (ISO), events_max
+-- Returns the Contribution JSON as stored after the call.
+local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
+local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
+if denied then return denied end
+local E, caller, cid, now_iso = KEYS[1], ARGV[1], ARGV[3], ARGV[6]
+local json = redis.call('HGET', KEYS[4], cid)
+if not json then return fail('NOT_FOUND', 'No such contribution.') end
+local open = ',"revoked":false,"revokedAt":null,"revokedBy":null,"reason":null}'
+if string.sub(json, -#open) ~= open then return json end
+local c = cjson.decode(json)
+if c.xp > 0 then prog_add(E, c.member, 'xp', 'xp', -c.xp) end
+for _, s in ipairs(c.skills) do
+  prog_add(E, c.member, 's:' .. s.skillId, s.skillId, -s.score)
+end
+json = string.sub(json, 1, #json - #open) .. ',"revoked":true,"revokedAt":' .. jstr(now_iso) ..
+  ',"revokedBy":' .. jstr(caller) .. ',"reason":' .. jstr(ARGV[4]) .. '}'
+redis.call('HSET', KEYS[4], cid, json)
+emit(E, ARGV[7], 'contribution.revoked', now_iso, caller, '{"id":' .. jstr(cid) .. ',"member":' ..
+  jstr(c.member) .. ',"reason":' .. jstr(ARGV[4]) .. '}')
+return json
