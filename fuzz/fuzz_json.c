@@ -1,11 +1,13 @@
 /* fuzz_json: arbitrary JSON bodies through every write route's handler: body parsing and
- * validation (entities, force-add, admins, one or many skills, levels), as a signed-in caller,
+ * validation (entities, force-add, admins, one or many skills, levels, contribution awards and
+ * revocations), as a signed-in caller,
  * with Redis closed. A valid body reaches the store and gets 503; anything else must be a 4xx
  * with the contract's envelope, never a 500 or a crash, and must leave nothing allocated.
  *
- * Input: byte 0 picks the route (bits 0-2) and the caller (bit 3: a platform admin, else a
- * stranger); the rest is the body. The request is built as dispatch.c would have built it after
- * a successful sign-in, and the route's handler is called directly. */
+ * Input: byte 0 picks the route (bits 0-2, or with bit 4 set bit 0 among the contribution
+ * routes) and the caller (bit 3: a platform admin, else a stranger); the rest is the body. The
+ * request is built as dispatch.c would have built it after a successful sign-in, and the route's
+ * handler is called directly. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,6 +34,11 @@ static const char *const targets[8] = {
     "/api/entities/" EID "/levels/level_1-A/update",
 };
 
+static const char *const contrib_targets[2] = {
+    "/api/entities/" EID "/contributions",
+    "/api/entities/" EID "/contributions/k-1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f/revoke",
+};
+
 /* A valid body gets 503 from the closed store; 403 and 409 are decided before the store. */
 static const int allowed[] = {400, 403, 409, 503, 0};
 
@@ -47,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    const char *url = targets[data[0] & 7];
+    const char *url = (data[0] & 16) ? contrib_targets[data[0] & 1] : targets[data[0] & 7];
     const char *caller = (data[0] & 8) ? INPROC_PLATFORM_ADMIN : INPROC_STRANGER;
     data++;
     size--;

@@ -108,6 +108,13 @@ def json_seeds():
             {'name': 'Gold', 'skillIds': '["%s"]' % SID, 'scores': '["5"]',
              'XP': '9007199254740991', 'endsAt': '2026-11-21T22:47:26.123Z'},
             {'name': 'Gold', 'skillIds': SID + ', ' + SID, 'scores': '1,2', 'XP': 0}],
+        # bit 4: the contribution routes (award, revoke)
+        16: [{'member': ADDR, 'skills': [{'skillId': SID, 'score': 5}], 'xp': 10, 'title': 't',
+              'url': 'https://e.example/1', 'idempotencyKey': 'k-1'},
+             {'contributions': [{'member': ADDR_SUM, 'title': 'a', 'xp': 1},
+                                {'member': ADDR, 'title': 'b', 'skills': []}],
+              'idempotencyKey': 'batch_1'}],
+        17: [{'reason': 'Awarded twice.'}],
     }
     for route, bs in bodies.items():
         for i, b in enumerate(bs):

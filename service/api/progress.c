@@ -165,7 +165,7 @@ static void run_script(request *req, int script, store_cb cb, int nkeys, const c
     size_t lens[16];
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
-    store_script_read(req->app->store, script, cb, req, nkeys, argc, argv, lens);
+    auth_store_script_read(req, script, cb, nkeys, argc, argv, lens);
 }
 
 /* ---- GET /api/entities/{id}/members/{address}/progress ---- */

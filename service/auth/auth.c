@@ -295,6 +295,13 @@ void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds
     store_read_exec(req->app->store, flags, cb, req, ncmds, cmds);
 }
 
+void auth_store_script_read(request *req, int script, store_cb cb, int nkeys, int argc,
+                            const char **argv, const size_t *lens)
+{
+    int flags = send_deferred_revocation(req);
+    store_script_read(req->app->store, flags, script, cb, req, nkeys, argc, argv, lens);
+}
+
 void auth_store_command(request *req, store_cb cb, int argc, const char **argv, const size_t *lens)
 {
     int flags = send_deferred_revocation(req);

@@ -64,6 +64,9 @@ const auth_stats *auth_get_stats(const auth *au);
  * always before the read; cb may run before this returns. */
 void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds);
 /* The same for a read that is one plain command. */
+/* The same for a read script (store_script_read): the deferred revocation check rides with it. */
+void auth_store_script_read(request *req, int script, store_cb cb, int nkeys, int argc,
+                            const char **argv, const size_t *lens);
 void auth_store_command(request *req, store_cb cb, int argc, const char **argv, const size_t *lens);
 
 /* True when the lowercase address is in PLATFORM_ADMINS. */

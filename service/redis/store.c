@@ -508,10 +508,10 @@ store_endpoint store_get_endpoint(const store *st)
     return (store_endpoint){st->host, st->user, st->password, st->port};
 }
 
-static void send_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
-                        const char **argv, const size_t *lens, bool writes)
+static void send_script(store *st, int send, int script, store_cb cb, void *data, int nkeys,
+                        int argc, const char **argv, const size_t *lens, bool writes)
 {
-    if (st->state != ST_READY || shed(st, 0, 1)) {
+    if (st->state != ST_READY || shed(st, send, 1)) {
         cb(data, STORE_UNAVAILABLE, NULL);
         return;
     }
@@ -552,13 +552,14 @@ static void send_script(store *st, int script, store_cb cb, void *data, int nkey
 void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
                   const char **argv, const size_t *lens)
 {
-    send_script(st, script, cb, data, nkeys, argc, argv, lens, true);
+    send_script(st, 0, script, cb, data, nkeys, argc, argv, lens, true);
 }
 
-void store_script_read(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
-                       const char **argv, const size_t *lens)
+void store_script_read(store *st, int flags, int script, store_cb cb, void *data, int nkeys,
+                       int argc, const char **argv, const size_t *lens)
 {
-    send_script(st, script, cb, data, nkeys, argc, argv, lens, false);
+    int send = (flags & STORE_READ_NO_HIT) ? SEND_ANY_CAP : 0;
+    send_script(st, send, script, cb, data, nkeys, argc, argv, lens, false);
 }
 
 bool store_ready(const store *st)
