@@ -1066,13 +1066,13 @@ class ProgressionTest(ProgressionBase):
             data = self.award_ok(owner, eid, {'contributions': [
                 self.contrib(m, [s1], [1], title='c%d-%d' % (k, j)) for j in range(5)]})
             ids.append([d['id'] for d in data])
-        # newest first; within one request (same createdAt) any order, but each once
+        # newest first, ties (one request, or two in the same millisecond) by id descending;
+        # each once
         full = self.all_contributions(owner, eid, m)
         self.assertEqual(len(full), 25)
-        got_batches = [{x['id'] for x in full[i * 5:(i + 1) * 5]} for i in range(5)]
-        self.assertEqual(got_batches, [set(b) for b in reversed(ids)])
-        keys = [x['createdAt'] for x in full]
-        self.assertEqual(keys, sorted(keys, reverse=True))
+        self.assertEqual({x['id'] for x in full}, {i for b in ids for i in b})
+        order = [(x['createdAt'], x['id']) for x in full]
+        self.assertEqual(order, sorted(order, reverse=True))
         for limit in (1, 4, 7, 25, 100):
             self.assertEqual(self.all_contributions(owner, eid, m, limit=limit), full)
         page = self.assertOk(self.api.contributions(owner, eid, m))
