@@ -228,17 +228,22 @@ static void on_award(void *data, int status, redisReply *r)
     respond_send(req, replay ? 200 : 201, b);
 }
 
+/* The time a write happens, for the script: milliseconds as text, and the events' arguments. */
+static void stamp(const request *req, char now_ms[24], entity_event_args *ev)
+{
+    int64_t now = isotime_now_ms();
+    snprintf(now_ms, 24, "%lld", (long long)now);
+    entity_event_args_fill(req, now, ev);
+}
+
 void contributions_post(request *req)
 {
     char eid[IDS_SIZE];
     if (!entity_path_id(req, eid))
         return;
-    award_state *st = arena_alloc(&req->pool, sizeof *st);
-    if (!st) {
-        request_fail_internal(req, "out of memory");
+    award_state *st = request_state(req, sizeof *st);
+    if (!st)
         return;
-    }
-    req->state = st;
     json_t *body = validate_body(req);
     if (!body)
         return;
@@ -309,11 +314,9 @@ void contributions_post(request *req)
     char idem[KEYS_IDEM_SIZE];
     if (key)
         keys_idem(idem, eid, key);
-    int64_t now = isotime_now_ms();
     char now_ms[24];
-    snprintf(now_ms, sizeof now_ms, "%lld", (long long)now);
     entity_event_args ev;
-    entity_event_args_fill(req, now, &ev);
+    stamp(req, now_ms, &ev);
     const char *argv[] = {
         k.entity,        k.owners,
         k.admins,        k.members,
@@ -387,11 +390,9 @@ void contribution_revoke(request *req)
     }
     entity_keys k;
     keys_entity(&k, eid);
-    int64_t now = isotime_now_ms();
     char now_ms[24];
-    snprintf(now_ms, sizeof now_ms, "%lld", (long long)now);
     entity_event_args ev;
-    entity_event_args_fill(req, now, &ev);
+    stamp(req, now_ms, &ev);
     const char *argv[] = {
         k.entity,   k.owners,    k.admins,
         k.contribs, req->caller, auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",

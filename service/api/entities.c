@@ -311,12 +311,9 @@ static void claim_alias(request *req)
 
 void entity_post(request *req)
 {
-    post_state *st = arena_alloc(&req->pool, sizeof *st);
-    if (!st) {
-        request_fail_internal(req, "out of memory");
+    post_state *st = request_state(req, sizeof *st);
+    if (!st)
         return;
-    }
-    req->state = st;
     json_t *body = validate_body(req);
     if (!body)
         return; /* answered: st is gone with the request */

@@ -256,6 +256,18 @@ void request_reply_raw(request *req, int status, const char *ctype, const char *
     finish(req, status, ctype, NULL, body, len);
 }
 
+void *request_state(request *req, size_t size)
+{
+    void *st = arena_alloc(&req->pool, size);
+    if (!st) {
+        request_fail_internal(req, "out of memory");
+        return NULL;
+    }
+    memset(st, 0, size);
+    req->state = st;
+    return st;
+}
+
 void request_reset(request *req)
 {
     if (req->on_reset) {

@@ -95,6 +95,10 @@ char *request_printable(const char *s, size_t len, char *out, size_t cap);
 void request_fail_field(request *req, const char *field, const char *message);
 void request_fail_internal(request *req, const char *what);
 
+/* The handler's state: size zeroed bytes in the request's arena, also set as req->state. On
+ * NULL the request is answered (500) and the handler returns. */
+void *request_state(request *req, size_t size);
+
 /* Forgets everything of the request answered, for the next one on its connection (runs the
  * handler's on_reset first); keeps small buffers. */
 void request_reset(request *req);

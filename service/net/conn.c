@@ -365,6 +365,11 @@ int conn_accept(conn_set *set, uv_stream_t *listener)
         return rc;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    /* The kernel's share of a client's unread answers is bounded too (Linux autotunes it up
+     * to megabytes): a client that stops reading fills it soon, its write deadline starts
+     * running, and a thousand such clients cannot pin gigabytes of kernel memory. */
+    int sndbuf = (int)c->set->limits.write_buffer_bytes;
+    uv_send_buffer_size((uv_handle_t *)&c->tcp, &sndbuf);
     conn_start(c);
     return 0;
 }

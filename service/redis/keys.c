@@ -1,6 +1,7 @@
 /* keys: every Redis key shape entityd uses (documented in keys.h). */
 #include "redis/keys.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,20 +24,37 @@ size_t keys_revoked(char out[KEYS_REVOKED_SIZE], const char *revocation_id)
     return put(out, KEYS_REVOKED_SIZE, "auth:revoked:", revocation_id, "");
 }
 
+/* The entity's keys: where each is written in entity_keys, and its suffix after the tag. */
+#define KEY(f, suffix)                                                                             \
+    {                                                                                              \
+        offsetof(entity_keys, f), offsetof(entity_keys, f##_len), suffix                           \
+    }
+static const struct {
+    size_t at, len_at;
+    const char *suffix;
+} entity_key_shapes[] = {
+    KEY(entity, "}"),
+    KEY(owners, "}:owners"),
+    KEY(admins, "}:admins"),
+    KEY(members, "}:members"),
+    KEY(order, "}:members:order"),
+    KEY(skills, "}:skills"),
+    KEY(skill_order, "}:skills:order"),
+    KEY(skill_names, "}:skills:names"),
+    KEY(levels, "}:levels"),
+    KEY(level_order, "}:levels:order"),
+    KEY(contribs, "}:contribs"),
+    KEY(events, "}:events"),
+};
+#undef KEY
+
 void keys_entity(entity_keys *k, const char *id)
 {
-    k->entity_len = put(k->entity, sizeof k->entity, "ent:{", id, "}");
-    k->owners_len = put(k->owners, sizeof k->owners, "ent:{", id, "}:owners");
-    k->admins_len = put(k->admins, sizeof k->admins, "ent:{", id, "}:admins");
-    k->members_len = put(k->members, sizeof k->members, "ent:{", id, "}:members");
-    k->order_len = put(k->order, sizeof k->order, "ent:{", id, "}:members:order");
-    k->skills_len = put(k->skills, sizeof k->skills, "ent:{", id, "}:skills");
-    k->skill_order_len = put(k->skill_order, sizeof k->skill_order, "ent:{", id, "}:skills:order");
-    k->skill_names_len = put(k->skill_names, sizeof k->skill_names, "ent:{", id, "}:skills:names");
-    k->levels_len = put(k->levels, sizeof k->levels, "ent:{", id, "}:levels");
-    k->level_order_len = put(k->level_order, sizeof k->level_order, "ent:{", id, "}:levels:order");
-    k->contribs_len = put(k->contribs, sizeof k->contribs, "ent:{", id, "}:contribs");
-    k->events_len = put(k->events, sizeof k->events, "ent:{", id, "}:events");
+    for (size_t i = 0; i < sizeof entity_key_shapes / sizeof entity_key_shapes[0]; i++) {
+        char *out = (char *)k + entity_key_shapes[i].at;
+        *(size_t *)((char *)k + entity_key_shapes[i].len_at) =
+            put(out, KEYS_ENTITY_SIZE, "ent:{", id, entity_key_shapes[i].suffix);
+    }
 }
 
 size_t keys_idem(char out[KEYS_IDEM_SIZE], const char *entity_id, const char *key)
