@@ -58,6 +58,17 @@ static const char usage_text[] =
     "  --address-only       print only each key's lowercase address\n"
     "  --help               this text\n"
     "\n"
+    "Example: a bot or admin tool awards a contribution with its wallet (an owner or admin\n"
+    "of the entity; keep its key in a file of mode 0600 or in the environment):\n"
+    "  AUTH=$(entityd-sign --key-file bot.key --url http://127.0.0.1:8080)\n"
+    "  curl -X POST \"http://127.0.0.1:8080/api/entities/$ENTITY/contributions?$AUTH\" \\\n"
+    "    -H 'Content-Type: application/json' \\\n"
+    "    -d '{\"member\":\"0x...\",\"xp\":10,\"title\":\"Merged PR 42\","
+    "\"idempotencyKey\":\"pr-42\"}'\n"
+    "A signature holds for its epoch and the next (AUTH_EPOCH_SECONDS, default one day): sign\n"
+    "again once renewAfter of GET /api/auth/message has passed. Retry an award answered 503 or\n"
+    "504 with the same idempotencyKey: it is applied once (a replay answers 200, replayed).\n"
+    "\n"
     "Exit status: 0 on success, 1 on failure, 2 on a usage error.\n";
 
 struct options {

@@ -9,16 +9,31 @@ check_invariants(r, versions=None) returns a list of problems (empty when consis
   and name existing skills;
 - aliases: an entity's alias is held by that entity, no alias is named by two entities, every
   alias key holds an entity id;
+- member progression (CONTRACT section 5): every contribution record is listed once in its
+  member's contribs:of index; each member's prog xp and every s:<skill> score equal the sums
+  over the member's non-revoked contributions; lb:xp and each lb:s:<skill> hold exactly
+  "<9999999999999999 - value, 16 digits>:<address>" for the members whose value is above 0;
+  every contribution has exactly one contribution.added event, every revoked one exactly one
+  contribution.revoked and no other one any, every reachedAt recorded exactly one level.reached
+  event (when the stream was trimmed by EVENTS_MAX, at most one); an idempotency key's stored
+  answer names contributions as stored, and no key was applied twice (contributions titled
+  "idem <key>" or "idem <key> #<i>", tests/adversary/workload.py, are each the key's only one);
 - no key outside the documented shapes;
 - with versions (an object with problems() and max_seen(eid), e.g. clients.VersionLog): no
   entity's __v was seen to go backwards during the run, and the stored __v is not below the
-  highest one an answer showed (an acknowledged write was not lost).
+  highest one an answer showed (an acknowledged write was not lost);
+- with acks (workload.Acks): every acknowledged award is stored and every acknowledged
+  revocation is revoked.
 """
 
 import json
 import re
 
 ADDRESS = re.compile(r'^0x[0-9a-f]{40}$')
+IDEM_TITLE = re.compile(r'^idem ([A-Za-z0-9_-]{1,64})(?: #(\d+))?$')
+ENTITY_PARTS = {'', 'owners', 'admins', 'members', 'members:order', 'skills', 'skills:order',
+                'skills:names', 'levels', 'levels:order', 'contribs', 'lb:xp', 'events'}
+ENTITY_PREFIXES = ('contribs:of:', 'prog:', 'lb:s:', 'idem:')
 
 
 ENTITY_FIELDS = {'id', 'name', 'description', 'contracts', 'twitter', 'discord', 'website',
@@ -27,16 +42,210 @@ ENTITY_FIELDS = {'id', 'name', 'description', 'contracts', 'twitter', 'discord',
                  'modifiedAt', 'createdBy', '__v'}
 
 
-def check_invariants(r, versions=None, versions_durable=True):
+def lb_entry(value, address):
+    return '%016d:%s' % (9999999999999999 - value, address)
+
+
+def _stream_events(r, key):
+    """(events as (id, fields dict), trimmed: whether EVENTS_MAX dropped any)."""
+    events = []
+    start = '-'
+    for _ in range(100000):  # pages of 10000
+        page = r.cli('XRANGE', key, start, '+', 'COUNT', 10000, timeout=30) or []
+        for eid, flat in page:
+            events.append((eid.decode(), {flat[i].decode(): flat[i + 1].decode()
+                                          for i in range(0, len(flat), 2)}))
+        if len(page) < 10000:
+            break
+        start = '(' + events[-1][0]
+    trimmed = False
+    if events:
+        info = r.cli('XINFO', 'STREAM', key, timeout=30) or []
+        fields = {info[i].decode(): info[i + 1] for i in range(0, len(info) - 1, 2)
+                  if isinstance(info[i], bytes)}
+        added = fields.get('entries-added')
+        # Without the counter (Redis before 7): trimmed unless the stream is short.
+        trimmed = added != len(events) if isinstance(added, int) else len(events) >= 1000
+    return events, trimmed
+
+
+def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
+    """The progression keys of one entity (keys.h); returns a list of problems."""
+    problems = []
+    E = 'ent:{%s}' % eid
+    recs = {}
+    for cid, text in hgetall(E + ':contribs').items():
+        c = loads(text, '%s contribution %s' % (eid, cid))
+        if not isinstance(c, dict):
+            continue
+        if c.get('id') != cid or c.get('entityID') != eid or \
+                not ADDRESS.match(str(c.get('member'))) or \
+                not isinstance(c.get('xp'), int) or c['xp'] < 0 or \
+                not isinstance(c.get('skills'), list) or \
+                not isinstance(c.get('revoked'), bool) or \
+                c['revoked'] != (c.get('revokedAt') is not None):
+            problems.append('%s: contribution %s is %r' % (eid, cid, text[:200]))
+            continue
+        recs[cid] = c
+    # contribs:of:<address>: each contribution listed once, under its member
+    listed = {}
+    for rest in parts:
+        if not rest.startswith('contribs:of:'):
+            continue
+        addr = rest[len('contribs:of:'):]
+        for entry, score in zset(parts[rest]):
+            cid = entry[17:]
+            if not entry[:16].isdigit() or entry[16:17] != ':' or score != 0:
+                problems.append('%s: contribs:of:%s entry %r' % (eid, addr, entry[:80]))
+            elif cid not in recs or recs[cid]['member'] != addr:
+                problems.append('%s: contribs:of:%s lists %s, a contribution of %r' % (
+                    eid, addr, cid, recs.get(cid, {}).get('member')))
+            listed[cid] = listed.get(cid, 0) + 1
+    for cid in recs:
+        if listed.get(cid) != 1:
+            problems.append('%s: contribution %s listed %d times in contribs:of' % (
+                eid, cid, listed.get(cid, 0)))
+    # prog:<address> against the sums of non-revoked contributions
+    want = {}  # address -> {'xp': n, skill id: n}
+    for c in recs.values():
+        if c['revoked']:
+            continue
+        w = want.setdefault(c['member'], {})
+        w['xp'] = w.get('xp', 0) + c['xp']
+        for s in c['skills']:
+            w[s.get('skillId')] = w.get(s.get('skillId'), 0) + s.get('score', 0)
+    have, reached = {}, {}
+    for rest in parts:
+        if not rest.startswith('prog:'):
+            continue
+        addr = rest[5:]
+        h = hgetall(parts[rest])
+        vals = {}
+        for f, v in h.items():
+            if f == 'xp' or f.startswith('s:'):
+                if not v.lstrip('-').isdigit():
+                    problems.append('%s: prog:%s %s is %r' % (eid, addr, f, v))
+                    continue
+                vals['xp' if f == 'xp' else f[2:]] = int(v)
+            elif f.startswith('r:') and v.isdigit():
+                reached[(addr, f[2:])] = 0
+            else:
+                problems.append('%s: prog:%s field %s = %r' % (eid, addr, f, v))
+        have[addr] = vals
+    for addr in set(want) | set(have):
+        w = {k: v for k, v in want.get(addr, {}).items() if v}
+        h = {k: v for k, v in have.get(addr, {}).items() if v}
+        if w != h:
+            problems.append('%s: prog:%s holds %r, its non-revoked contributions sum to %r' % (
+                eid, addr, h, w))
+    # leaderboards against the prog hashes
+    boards = {'xp'} | {rest[5:] for rest in parts if rest.startswith('lb:s:')}
+    for vals in have.values():
+        boards |= set(vals)
+    for by in boards:
+        key = E + (':lb:xp' if by == 'xp' else ':lb:s:' + by)
+        got = zset(key)
+        expect = sorted(lb_entry(vals[by], addr) for addr, vals in have.items()
+                        if vals.get(by, 0) > 0)
+        if sorted(m for m, _ in got) != expect or any(sc != 0 for _, sc in got):
+            problems.append('%s: leaderboard %s holds %r, the prog hashes say %r' % (
+                eid, by, [m for m, _ in got][:6], expect[:6]))
+    # events: one contribution.added per contribution, one contribution.revoked per revoked
+    # one, one level.reached per reachedAt
+    events, trimmed = _stream_events(r, E + ':events') if 'events' in parts else ([], False)
+    added, revoked, reached_ev = {}, {}, {}
+    for evid, f in events:
+        t = f.get('type')
+        if t not in ('contribution.added', 'contribution.revoked', 'level.reached'):
+            continue
+        d = loads(f.get('data', ''), '%s event %s' % (eid, evid))
+        if not isinstance(d, dict):
+            continue
+        if t == 'level.reached':
+            k = (d.get('member'), d.get('level'))
+            reached_ev[k] = reached_ev.get(k, 0) + 1
+            continue
+        cid = d.get('id')
+        tab = added if t == 'contribution.added' else revoked
+        tab[cid] = tab.get(cid, 0) + 1
+        c = recs.get(cid)
+        if c is None or d.get('member') != c['member'] or (
+                t == 'contribution.added' and d.get('xp') != c['xp']):
+            problems.append('%s: event %s %s names %s, stored as %r' % (
+                eid, evid, t, cid, c and (c['member'], c['xp'])))
+    bound = (lambda n: n <= 1) if trimmed else (lambda n: n == 1)
+    for cid, c in recs.items():
+        if not bound(added.get(cid, 0)):
+            problems.append('%s: contribution %s has %d contribution.added events' % (
+                eid, cid, added.get(cid, 0)))
+        if not bound(revoked.get(cid, 0)) if c['revoked'] else revoked.get(cid):
+            problems.append('%s: contribution %s (revoked %s) has %d contribution.revoked '
+                            'events' % (eid, cid, c['revoked'], revoked.get(cid, 0)))
+    for k in set(reached) | set(reached_ev):
+        n = reached_ev.get(k, 0)
+        if (k in reached and not bound(n)) or (k not in reached and n):
+            problems.append('%s: %s reached %s: reachedAt %s, %d level.reached events' % (
+                eid, k[0], k[1], 'kept' if k in reached else 'missing', n))
+    # idempotency keys: the stored answer as stored; no key applied twice
+    by_key = {}
+    for cid, c in recs.items():
+        m = IDEM_TITLE.match(str(c.get('title')))
+        if m:
+            by_key.setdefault((m.group(1), m.group(2)), []).append(cid)
+    for k, cids in by_key.items():
+        if len(cids) > 1:
+            problems.append('%s: idempotency key %s applied %d times: %s' % (
+                eid, k[0], len(cids), sorted(cids)))
+    answered = {}
+    for rest in parts:
+        if not rest.startswith('idem:'):
+            continue
+        key = rest[5:]
+        text = (r.cli('GET', parts[rest]) or b'').decode()
+        digest, _, answer = text.partition('\n')
+        ans = loads(answer, '%s idem:%s answer' % (eid, key)) if answer else None
+        if len(digest) != 40 or not isinstance(ans, list) or not ans:
+            problems.append('%s: idem:%s holds %r' % (eid, key, text[:120]))
+            continue
+        for c in ans:
+            s = recs.get(c.get('id')) if isinstance(c, dict) else None
+            if s is None or any(s.get(f) != c.get(f) for f in (
+                    'member', 'xp', 'skills', 'title', 'createdAt', 'createdBy')):
+                problems.append('%s: idem:%s answered %r, stored %r' % (
+                    eid, key, str(c)[:120], s and s.get('title')))
+            else:
+                answered[c['id']] = key
+    idem_keys = {rest[5:] for rest in parts if rest.startswith('idem:')}
+    for (key, _), cids in by_key.items():
+        for cid in cids:
+            if key in idem_keys and answered.get(cid) != key:
+                problems.append('%s: contribution %s titled with key %s is not its answer' % (
+                    eid, cid, key))
+    if acks is not None:
+        awarded, revoked_acks = acks
+        for cid, member in awarded.get(eid, {}).items():
+            if cid not in recs or recs[cid]['member'] != member:
+                problems.append('%s: acknowledged award %s is not stored' % (eid, cid))
+        for cid in revoked_acks.get(eid, ()):
+            if not recs.get(cid, {}).get('revoked'):
+                problems.append('%s: acknowledged revocation of %s is not stored' % (eid, cid))
+    return problems
+
+
+def check_invariants(r, versions=None, versions_durable=True, acks=None):
     """Every key of the data set (service/redis/keys.h), checked for the states whole writes leave.
     Returns a list of problems (empty when consistent)."""
     problems = []
+    acks = acks.snapshot() if acks is not None else None
     keys = [k.decode() for k in r.cli('KEYS', '*', timeout=30)]
     by_entity = {}
     aliases = {}
     for k in keys:
         if k.startswith('ent:{'):
             tag, _, rest = k[5:].partition('}')
+            rest = rest[1:] if rest.startswith(':') else rest
+            if rest not in ENTITY_PARTS and not rest.startswith(ENTITY_PREFIXES):
+                problems.append('unknown key %s' % k)
             by_entity.setdefault(tag, {})[rest] = k
         elif k.startswith('alias:{'):
             aliases[k[7:-1]] = k
@@ -145,6 +354,7 @@ def check_invariants(r, versions=None, versions_durable=True):
                 problems.append('%s: level %s names a skill that does not exist' % (eid, lid))
             if len(lv.get('scores', [])) != len(ids):
                 problems.append('%s: level %s scores and skillIds differ in length' % (eid, lid))
+        problems.extend(check_progression(r, eid, parts, hgetall, zset, loads, acks))
     # An entity's alias is held by that entity. An alias key held by another entity is a stale
     # claim (a crash between the claim and the write), which the next claimant takes over.
     for eid, alias in alias_of.items():
