@@ -18,6 +18,7 @@
 #include "api/respond.h"
 #include "redis/store.h"
 #include "api/validate.h"
+#include "cache/readcache.h"
 
 #define CONTRIB_MAX_BATCH  100
 #define CONTRIB_MAX_SKILLS 32
@@ -42,11 +43,40 @@ static void json_str(buf *b, const char *s, size_t n)
     buf_append(b, "\"", 1);
 }
 
-/* Validates one contribution `c` (fields named with `prefix`, "" or "contributions[i].") and
- * appends it to `items` as contrib_award.lua reads it, {id, member, skills, xp, title, url},
- * and to `canon` without its id (what the idempotency digest covers). */
-static int read_one(json_t *c, const char *prefix, buf *items, buf *canon, verr *e)
+/* What an award sends to contrib_award.lua besides its fixed arguments: the contributions as
+ * the script reads them, each one's Contribution JSON and event data (rendered here, so that
+ * Redis's one thread builds no JSON), and the progression keys the award changes. */
+typedef struct award_args {
+    const char *eid, *caller, *now_iso;
+    buf items, canon;    /* JSON arrays: {id, member, skills, xp}; the digest's input */
+    buf records, events; /* the texts back to back, split by the offsets */
+    size_t rec_at[CONTRIB_MAX_BATCH + 1], ev_at[CONTRIB_MAX_BATCH + 1];
+    size_t n; /* contributions read */
+    buf keys; /* the progression keys, NUL-ended, back to back */
+    size_t nkeys;
+} award_args;
+
+static void award_args_free(award_args *a)
 {
+    buf_free(&a->items);
+    buf_free(&a->canon);
+    buf_free(&a->records);
+    buf_free(&a->events);
+    buf_free(&a->keys);
+}
+
+static void award_key(award_args *a, const char *key, size_t len)
+{
+    buf_append(&a->keys, key, len + 1);
+    a->nkeys++;
+}
+
+/* Validates one contribution `c` (fields named with `prefix`, "" or "contributions[i].") and
+ * adds it to the award's arguments: to `items` as contrib_award.lua reads it, to `canon`
+ * without its id (what the idempotency digest covers), its record, its event, its keys. */
+static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
+{
+    buf *items = &a->items, *canon = &a->canon;
     if (!json_is_object(c)) {
         /* prefix is "contributions[i]." here: name the element itself */
         snprintf(e->field, sizeof e->field, "%.*s", (int)strlen(prefix) - 1, prefix);
@@ -159,11 +189,21 @@ static int read_one(json_t *c, const char *prefix, buf *items, buf *canon, verr 
         buf_free(&skills);
         return fail(e, prefix, "member", "could not be given an id (no randomness).");
     }
-    buf_printf(items, "{\"id\":\"%s\",", id);
-    buf *out[2] = {items, canon};
+    if (a->n) {
+        buf_append(items, ",", 1);
+        buf_append(canon, ",", 1);
+    }
+    buf_printf(items, "{\"id\":\"%s\",\"member\":\"%s\",\"skills\":", id, member);
+    buf_append(items, skills.data, skills.len);
+    buf_printf(items, ",\"xp\":%lld}", (long long)xp);
+    /* The record as the API returns it; contrib_revoke.lua relies on its closing members. */
+    buf *r = &a->records;
+    buf_printf(r, "{\"id\":\"%s\",\"entityID\":\"%s\",", id, a->eid);
+    buf *out[2] = {canon, r};
     for (int k = 0; k < 2; k++) {
         buf *b = out[k];
-        buf_printf(b, "\"member\":\"%s\",\"skills\":", member);
+        buf_printf(b,
+                   k ? "\"member\":\"%s\",\"skills\":" : "{\"member\":\"%s\",\"skills\":", member);
         buf_append(b, skills.data, skills.len);
         buf_printf(b, ",\"xp\":%lld,\"title\":", (long long)xp);
         json_str(b, title, tlen);
@@ -172,7 +212,31 @@ static int read_one(json_t *c, const char *prefix, buf *items, buf *canon, verr 
             json_str(b, url, ulen);
         else
             buf_append_str(b, "null");
-        buf_append(b, "}", 1);
+    }
+    buf_append(canon, "}", 1);
+    buf_printf(r,
+               ",\"createdAt\":\"%s\",\"createdBy\":\"%s\",\"revoked\":false,\"revokedAt\":null,"
+               "\"revokedBy\":null,\"reason\":null}",
+               a->now_iso, a->caller);
+    buf_printf(&a->events, "{\"id\":\"%s\",\"member\":\"%s\",\"xp\":%lld,\"skills\":", id, member,
+               (long long)xp);
+    buf_append(&a->events, skills.data, skills.len);
+    buf_append(&a->events, "}", 1);
+    a->n++;
+    a->rec_at[a->n] = r->len;
+    a->ev_at[a->n] = a->events.len;
+    /* The keys it changes: the member's prog hash (once), the XP board, each skill's board. */
+    char key[KEYS_PROG_SIZE > KEYS_BOARD_SIZE ? KEYS_PROG_SIZE : KEYS_BOARD_SIZE];
+    size_t klen = keys_prog(key, a->eid, member);
+    bool seen = false;
+    for (size_t at = 0; at < a->keys.len && !seen; at += strlen(a->keys.data + at) + 1)
+        seen = !strcmp(a->keys.data + at, key);
+    if (!seen)
+        award_key(a, key, klen);
+    for (size_t j = 0; j < nskills; j++) {
+        klen = keys_board(key, a->eid,
+                          json_string_value(json_object_get(json_array_get(sv, j), "skillId")));
+        award_key(a, key, klen);
     }
     buf_free(&skills);
     return 0;
@@ -269,9 +333,20 @@ void contributions_post(request *req)
         else
             key = memcpy(key_buf, json_string_value(kv), json_string_length(kv) + 1);
     }
-    buf items = BUF_INIT, canon = BUF_INIT;
-    buf_append_str(&items, "[");
-    buf_append_str(&canon, st->batch ? "batch[" : "one[");
+    char now_ms[24];
+    entity_event_args ev;
+    stamp(req, now_ms, &ev);
+    award_args *aa = calloc(1, sizeof *aa);
+    if (!aa) {
+        json_decref(body);
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    aa->eid = eid;
+    aa->caller = req->caller;
+    aa->now_iso = ev.at;
+    buf_append_str(&aa->items, "[");
+    buf_append_str(&aa->canon, st->batch ? "batch[" : "one[");
     for (size_t i = 0; rc == 0 && i < n; i++) {
         char prefix[40] = "";
         json_t *c = body;
@@ -286,54 +361,104 @@ void contributions_post(request *req)
                 break;
             }
         }
-        if (i) {
-            buf_append(&items, ",", 1);
-            buf_append(&canon, ",", 1);
-        }
-        rc = read_one(c, prefix, &items, &canon, &e);
+        rc = read_one(c, prefix, aa, &e);
     }
-    buf_append_str(&items, "]");
-    buf_append_str(&canon, "]");
+    buf_append_str(&aa->items, "]");
+    buf_append_str(&aa->canon, "]");
     json_decref(body);
     if (rc != 0) {
-        buf_free(&items);
-        buf_free(&canon);
+        award_args_free(aa);
+        free(aa);
         validate_fail(req, &e);
         return;
     }
     char digest[2 * CONTRIB_DIGEST_BYTES + 1] = "";
     if (key) {
         uint8_t h[KECCAK256_DIGEST_SIZE];
-        keccak256(canon.data, canon.len, h);
+        keccak256(aa->canon.data, aa->canon.len, h);
         hex_encode(h, CONTRIB_DIGEST_BYTES, digest);
     }
-    buf_free(&canon);
 
     entity_keys k;
     keys_entity(&k, eid);
-    char idem[KEYS_IDEM_SIZE];
+    char idem[KEYS_IDEM_SIZE], xp_board[KEYS_BOARD_SIZE];
     if (key)
         keys_idem(idem, eid, key);
-    char now_ms[24];
-    entity_event_args ev;
-    stamp(req, now_ms, &ev);
-    const char *argv[] = {
-        k.entity,        k.owners,
-        k.admins,        k.members,
-        k.skills,        k.levels,
-        k.contribs,      key ? idem : k.entity,
+    keys_board(xp_board, eid, "xp");
+    const char *head[] = {k.entity,
+                          k.owners,
+                          k.admins,
+                          k.members,
+                          k.skills,
+                          k.contribs,
+                          key ? idem : k.entity,
+                          k.skill_order,
+                          k.level_order,
+                          xp_board};
+    const char *args[] = {
         req->caller,     auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
         now_ms,          ev.at,
         ev.max,          digest,
-        key ? "1" : "0", buf_cstr(&items)};
-    size_t argc = sizeof argv / sizeof argv[0], lens[sizeof argv / sizeof argv[0]];
-    for (size_t i = 0; i < argc; i++)
-        lens[i] = strlen(argv[i]);
-    store_script(req->app->store, LUA_CONTRIB_AWARD, on_award, req, 8, (int)argc, argv, lens);
-    buf_free(&items); /* store_script copied the arguments */
+        key ? "1" : "0", buf_cstr(&aa->items)};
+    size_t nhead = sizeof head / sizeof head[0], nargs = sizeof args / sizeof args[0];
+    size_t nkeys = nhead + aa->nkeys, argc = nkeys + nargs + 2 * aa->n;
+    const char **argv = malloc(argc * sizeof *argv);
+    size_t *lens = malloc(argc * sizeof *lens);
+    if (!argv || !lens) {
+        free(argv);
+        free(lens);
+        award_args_free(aa);
+        free(aa);
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    size_t i = 0;
+    for (size_t j = 0; j < nhead; j++, i++)
+        argv[i] = head[j], lens[i] = strlen(head[j]);
+    for (size_t at = 0; at < aa->keys.len; at += lens[i] + 1, i++)
+        argv[i] = aa->keys.data + at, lens[i] = strlen(argv[i]);
+    for (size_t j = 0; j < nargs; j++, i++)
+        argv[i] = args[j], lens[i] = strlen(args[j]);
+    for (size_t j = 0; j < aa->n; j++, i++)
+        argv[i] = aa->records.data + aa->rec_at[j], lens[i] = aa->rec_at[j + 1] - aa->rec_at[j];
+    for (size_t j = 0; j < aa->n; j++, i++)
+        argv[i] = aa->events.data + aa->ev_at[j], lens[i] = aa->ev_at[j + 1] - aa->ev_at[j];
+    store_script(req->app->store, LUA_CONTRIB_AWARD, on_award, req, (int)nkeys, (int)argc, argv,
+                 lens);
+    /* store_script copied the arguments */
+    free(argv);
+    free(lens);
+    award_args_free(aa);
+    free(aa);
 }
 
 /* ---- POST /api/entities/{id}/contributions/{cid}/revoke ---- */
+
+/* A revocation changed the progression keys of the record's member and skills, which the
+ * service knew only from the answer: the read cache drops them now, so that this instance's
+ * next read is not older than the revocation (other instances hear it from Redis). */
+static void revoke_invalidate(request *req, const char *eid, const redisReply *record)
+{
+    readcache *rc = req->app->reads;
+    if (!rc || !readcache_enabled(rc))
+        return;
+    json_t *c = json_loadb(record->str, record->len, 0, NULL);
+    const char *member = json_string_value(json_object_get(c, "member"));
+    char key[KEYS_PROG_SIZE > KEYS_BOARD_SIZE ? KEYS_PROG_SIZE : KEYS_BOARD_SIZE];
+    if (member) {
+        readcache_invalidate(rc, key, keys_prog(key, eid, member));
+        readcache_invalidate(rc, key, keys_board(key, eid, "xp"));
+    }
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(c, "skills"), i, s)
+    {
+        const char *sid = json_string_value(json_object_get(s, "skillId"));
+        if (sid && ids_valid(sid, strlen(sid), 's'))
+            readcache_invalidate(rc, key, keys_board(key, eid, sid));
+    }
+    json_decref(c);
+}
 
 static void on_revoke(void *data, int status, redisReply *r)
 {
@@ -344,6 +469,7 @@ static void on_revoke(void *data, int status, redisReply *r)
         request_fail_internal(req, "contrib_revoke: unexpected reply");
         return;
     }
+    revoke_invalidate(req, req->state, r);
     buf *b = respond_scratch();
     buf_append_str(b, "{\"success\":true,\"data\":");
     respond_append(b, r);
@@ -364,6 +490,10 @@ void contribution_revoke(request *req)
     char cid[IDS_SIZE];
     memcpy(cid, c.s, c.len);
     cid[c.len] = '\0';
+    char *held = request_state(req, IDS_SIZE);
+    if (!held)
+        return;
+    memcpy(held, eid, IDS_SIZE);
     json_t *body = validate_body(req);
     if (!body)
         return;

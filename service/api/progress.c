@@ -1,6 +1,8 @@
 /* handlers_progress: member progression, the read side (CONTRACT §5): a member's progress and
- * contributions, the leaderboards and the event feed. Each is one round trip to Redis: a read
- * script (progress.lua, leaderboard.lua, contrib_list.lua) or, for events, one MULTI … EXEC. */
+ * contributions, the leaderboards and the event feed. Each is one round trip to Redis, one
+ * MULTI … EXEC (progress.lua inside it for a member's progress, plain commands for the others)
+ * or a read script (contrib_list.lua). Progress and leaderboard pages go through the read
+ * cache. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -95,7 +97,7 @@ static bool query_cursor(request *req, size_t entry_len, bool (*valid)(const cha
 static void append_cursor(buf *b, const redisReply *next, size_t entry_len)
 {
     buf_append_str(b, ",\"nextCursor\":");
-    if (next->type == REDIS_REPLY_STRING && next->len == entry_len) {
+    if (next && next->type == REDIS_REPLY_STRING && next->len == entry_len) {
         char hex[2 * BOARD_ENTRY_LEN + 1];
         hex_encode((const uint8_t *)next->str, entry_len, hex);
         buf_append(b, "\"", 1);
@@ -170,131 +172,206 @@ static void run_script(request *req, int script, store_cb cb, int nkeys, const c
 
 /* ---- GET /api/entities/{id}/members/{address}/progress ---- */
 
+/* Progress and leaderboard pages are one transaction each, the caller's role lookups inside
+ * (CONTRACT §5: one round trip, also on a private entity), read through the read cache. */
 typedef struct member_req {
     char id[IDS_SIZE];
     char addr[43];
     long limit;
 } member_req;
 
-/* A level's thresholds as the Level JSON gives them. */
-static json_t *level_get(json_t *lv, const char *key)
+/* The read rule over {id, isEnabled, public, ...} and the caller's role; or the member
+ * themself on an enabled entity. */
+static entity_read member_access(request *req, const redisReply *f, const redisReply *const *roles,
+                                 bool self)
 {
-    return json_object_get(lv, key);
+    if (f->element[0]->type == REDIS_REPLY_NIL) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return ENTITY_READ_ANSWERED;
+    }
+    int role = roles[0]->integer   ? ROLE_OWNER
+               : roles[1]->integer ? ROLE_ADMIN
+               : roles[2]->integer ? ROLE_MEMBER
+                                   : ROLE_NONE;
+    bool enabled = entity_flag(f->element[1]), is_public = entity_flag(f->element[2]);
+    int rule = entity_read_rule(enabled, is_public, role, is_platform(req), req->signed_in, false);
+    if (rule == 403 && self)
+        rule = 0;
+    if (rule == 0)
+        return ENTITY_READ_OK;
+    entity_fail_read(req, rule);
+    return ENTITY_READ_ANSWERED;
 }
 
-static int cmp_skill(const void *a, const void *b)
+/* Checks a read's EXEC reply: {the read's first reply, the role lookups, the rest}, nreplies
+ * in all, the first an array of at least `min` whose first three are {id, isEnabled, public}. */
+static entity_read read_reply(request *req, int status, const redisReply *r, size_t nreplies,
+                              size_t min, bool self)
 {
-    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-    const char *cx = json_string_value(json_object_get(x, "createdAt"));
-    const char *cy = json_string_value(json_object_get(y, "createdAt"));
-    int c = strcmp(cx ? cx : "", cy ? cy : "");
-    if (c)
-        return c;
-    const char *ix = json_string_value(json_object_get(x, "id"));
-    const char *iy = json_string_value(json_object_get(y, "id"));
-    return strcmp(ix ? ix : "", iy ? iy : "");
+    if (respond_store_failed(req, status, (redisReply *)r))
+        return ENTITY_READ_ANSWERED;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == nreplies &&
+        r->element[0]->type == REDIS_REPLY_ERROR) {
+        /* a script's error inside the transaction (NOSCRIPT after a flush: 503, and reloaded) */
+        respond_store_failed(req, STORE_OK, r->element[0]);
+        return ENTITY_READ_ANSWERED;
+    }
+    bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == nreplies &&
+              r->element[0]->type == REDIS_REPLY_ARRAY && r->element[0]->elements >= 3;
+    for (int i = 1; ok && i <= ENTITY_ROLE_CMDS; i++)
+        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+    if (ok && r->element[0]->element[0]->type != REDIS_REPLY_NIL)
+        ok = r->element[0]->elements >= min;
+    if (!ok) {
+        request_fail_internal(req, "progression read: unexpected reply");
+        return ENTITY_READ_ANSWERED;
+    }
+    return member_access(req, r->element[0], (const redisReply *const *)r->element + 1, self);
 }
 
-static int64_t reply_int(const redisReply *r)
+static int64_t parse_int(const char *s, size_t n)
 {
-    if (r->type == REDIS_REPLY_INTEGER)
-        return r->integer;
-    if (r->type != REDIS_REPLY_STRING || !r->len)
-        return 0;
-    errno = 0;
-    char *end;
-    long long v = strtoll(r->str, &end, 10);
-    return errno || *end ? 0 : (int64_t)v;
+    int64_t v = 0;
+    bool neg = n > 0 && s[0] == '-';
+    for (size_t i = neg; i < n && i < 19; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    return neg ? -v : v;
 }
 
-/* Renders the skills part: the member's skills with a score above 0, in the entity's skill
- * order (createdAt, then id), each with its name. */
-static json_t *render_skills(const redisReply *list, json_t *scores)
+/* A member's prog hash (keys.h): xp, "s:<skill id>" scores, "r:<level id>" reachedAt. */
+typedef struct prog_view {
+    const redisReply *flat;
+    int64_t xp;
+} prog_view;
+
+/* The value of field "<kind>:<id>" in the prog hash, and whether it is there. */
+static bool prog_get(const prog_view *p, char kind, const char *id, size_t idlen, int64_t *out)
 {
-    json_t *out = json_array();
-    size_t n = 0;
-    json_t **items = list->elements ? calloc(list->elements, sizeof *items) : NULL;
-    for (size_t i = 0; i < list->elements && items; i++) {
-        const redisReply *s = list->element[i];
-        if (s->type != REDIS_REPLY_STRING)
-            continue;
-        json_t *skill = json_loadb(s->str, s->len, 0, NULL);
-        const char *sid = json_string_value(json_object_get(skill, "id"));
-        json_t *score = sid ? json_object_get(scores, sid) : NULL;
-        if (!json_is_object(skill) || !score || json_integer_value(score) <= 0) {
-            json_decref(skill);
-            continue;
+    for (size_t i = 0; i + 1 < p->flat->elements; i += 2) {
+        const redisReply *k = p->flat->element[i], *v = p->flat->element[i + 1];
+        if (k->type == REDIS_REPLY_STRING && k->len == idlen + 2 && k->str[0] == kind &&
+            k->str[1] == ':' && !memcmp(k->str + 2, id, idlen) && v->type == REDIS_REPLY_STRING) {
+            *out = parse_int(v->str, v->len);
+            return true;
         }
-        items[n++] = skill;
     }
-    if (n > 1)
-        qsort(items, n, sizeof *items, cmp_skill);
-    for (size_t i = 0; i < n; i++) {
-        const char *sid = json_string_value(json_object_get(items[i], "id"));
-        const char *name = json_string_value(json_object_get(items[i], "name"));
-        json_array_append_new(out,
-                              json_pack("{s:s,s:s,s:O}", "skillId", sid, "name", name ? name : "",
-                                        "score", json_object_get(scores, sid)));
-        json_decref(items[i]);
-    }
-    free(items);
+    *out = 0;
+    return false;
+}
+
+/* Splits s (len n) at the first `sep`: the part before is returned, *rest moves past it. */
+static slice next_field(slice *rest, char sep)
+{
+    const char *at = memchr(rest->s, sep, rest->len);
+    slice out = {rest->s, at ? (size_t)(at - rest->s) : rest->len};
+    size_t skip = at ? out.len + 1 : out.len;
+    rest->s += skip;
+    rest->len -= skip;
     return out;
 }
 
-/* One level of the answer: reached (current thresholds; a passed endsAt counts only a
- * reachedAt recorded before it), reachedAt, and what is missing. Sets *reached. */
-static json_t *render_level(json_t *lv, int64_t xp, json_t *scores, json_t *reached_at, int64_t now,
-                            bool *reached)
+/* The skills part: the member's skills with a score above 0, in skill order, with names. */
+static void render_skill_lines(buf *b, slice tpl, const prog_view *p)
 {
-    const char *id = json_string_value(level_get(lv, "id"));
-    const char *name = json_string_value(level_get(lv, "name"));
-    json_int_t need_xp = json_integer_value(level_get(lv, "XP"));
-    json_t *ids = level_get(lv, "skillIds"), *need = level_get(lv, "scores");
-    json_t *missing_skills = json_array();
-    size_t i;
-    json_t *sid;
-    json_array_foreach(ids, i, sid)
-    {
-        const char *s = json_string_value(sid);
-        json_int_t want = json_integer_value(json_array_get(need, i));
-        json_int_t have = s ? json_integer_value(json_object_get(scores, s)) : 0;
-        if (s && have < want)
-            json_array_append_new(missing_skills,
-                                  json_pack("{s:s,s:I,s:I}", "skillId", s, "need", (json_int_t)want,
-                                            "have", (json_int_t)have));
+    bool first = true;
+    while (tpl.len) {
+        slice line = next_field(&tpl, '\n');
+        if (line.len < 2 || line.s[0] != 'S' || line.s[1] != '\t')
+            continue;
+        line.s += 2, line.len -= 2;
+        slice id = next_field(&line, '\t'), name = line;
+        int64_t score;
+        if (!prog_get(p, 's', id.s, id.len, &score) || score <= 0 || !name.len)
+            continue;
+        buf_append_str(b, first ? "{\"skillId\":\"" : ",{\"skillId\":\"");
+        buf_append(b, id.s, id.len);
+        buf_append_str(b, "\",\"name\":");
+        buf_append(b, name.s, name.len); /* a JSON string as stored */
+        buf_append_str(b, ",\"score\":");
+        buf_printf(b, "%lld", (long long)score);
+        buf_append(b, "}", 1);
+        first = false;
     }
-    json_int_t missing_xp = need_xp > xp ? need_xp - xp : 0;
-    bool ok = missing_xp == 0 && json_array_size(missing_skills) == 0;
-    json_t *at = id ? json_object_get(reached_at, id) : NULL;
-    int64_t at_ms = at ? json_integer_value(at) : 0;
-    const char *ends = json_string_value(level_get(lv, "endsAt"));
-    int64_t ends_ms;
-    if (ok && ends && isotime_parse(ends, strlen(ends), &ends_ms) == 0 && ends_ms <= now)
-        ok = at && at_ms < ends_ms;
-    *reached = ok;
-    char iso[ISOTIME_STRING_SIZE];
-    if (at)
-        isotime_format(at_ms, iso);
-    return json_pack("{s:s,s:s,s:I,s:b,s:o,s:{s:I,s:o}}", "id", id ? id : "", "name",
-                     name ? name : "", "XP", need_xp, "reached", (int)ok, "reachedAt",
-                     at ? json_string(iso) : json_null(), "missing", "xp", missing_xp, "skills",
-                     missing_skills);
+}
+
+/* The levels part, and the id of the highest reached (by XP, then id: the last) into *top.
+ * Reached: the member's XP and every score at least the level's (current thresholds); a passed
+ * endsAt counts only a reachedAt recorded before it. */
+static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t now, slice *top)
+{
+    bool first = true;
+    *top = (slice){NULL, 0};
+    while (tpl.len) {
+        slice line = next_field(&tpl, '\n');
+        if (line.len < 2 || line.s[0] != 'L' || line.s[1] != '\t')
+            continue;
+        line.s += 2, line.len -= 2;
+        slice id = next_field(&line, '\t'), xps = next_field(&line, '\t'),
+              ends = next_field(&line, '\t'), name = next_field(&line, '\t'), need = line;
+        if (!id.len || !name.len)
+            continue;
+        int64_t need_xp = parse_int(xps.s, xps.len);
+        int64_t missing_xp = need_xp > p->xp ? need_xp - p->xp : 0;
+        buf_append_str(b, first ? "{\"id\":\"" : ",{\"id\":\"");
+        first = false;
+        buf_append(b, id.s, id.len);
+        buf_append_str(b, "\",\"name\":");
+        buf_append(b, name.s, name.len);
+        /* "reached" comes first and depends on every threshold: judged in a first pass. */
+        bool ok = missing_xp == 0;
+        for (slice n = need; ok && n.len;) {
+            slice sid = next_field(&n, ' '), sc = next_field(&n, ' ');
+            int64_t have;
+            prog_get(p, 's', sid.s, sid.len, &have);
+            ok = !sid.len || have >= parse_int(sc.s, sc.len);
+        }
+        int64_t at_ms, ends_ms;
+        bool at = prog_get(p, 'r', id.s, id.len, &at_ms);
+        if (ok && ends.len && isotime_parse(ends.s, ends.len, &ends_ms) == 0 && ends_ms <= now)
+            ok = at && at_ms < ends_ms;
+        buf_printf(b, ",\"XP\":%lld,\"reached\":%s,\"reachedAt\":", (long long)need_xp,
+                   ok ? "true" : "false");
+        if (at) {
+            char iso[ISOTIME_STRING_SIZE];
+            isotime_format(at_ms, iso);
+            buf_printf(b, "\"%s\"", iso);
+        } else {
+            buf_append_str(b, "null");
+        }
+        buf_printf(b, ",\"missing\":{\"xp\":%lld,\"skills\":[", (long long)missing_xp);
+        bool first_missing = true;
+        while (need.len) {
+            slice sid = next_field(&need, ' '), sc = next_field(&need, ' ');
+            int64_t want = parse_int(sc.s, sc.len), have;
+            prog_get(p, 's', sid.s, sid.len, &have);
+            if (!sid.len || have >= want)
+                continue;
+            buf_append_str(b, first_missing ? "{\"skillId\":\"" : ",{\"skillId\":\"");
+            first_missing = false;
+            buf_append(b, sid.s, sid.len);
+            buf_printf(b, "\",\"need\":%lld,\"have\":%lld}", (long long)want, (long long)have);
+        }
+        buf_append_str(b, "]}}");
+        if (ok)
+            *top = id;
+    }
 }
 
 static void on_progress(void *data, int status, redisReply *r)
 {
     request *req = data;
     member_req *m = req->state;
-    if (respond_store_failed(req, status, r))
+    /* {{id, isEnabled, public, known, prog, rank, template}, roles} */
+    if (read_reply(req, status, r, 1 + ENTITY_ROLE_CMDS, 7, !strcmp(req->caller, m->addr)) !=
+        ENTITY_READ_OK)
         return;
-    /* {isEnabled, public, role, self, prog, rank, levels, skills, known} */
-    if (!script_access(req, r, 9, !strcmp(req->caller, m->addr)))
-        return;
-    const redisReply *prog = r->element[4], *rank = r->element[5], *levels = r->element[6],
-                     *skills = r->element[7], *known = r->element[8];
-    if (prog->type != REDIS_REPLY_ARRAY || rank->type != REDIS_REPLY_INTEGER ||
-        levels->type != REDIS_REPLY_ARRAY || skills->type != REDIS_REPLY_ARRAY ||
-        known->type != REDIS_REPLY_STRING) {
+    const redisReply *f = r->element[0], *known = f->element[3], *prog = f->element[4],
+                     *rank = f->element[5], *tpl = f->element[6];
+    if (known->type != REDIS_REPLY_STRING || prog->type != REDIS_REPLY_ARRAY ||
+        rank->type != REDIS_REPLY_INTEGER || tpl->type != REDIS_REPLY_STRING) {
         request_fail_internal(req, "progress: unexpected reply");
         return;
     }
@@ -302,54 +379,37 @@ static void on_progress(void *data, int status, redisReply *r)
         request_fail(req, 404, "not_found", "No such member.", NULL);
         return;
     }
-    int64_t xp = 0;
-    json_t *scores = json_object(), *reached_at = json_object();
+    prog_view p = {prog, 0};
     for (size_t i = 0; i + 1 < prog->elements; i += 2) {
         const redisReply *k = prog->element[i], *v = prog->element[i + 1];
-        if (k->type != REDIS_REPLY_STRING)
-            continue;
-        if (!strcmp(k->str, "xp"))
-            xp = reply_int(v);
-        else if (!strncmp(k->str, "s:", 2))
-            json_object_set_new(scores, k->str + 2, json_integer(reply_int(v)));
-        else if (!strncmp(k->str, "r:", 2))
-            json_object_set_new(reached_at, k->str + 2, json_integer(reply_int(v)));
+        if (k->type == REDIS_REPLY_STRING && k->len == 2 && !memcmp(k->str, "xp", 2) &&
+            v->type == REDIS_REPLY_STRING)
+            p.xp = parse_int(v->str, v->len);
     }
-    if (xp < 0)
-        xp = 0;
-    int64_t now = isotime_now_ms();
-    json_t *level_list = json_array();
-    const char *top = NULL;
-    for (size_t i = 0; i < levels->elements; i++) {
-        const redisReply *l = levels->element[i];
-        json_t *lv = l->type == REDIS_REPLY_STRING ? json_loadb(l->str, l->len, 0, NULL) : NULL;
-        if (!json_is_object(lv) || !json_is_string(level_get(lv, "id"))) {
-            json_decref(lv);
-            continue;
-        }
-        bool reached;
-        json_t *out = render_level(lv, xp, scores, reached_at, now, &reached);
-        json_decref(lv);
-        if (!out)
-            continue;
-        json_array_append_new(level_list, out);
-        /* Levels come by XP, then id: the last reached is the highest. */
-        if (reached)
-            top = json_string_value(json_object_get(out, "id"));
+    if (p.xp < 0)
+        p.xp = 0;
+    slice t = {tpl->str, tpl->len}, top;
+    buf *b = respond_scratch();
+    buf_append_str(b, "{\"success\":true,\"data\":{\"member\":\"");
+    buf_append(b, m->addr, strlen(m->addr));
+    buf_printf(b, "\",\"xp\":%lld,\"rank\":", (long long)p.xp);
+    if (p.xp > 0 && rank->integer > 0)
+        buf_printf(b, "%lld", (long long)rank->integer);
+    else
+        buf_append_str(b, "null");
+    buf_append_str(b, ",\"skills\":[");
+    render_skill_lines(b, t, &p);
+    buf_append_str(b, "],\"levels\":[");
+    render_level_lines(b, t, &p, isotime_now_ms(), &top);
+    buf_append_str(b, "],\"level\":");
+    if (top.len) {
+        buf_append(b, "\"", 1);
+        buf_append(b, top.s, top.len);
+        buf_append_str(b, "\"}}");
+    } else {
+        buf_append_str(b, "null}}");
     }
-    json_t *body = json_object();
-    json_object_set_new(body, "member", json_string(m->addr));
-    json_object_set_new(body, "xp", json_integer(xp));
-    json_object_set_new(body, "rank",
-                        xp > 0 && rank->integer > 0 ? json_integer(rank->integer) : json_null());
-    json_object_set_new(body, "skills", render_skills(skills, scores));
-    json_object_set_new(body, "levels", level_list);
-    json_object_set_new(body, "level", top ? json_string(top) : json_null());
-    json_decref(scores);
-    json_decref(reached_at);
-    json_t *out = respond_ok();
-    json_object_set_new(out, "data", body);
-    request_reply(req, 200, out);
+    respond_send(req, 200, b);
 }
 
 void progress_get(request *req)
@@ -364,9 +424,27 @@ void progress_get(request *req)
     req->state = m;
     entity_keys k;
     keys_entity(&k, m->id);
-    const char *argv[] = {k.entity, k.owners,      k.admins,    k.members,
-                          k.skills, k.level_order, req->caller, m->addr};
-    run_script(req, LUA_PROGRESS, on_progress, 6, argv, 8);
+    char prog[KEYS_PROG_SIZE], board[KEYS_BOARD_SIZE];
+    size_t plen = keys_prog(prog, m->id, m->addr), blen = keys_board(board, m->id, "xp");
+    const char *argv[] = {"EVALSHA",     store_script_sha(req->app->store, LUA_PROGRESS),
+                          "6",           k.entity,
+                          k.members,     prog,
+                          board,         k.skill_order,
+                          k.level_order, m->addr};
+    size_t lens[] = {7,
+                     40,
+                     1,
+                     k.entity_len,
+                     k.members_len,
+                     plen,
+                     blen,
+                     k.skill_order_len,
+                     k.level_order_len,
+                     strlen(m->addr)};
+    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{10, argv, lens}};
+    entity_role_lookup rl;
+    entity_role_cmds(&rl, &k, req->caller, cmds + 1);
+    auth_store_exec(req, on_progress, 1 + ENTITY_ROLE_CMDS, cmds);
 }
 
 /* ---- GET /api/entities/{id}/members/{address}/contributions ---- */
@@ -437,79 +515,156 @@ void contributions_get(request *req)
 
 /* ---- GET /api/entities/{id}/leaderboard ---- */
 
+/* A page is plain commands in one transaction, no script: the board entries carry their values
+ * (keys.h), decoded here. The page's first rank comes from the cursor alone (the entry the last
+ * page ended with): entries up to it, and entries with a higher value than its own. */
+typedef struct board_req {
+    char id[IDS_SIZE];
+    char by[IDS_SIZE]; /* "xp" or a skill id */
+    char cursor[BOARD_ENTRY_LEN + 1];
+    long limit;
+} board_req;
+
 static bool valid_board_entry(const char *s, size_t len)
 {
     return len == BOARD_ENTRY_LEN && all_digits(s, 16) && s[16] == ':' && s[17] == '0' &&
            s[18] == 'x' && lower_hex(s + 19, 40);
 }
 
-static void on_leaderboard(void *data, int status, redisReply *r)
+/* The value of a board entry: 9999999999999999 - its first 16 digits. */
+static uint64_t board_value(const char *entry)
+{
+    uint64_t inv = 0;
+    for (int i = 0; i < 16; i++)
+        inv = inv * 10 + (uint64_t)(entry[i] - '0');
+    return 9999999999999999ULL - inv;
+}
+
+static void on_board(void *data, int status, redisReply *r)
 {
     request *req = data;
-    if (respond_store_failed(req, status, r))
+    board_req *q = req->state;
+    bool by_skill = strcmp(q->by, "xp") != 0, cursor = q->cursor[0] != '\0';
+    /* {HMGET id isEnabled public, the role lookups, HEXISTS skills by (by a skill), ZRANGEBYLEX,
+     * and with a cursor ZLEXCOUNT up to its value, ZLEXCOUNT up to it} */
+    size_t at = 1 + ENTITY_ROLE_CMDS, n = at + by_skill + 1 + (cursor ? 2 : 0);
+    if (read_reply(req, status, r, n, 3, false) != ENTITY_READ_OK)
         return;
-    /* {isEnabled, public, role, (address, value, rank)..., next cursor} */
-    if (!script_access(req, r, 4, false))
-        return;
-    const redisReply *next = r->element[r->elements - 1];
-    if ((r->elements - 4) % 3 != 0 || next->type != REDIS_REPLY_STRING) {
+    if (by_skill) {
+        const redisReply *has = r->element[at++];
+        if (has->type != REDIS_REPLY_INTEGER || !has->integer) {
+            request_fail_field(req, "by", "by must be xp or the id of one of the entity's skills.");
+            return;
+        }
+    }
+    const redisReply *page = r->element[at];
+    long long higher = 0, upto = 0; /* with a cursor: values above its own; entries up to it */
+    bool counts = !cursor || (r->element[at + 1]->type == REDIS_REPLY_INTEGER &&
+                              r->element[at + 2]->type == REDIS_REPLY_INTEGER);
+    if (cursor && counts)
+        higher = r->element[at + 1]->integer, upto = r->element[at + 2]->integer;
+    if (page->type != REDIS_REPLY_ARRAY || !counts) {
         request_fail_internal(req, "leaderboard: unexpected reply");
         return;
     }
+    size_t shown = page->elements < (size_t)q->limit ? page->elements : (size_t)q->limit;
     buf *b = respond_scratch();
     buf_append_str(b, "{\"success\":true,\"data\":[");
-    bool first = true;
-    for (size_t i = 3; i + 3 < r->elements; i += 3) {
-        const redisReply *a = r->element[i], *v = r->element[i + 1], *rank = r->element[i + 2];
-        if (a->type != REDIS_REPLY_STRING || a->len != 42 || a->str[0] != '0' || a->str[1] != 'x' ||
-            !lower_hex(a->str + 2, 40) || v->type != REDIS_REPLY_STRING ||
-            !all_digits(v->str, v->len) || v->len > 16 || rank->type != REDIS_REPLY_INTEGER)
+    const char *prev = cursor ? q->cursor : NULL;
+    long long rank = 1 + higher, skipped = 0;
+    size_t last = 0;
+    for (size_t i = 0; i < shown; i++) {
+        const redisReply *e = page->element[i];
+        if (e->type != REDIS_REPLY_STRING || !valid_board_entry(e->str, e->len)) {
+            skipped++;
             continue;
-        if (!first)
+        }
+        /* Competition ranks: a new value ranks after every entry before it. */
+        if (!prev || memcmp(prev, e->str, 16) != 0)
+            rank = upto + (long long)i + 1;
+        prev = e->str;
+        if (last)
             buf_append(b, ",", 1);
-        first = false;
-        buf_append_str(b, "{\"rank\":");
-        buf_append_uint(b, (unsigned long long)rank->integer);
-        buf_append_str(b, ",\"member\":\"");
-        buf_append(b, a->str, a->len);
-        buf_append_str(b, "\",\"value\":");
-        buf_append(b, v->str, v->len);
-        buf_append(b, "}", 1);
+        last = i + 1;
+        buf_printf(b, "{\"rank\":%lld,\"member\":\"", rank);
+        buf_append(b, e->str + 17, 42);
+        buf_printf(b, "\",\"value\":%llu}", (unsigned long long)board_value(e->str));
+    }
+    if (skipped) {
+        buf *line = log_begin(LOG_WARN, "leaderboard page: malformed entries");
+        if (line) {
+            log_int(line, "skipped", skipped);
+            log_end(line);
+        }
     }
     buf_append(b, "]", 1);
-    append_cursor(b, next, BOARD_ENTRY_LEN);
+    append_cursor(b, page->elements > (size_t)q->limit ? page->element[q->limit - 1] : NULL,
+                  BOARD_ENTRY_LEN);
     respond_send(req, 200, b);
+}
+
+static void board_send(request *req)
+{
+    board_req *q = req->state;
+    entity_keys k;
+    keys_entity(&k, q->id);
+    char board[KEYS_BOARD_SIZE], start[BOARD_ENTRY_LEN + 2], tie[19], upto[BOARD_ENTRY_LEN + 2],
+        lim[24];
+    size_t blen = keys_board(board, q->id, q->by), bylen = strlen(q->by);
+    bool cursor = q->cursor[0] != '\0';
+    snprintf(start, sizeof start, cursor ? "(%s" : "-", q->cursor);
+    snprintf(tie, sizeof tie, "(%.16s:", q->cursor);
+    snprintf(upto, sizeof upto, "[%s", q->cursor);
+    snprintf(lim, sizeof lim, "%ld", q->limit + 1);
+    const char *fields[] = {"HMGET", k.entity, "id", "isEnabled", "public"};
+    size_t flens[] = {5, k.entity_len, 2, 9, 6};
+    const char *has[] = {"HEXISTS", k.skills, q->by};
+    size_t hlens[] = {7, k.skills_len, bylen};
+    const char *range[] = {"ZRANGEBYLEX", board, start, "+", "LIMIT", "0", lim};
+    size_t rlens[] = {11, blen, strlen(start), 1, 5, 1, strlen(lim)};
+    const char *c1[] = {"ZLEXCOUNT", board, "-", tie};
+    size_t c1lens[] = {9, blen, 1, strlen(tie)};
+    const char *c2[] = {"ZLEXCOUNT", board, "-", upto};
+    size_t c2lens[] = {9, blen, 1, strlen(upto)};
+    store_cmd cmds[1 + ENTITY_ROLE_CMDS + 4] = {{5, fields, flens}};
+    int n = 1 + ENTITY_ROLE_CMDS;
+    entity_role_lookup rl;
+    entity_role_cmds(&rl, &k, req->caller, cmds + 1);
+    if (strcmp(q->by, "xp") != 0)
+        cmds[n++] = (store_cmd){3, has, hlens};
+    cmds[n++] = (store_cmd){7, range, rlens};
+    if (cursor) {
+        cmds[n++] = (store_cmd){4, c1, c1lens};
+        cmds[n++] = (store_cmd){4, c2, c2lens};
+    }
+    auth_store_exec(req, on_board, n, cmds);
 }
 
 void leaderboard_get(request *req)
 {
-    char id[IDS_SIZE];
-    char *cursor = arena_alloc(&req->pool, BOARD_ENTRY_LEN + 1);
-    if (!cursor) {
+    board_req *q = arena_alloc(&req->pool, sizeof *q);
+    if (!q) {
         request_fail_internal(req, "out of memory");
         return;
     }
-    long limit;
-    if (!entity_path_id(req, id))
+    if (!entity_path_id(req, q->id))
         return;
     size_t len;
     const char *by = request_param(req, "by", &len);
-    if (!by || !len)
-        by = "xp";
-    else if (!(len == 2 && !memcmp(by, "xp", 2)) && !ids_valid(by, len, 's')) {
+    if (!by || !len) {
+        memcpy(q->by, "xp", 3);
+    } else if ((len == 2 && !memcmp(by, "xp", 2)) || ids_valid(by, len, 's')) {
+        memcpy(q->by, by, len);
+        q->by[len] = '\0';
+    } else {
         request_fail_field(req, "by", "by must be xp or the id of one of the entity's skills.");
         return;
     }
-    if (!query_limit(req, 100, 20, &limit) ||
-        !query_cursor(req, BOARD_ENTRY_LEN, valid_board_entry, cursor))
+    if (!query_limit(req, 100, 20, &q->limit) ||
+        !query_cursor(req, BOARD_ENTRY_LEN, valid_board_entry, q->cursor))
         return;
-    entity_keys k;
-    keys_entity(&k, id);
-    char lim[24];
-    snprintf(lim, sizeof lim, "%ld", limit);
-    const char *argv[] = {k.entity,    k.owners, k.admins, k.members, k.skills,
-                          req->caller, by,       cursor,   lim,       is_platform(req) ? "1" : "0"};
-    run_script(req, LUA_LEADERBOARD, on_leaderboard, 5, argv, 10);
+    req->state = q;
+    board_send(req);
 }
 
 /* ---- GET /api/entities/{id}/events ---- */

@@ -20,7 +20,7 @@
 
 #include "core/buf.h"
 
-#define READCACHE_MAX_KEYS  8
+#define READCACHE_MAX_KEYS  12
 #define READCACHE_MAX_ENTRY (64 * 1024) /* bytes of one answer, read and reply together */
 
 typedef struct readcache readcache;

@@ -1,6 +1,7 @@
 /* keys: every Redis key shape entityd uses (documented in keys.h). */
 #include "redis/keys.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,6 +64,23 @@ size_t keys_idem(char out[KEYS_IDEM_SIZE], const char *entity_id, const char *ke
     if (!put(prefix, sizeof prefix, "ent:{", entity_id, "}:idem:"))
         return 0;
     return put(out, KEYS_IDEM_SIZE, prefix, key, "");
+}
+
+size_t keys_prog(char out[KEYS_PROG_SIZE], const char *entity_id, const char *address)
+{
+    char prefix[KEYS_ENTITY_SIZE];
+    if (!put(prefix, sizeof prefix, "ent:{", entity_id, "}:prog:"))
+        return 0;
+    return put(out, KEYS_PROG_SIZE, prefix, address, "");
+}
+
+size_t keys_board(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by)
+{
+    char prefix[KEYS_ENTITY_SIZE];
+    bool xp = !strcmp(by, "xp");
+    if (!put(prefix, sizeof prefix, "ent:{", entity_id, xp ? "}:lb:" : "}:lb:s:"))
+        return 0;
+    return put(out, KEYS_BOARD_SIZE, prefix, by, "");
 }
 
 size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias)

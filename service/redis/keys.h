@@ -9,7 +9,11 @@
  *                                     "json": the Entity as the API returns it, and
  *                                     "membersVersion": a random token force_add.lua renews
  *                                     with every change of the member list (pagecache.h),
- *                                     "aliasClaim": the token of the claim behind its alias
+ *                                     "aliasClaim": the token of the claim behind its alias,
+ *                                     "skilltree" and "progtpl": the skill tree as skill and
+ *                                     level reads return it, and flat for progression
+ *                                     (lua/_prelude.lua, progtpl_build), written with every
+ *                                     change of a skill or a level
  *   ent:{c-…}:owners          set     owner addresses (lowercase)
  *   ent:{c-…}:admins          set     admin addresses
  *   ent:{c-…}:members         hash    address -> its member entry, "<addedAt ms, 16 digits>:
@@ -43,29 +47,6 @@
  *   ent:{c-…}:idem:<key>      string  "<request digest, 40 hex>\n<answer JSON>", EX 86400
  *   ent:{c-…}:events          stream  fields type, at (ISO ms), actor (address or ""), data (a
  *                                     JSON object as text); MAXLEN ~ EVENTS_MAX
- *
- * Member progression (CONTRACT §5), written by contrib_award.lua and contrib_revoke.lua; the
- * per-member and per-skill keys are built inside the scripts from the entity key (KEYS[1]),
- * which keeps them in the entity's slot (helpers in lua/_prelude.lua):
- *   ent:{c-…}:contribs        hash    contribution id ("k-<uuidv4>") -> Contribution JSON exactly
- *                                     as the API returns it (rewritten in place on revoke)
- *   ent:{c-…}:contribs:of:<address>
- *                             zset    all scores 0; "<createdAt ms, 16 digits>:<contribution id>",
- *                                     newest first by ZREVRANGEBYLEX; a page's cursor is the last
- *                                     member returned
- *   ent:{c-…}:prog:<address>  hash    "xp" -> XP, "s:<skill id>" -> score (integers, revoked
- *                                     contributions taken back), "r:<level id>" -> reachedAt (ms
- *                                     since the epoch), set the first time an award reaches the
- *                                     level and never deleted (prog_key)
- *   ent:{c-…}:lb:xp           zset    all scores 0; "<9999999999999999 - XP, 16 digits>:<address>"
- *                                     for members with XP > 0: ZRANGEBYLEX ascending is the highest
- *                                     first, ties by address; the competition rank of value v is
- *                                     1 + ZLEXCOUNT(lb, "-", "(<inverse of v>:") (lb_key,
- * lb_member) ent:{c-…}:lb:s:<skill id> zset    the same for one skill's scores ent:{c-…}:idem:<key>
- * string  "<request digest, 40 hex>\n<the answer's Contribution JSON array>", EX 86400: an award's
- * idempotency key ent:{c-…}:events          stream  fields type, at (ISO), actor (address or ""),
- * data (a JSON object as text); written by every write script in the same script as its change
- * (emit), XADD MAXLEN ~ EVENTS_MAX
  *
  * Across entities (the one exception to the shared tag):
  *   alias:{<alias>}           string  "<entity id> <claimed at, s> <claim token>": the entity
@@ -111,6 +92,14 @@ void keys_entity(entity_keys *k, const char *id);
  * returns its length. */
 #define KEYS_IDEM_SIZE 128
 size_t keys_idem(char out[KEYS_IDEM_SIZE], const char *entity_id, const char *key);
+/* A member's progression hash, "ent:{<entity id>}:prog:<address>", for a validated lowercase
+ * address; returns its length. The scripts build the same name (lua/_prelude.lua, prog_key). */
+#define KEYS_PROG_SIZE 128
+size_t keys_prog(char out[KEYS_PROG_SIZE], const char *entity_id, const char *address);
+/* A leaderboard, "ent:{<entity id>}:lb:xp" or "…:lb:s:<skill id>", for by "xp" or a validated
+ * skill id; returns its length (lua/_prelude.lua, lb_key). */
+#define KEYS_BOARD_SIZE 128
+size_t keys_board(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by);
 /* The alias index key of a validated alias; returns its length. */
 size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias);
 

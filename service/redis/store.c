@@ -441,6 +441,23 @@ static void on_read_reply(void *data, int status, redisReply *reply)
 /* The read's bytes, as the cache knows it: the commands framed, a transaction marked. */
 static buf read_key = BUF_INIT;
 
+/* The keys a read command reads, into its ticket: argv[1], or a read script's declared KEYS
+ * (EVALSHA sha numkeys key...). Redis tracks exactly a script's declared keys, so a read script
+ * must declare every key it reads. */
+static void ticket_keys(const readcache *rc, readcache_ticket *t, const store_cmd *c)
+{
+    if (c->argc >= 3 && c->lens[0] == 7 && !memcmp(c->argv[0], "EVALSHA", 7)) {
+        int nkeys = 0;
+        for (size_t i = 0; i < c->lens[2] && i < 3; i++)
+            nkeys = nkeys * 10 + (c->argv[2][i] - '0');
+        for (int k = 0; k < nkeys && 3 + k < c->argc; k++)
+            readcache_ticket_key(rc, t, c->argv[3 + k], c->lens[3 + k]);
+        return;
+    }
+    if (c->argc >= 2)
+        readcache_ticket_key(rc, t, c->argv[1], c->lens[1]);
+}
+
 /* The read itself, to Redis: one command or a transaction, with SEND_* flags. */
 static bool send_read(store *st, int send, store_cb cb, void *data, int ncmds,
                       const store_cmd *cmds, bool transaction)
@@ -484,8 +501,7 @@ static bool read_through(store *st, int flags, store_cb cb, void *data, int ncmd
     memcpy(ro->read, read_key.data, read_key.len);
     readcache_ticket_begin(rc, &ro->ticket);
     for (int i = 0; i < ncmds; i++)
-        if (cmds[i].argc >= 2)
-            readcache_ticket_key(rc, &ro->ticket, cmds[i].argv[1], cmds[i].lens[1]);
+        ticket_keys(rc, &ro->ticket, &cmds[i]);
     /* The caller learns only whether its callback ran; on_read_reply runs exactly once. */
     return send_read(st, send | SEND_TRACK, on_read_reply, ro, ncmds, cmds, transaction);
 }

@@ -1477,8 +1477,9 @@ class FaultTest(ProgressionBase):
 
 
 class RoundTripTest(ProgressionBase):
-    """Progress is one round trip to Redis: with every Redis reply held 300 ms by the RESP proxy,
-    a progress read takes one delay, not two."""
+    """Progress and a leaderboard page are one round trip to Redis each: with every Redis reply
+    held 300 ms by the RESP proxy, a read takes one delay, not two. The read cache is off here:
+    an answer from it takes none (CacheTest)."""
 
     def test_progress_one_round_trip(self):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
@@ -1488,7 +1489,7 @@ class RoundTripTest(ProgressionBase):
         r = self.redis()
         p = RespProxy(r.port).start()
         self.addCleanup(p.stop)
-        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': '5000',
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': '5000', 'READ_CACHE_MB': '0',
                                          'REDIS_URL': 'redis://127.0.0.1:%d/0' % p.port})
         self.api = Api(svc.port)
         eid, c, (s1, s2) = self.setup_entity(members=1, skills=2)
@@ -1502,14 +1503,20 @@ class RoundTripTest(ProgressionBase):
             t0 = time.monotonic()
             self.prog(owner, eid, m)
             base.append(time.monotonic() - t0)
+        self.assertOk(self.api.leaderboard(owner, eid))
         delay = 0.3
         p.delay(int(delay * 1000))
         try:
-            for w in (owner, c['member']):
+            reads = [(lambda w=w: self.prog(w, eid, m)['xp'], 3) for w in (owner, c['member'])]
+            reads.append((lambda: self.assertOk(self.api.leaderboard(owner, eid))['data'][0]['value'],
+                          3))
+            reads.append((lambda: self.assertOk(self.api.leaderboard(owner, eid, by=s2))['data'][0][
+                'value'], 2))
+            for read, want in reads:
                 t0 = time.monotonic()
-                got = self.prog(w, eid, m)
+                got = read()
                 took = time.monotonic() - t0
-                self.assertEqual(got['xp'], 3)
+                self.assertEqual(got, want)
                 self.assertGreaterEqual(took, delay * 0.9, 'the delay did not apply')
                 # the data itself comes from one read (the sign-in step's revocation check aside)
                 self.assertLess(took, 3 * delay + min(base) * 2,
@@ -1520,6 +1527,109 @@ class RoundTripTest(ProgressionBase):
                                 'round trip (base %.3fs)' % (took, delay, min(base)))
         finally:
             p.release()
+
+
+def read_cache_metrics(port):
+    """{name or name{labels}: value} of the entityd_read_cache_* samples."""
+    st, _, body = harness.request(port, 'GET', '/metrics')
+    assert st == 200, st
+    out = {}
+    for line in body.decode().splitlines():
+        if line.startswith('entityd_read_cache'):
+            k, v = line.rsplit(' ', 1)
+            out[k] = float(v)
+    return out
+
+
+class CacheTest(ProgressionBase):
+    """Progress and leaderboard pages go through the read cache. Two instances, A and B, on one
+    Redis: a repeated read is answered from memory (Redis runs nothing), and every change is
+    seen: at once on the instance that made it (award, revocation, level update), on the other
+    once Redis's invalidation message arrives."""
+
+    def setUp(self):
+        super().setUp()
+        self.pool = harness.Wallet.random(8)
+        self.r = self.redis()
+        self.a = self.entityd(redis=self.r)
+        self.b = self.entityd(redis=self.r)
+        for svc in (self.a, self.b):
+            harness.wait_for(lambda: read_cache_metrics(svc.port).get(
+                'entityd_read_cache_enabled') == 1, scaled(10), what='read cache on')
+        self.api = Api(self.a.port)
+        self.api_b = Api(self.b.port)
+
+    def commands(self):
+        info = self.r.cli('INFO', 'stats', timeout=scaled(10))
+        info = info.decode() if isinstance(info, bytes) else info
+        return int(re.search(r'total_commands_processed:(\d+)', info).group(1))
+
+    def eventually(self, fn, check, what):
+        out = {}
+
+        def ok():
+            out['v'] = fn()
+            return check(out['v'])
+        harness.wait_for(ok, scaled(2), what=what)
+        return out['v']
+
+    def test_cached_reads_follow_every_change(self):
+        eid, c, (s1, s2) = self.setup_entity(members=2, skills=2)
+        owner, reader = c['owner'], c['outsider']
+        m, m2 = c['member'].address, c['member2'].address
+        self.assertOk(self.put_level(owner, eid, 'L1', [s1], [5], 5), 201)
+        self.award_ok(owner, eid, self.contrib(m, [s1], [3]))
+        self.award_ok(owner, eid, self.contrib(m2, [s2], [4]))
+        reads = {
+            'progress': lambda api: self.assertOk(api.progress(reader, eid, m))['data'],
+            'board': lambda api: self.assertOk(api.leaderboard(reader, eid))['data'],
+            'skill board': lambda api: self.assertOk(api.leaderboard(reader, eid, s1))['data'],
+        }
+        for api in (self.api, self.api_b):
+            for read in reads.values():
+                read(api)
+        # Repeated reads: from memory, Redis runs nothing.
+        hits = read_cache_metrics(self.a.port)['entityd_read_cache_total{outcome="hit"}']
+        before = self.commands()
+        for read in reads.values():
+            read(self.api)
+        self.assertEqual(self.commands() - before, 1)  # INFO itself
+        self.assertGreater(read_cache_metrics(self.a.port)[
+            'entityd_read_cache_total{outcome="hit"}'], hits)
+        # An award through A: A's very next reads show it.
+        self.award_ok(owner, eid, self.contrib(m, [s1], [2]))
+        p = reads['progress'](self.api)
+        self.assertEqual((p['xp'], p['rank'], self.level_of(p, 'L1')['reached']), (5, 1, True))
+        self.assertEqual([(e['member'], e['value']) for e in reads['board'](self.api)],
+                         [(m, 5), (m2, 4)])
+        self.assertEqual([(e['member'], e['value']) for e in reads['skill board'](self.api)],
+                         [(m, 5)])
+        # B hears of it from Redis.
+        self.eventually(lambda: reads['progress'](self.api_b), lambda p: p['xp'] == 5,
+                        'B seeing the award')
+        self.eventually(lambda: reads['board'](self.api_b), lambda b: b[0]['value'] == 5,
+                        'B seeing the board move')
+        # A revocation through B: B at once, A after the message.
+        cid = self.all_contributions(owner, eid, m, api=self.api_b)[0]['id']
+        self.assertOk(self.api_b.revoke(owner, eid, cid, {'reason': 'undo'}))
+        p = reads['progress'](self.api_b)
+        self.assertEqual((p['xp'], p['rank'], self.level_of(p, 'L1')['reached']), (3, 2, False))
+        self.assertEqual(reads['skill board'](self.api_b), [
+            {'rank': 1, 'member': m, 'value': 3}])
+        self.eventually(lambda: reads['progress'](self.api), lambda p: p['xp'] == 3,
+                        'A seeing the revocation')
+        # A threshold lowered through A: reached flips on both, the skill tree's change alone.
+        self.assertOk(self.put_level(owner, eid, 'L1', [s1], [3], 3))
+        self.assertTrue(self.level_of(reads['progress'](self.api), 'L1')['reached'])
+        self.eventually(lambda: self.level_of(reads['progress'](self.api_b), 'L1')['reached'],
+                        lambda v: v is True, 'B seeing the lowered threshold')
+        # The entity made private: the outsider is refused on both, from the next read on A.
+        self.assertOk(self.update_entity(owner, eid, public=False))
+        self.assertEqual(self.api.progress(reader, eid, m)[0], 403)
+        self.assertEqual(self.api.leaderboard(reader, eid)[0], 403)
+        self.eventually(lambda: self.api_b.leaderboard(reader, eid)[0], lambda st: st == 403,
+                        'B refusing the outsider')
+        self.assertEqual(check_invariants(self.r), [])
 
 
 if __name__ == '__main__':

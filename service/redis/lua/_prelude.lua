@@ -83,12 +83,38 @@ local function render_entity(entity, owners)
   return json
 end
 
+-- The progression template: what reading a member's progress and judging levels at award time
+-- need of the skill tree, flat, so that neither decodes JSON on its hot path. One line per
+-- skill in skill order, "S<TAB><id><TAB><name as a JSON string>", then one per level by XP then
+-- id, "L<TAB><id><TAB><XP><TAB><endsAt ISO, or empty><TAB><name as a JSON string><TAB><skill id>
+-- <score> <skill id> <score>...". Numbers pass through a double: XP and scores are at most
+-- 2^53 - 1 (the service checks), which a double holds exactly.
+local function progtpl_build(skill_order, level_order)
+  local lines = {}
+  for _, text in ipairs(redis.call('ZRANGE', skill_order, 0, -1)) do
+    local s = cjson.decode(text)
+    lines[#lines + 1] = 'S\t' .. s.id .. '\t' .. jstr(s.name)
+  end
+  for _, text in ipairs(redis.call('ZRANGE', level_order, 0, -1)) do
+    local l = cjson.decode(text)
+    local need = {}
+    for i, sid in ipairs(l.skillIds) do
+      need[#need + 1] = sid .. ' ' .. string.format('%.0f', tonumber(l.scores[i]) or 0)
+    end
+    lines[#lines + 1] = 'L\t' .. l.id .. '\t' .. string.format('%.0f', l.XP) .. '\t' ..
+      (type(l.endsAt) == 'string' and l.endsAt or '') .. '\t' .. jstr(l.name) .. '\t' ..
+      table.concat(need, ' ')
+  end
+  return table.concat(lines, '\n')
+end
+
 -- Renders the skill tree fragment '"skills":[…],"levels":[…]' from the order sets (Skill and
--- Level JSONs in API order) into the entity hash's 'skilltree' field, what reads return as is.
+-- Level JSONs in API order) into the entity hash's 'skilltree' field, what reads return as is,
+-- and the progression template beside it ('progtpl').
 local function render_skilltree(entity, skill_order, level_order)
   local frag = '"skills":[' .. table.concat(redis.call('ZRANGE', skill_order, 0, -1), ',') ..
     '],"levels":[' .. table.concat(redis.call('ZRANGE', level_order, 0, -1), ',') .. ']'
-  redis.call('HSET', entity, 'skilltree', frag)
+  redis.call('HSET', entity, 'skilltree', frag, 'progtpl', progtpl_build(skill_order, level_order))
 end
 
 local function sorted_members(set)
@@ -106,10 +132,12 @@ end
 
 -- Member progression (keys.h). A leaderboard member is "<16 digits: 9999999999999999 - value>:
 -- <address>", all scores 0, so ZRANGEBYLEX ascending is the highest value first, ties by
--- address. The complement is taken digit by digit: a Lua number does not hold 9999999999999999.
+-- address. 9999999999999999 is past 2^53, so the complement is taken in two halves of 8 digits,
+-- each exact in a double (value at most 2^53 - 1).
 local function lb_inv(value)
-  local digits = string.format('%016d', value)
-  return (string.gsub(digits, '%d', function(d) return tostring(9 - tonumber(d)) end))
+  local hi = math.floor(value / 100000000)
+  local lo = value - hi * 100000000
+  return string.format('%08d%08d', 99999999 - hi, 99999999 - lo)
 end
 
 local function lb_member(value, addr)

@@ -1,9 +1,14 @@
 -- contrib_award: awards contributions (one, or a batch of up to 100) as an owner or admin, all
--- or nothing. KEYS: entity, owners, admins, members, skills, levels, contribs, idempotency key
--- (the entity key when the request has none)
+-- or nothing. KEYS: entity, owners, admins, members, skills, contribs, idempotency key (the
+-- entity key when the request has none), skill order, level order, then the progression keys
+-- the award changes (each member's prog hash, the XP board, each skill's board): declared so
+-- that the read cache drops them as soon as the answer is in; the script builds the same names
+-- (prog_key, lb_key).
 -- ARGV: caller, platform, now (ms), now (ISO), events_max, request digest ('' without a key),
 --       idempotency key used ('1'/'0'), contributions (JSON array of {id, member, skills:
---       [{skillId, score}], xp, title, url (null when absent)}, validated by the service)
+--       [{skillId, score}], xp}, validated by the service), then each contribution's
+--       Contribution JSON as the API returns it, then each one's contribution.added event data
+--       (the service renders both: no JSON is built here)
 -- Every check runs before the first write. Errors: 'INVALID <i> <field> <message>' (i the
 -- contribution's index; the service names the field in the request's form), CONFLICT (the key
 -- was used for another request). Returns {'OK', Contribution JSONs as a JSON array} or
@@ -13,7 +18,7 @@ local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
 local E, now_ms, now_iso, maxlen, caller = KEYS[1], ARGV[3], ARGV[4], ARGV[5], ARGV[1]
 if ARGV[7] == '1' then
-  local held = redis.call('GET', KEYS[8])
+  local held = redis.call('GET', KEYS[7])
   if held then
     local nl = string.find(held, '\n', 1, true)
     if nl and string.sub(held, 1, nl - 1) == ARGV[6] then
@@ -34,67 +39,59 @@ for i, c in ipairs(list) do
     end
   end
 end
-local eid = redis.call('HGET', E, 'id')
-local tail = ',"createdAt":' .. jstr(now_iso) .. ',"createdBy":' .. jstr(caller) ..
-  ',"revoked":false,"revokedAt":null,"revokedBy":null,"reason":null}'
+local n = #list
 local stamp = string.format('%016d', tonumber(now_ms)) .. ':'
 local out, touched, order = {}, {}, {}
-for _, c in ipairs(list) do
-  local skills = {}
-  for j, s in ipairs(c.skills) do
-    skills[j] = '{"skillId":' .. jstr(s.skillId) .. ',"score":' .. string.format('%d', s.score) ..
-      '}'
-  end
-  local sk = '[' .. table.concat(skills, ',') .. ']'
-  local xp = string.format('%d', c.xp)
-  local url = c.url == cjson.null and 'null' or jstr(c.url)
-  local json = '{"id":' .. jstr(c.id) .. ',"entityID":' .. jstr(eid) .. ',"member":' ..
-    jstr(c.member) .. ',"skills":' .. sk .. ',"xp":' .. xp .. ',"title":' .. jstr(c.title) ..
-    ',"url":' .. url .. tail
-  redis.call('HSET', KEYS[7], c.id, json)
+for i, c in ipairs(list) do
+  redis.call('HSET', KEYS[6], c.id, ARGV[8 + i])
   redis.call('ZADD', E .. ':contribs:of:' .. c.member, 0, stamp .. c.id)
   if c.xp > 0 then prog_add(E, c.member, 'xp', 'xp', c.xp) end
   for _, s in ipairs(c.skills) do
     prog_add(E, c.member, 's:' .. s.skillId, s.skillId, s.score)
   end
-  emit(E, maxlen, 'contribution.added', now_iso, caller, '{"id":' .. jstr(c.id) .. ',"member":' ..
-    jstr(c.member) .. ',"xp":' .. xp .. ',"skills":' .. sk .. '}')
-  out[#out + 1] = json
+  emit(E, maxlen, 'contribution.added', now_iso, caller, ARGV[8 + n + i])
+  out[i] = ARGV[8 + i]
   if not touched[c.member] then
     touched[c.member] = true
     order[#order + 1] = c.member
   end
 end
--- Levels newly reached by the members this award touched, in level order (XP, then id).
+-- Levels newly reached by the members this award touched, in level order (XP, then id), judged
+-- on the progression template (_prelude.lua) against each member's prog hash read once.
+local tpl = redis.call('HGET', E, 'progtpl') or progtpl_build(KEYS[8], KEYS[9])
 local levels = {}
-for _, text in ipairs(redis.call('HVALS', KEYS[6])) do
-  levels[#levels + 1] = cjson.decode(text)
+for id, xp, ends, need in string.gmatch(tpl, 'L\t([^\t\n]*)\t([^\t\n]*)\t([^\t\n]*)\t[^\t\n]*\t([^\n]*)') do
+  if not (ends ~= '' and ends <= now_iso) then
+    levels[#levels + 1] = {id, tonumber(xp) or 0, need}
+  end
 end
-table.sort(levels, function(a, b)
-  if a.XP ~= b.XP then return a.XP < b.XP end
-  return a.id < b.id
-end)
-for _, m in ipairs(order) do
-  local pk = prog_key(E, m)
-  for _, lv in ipairs(levels) do
-    local ended = type(lv.endsAt) == 'string' and lv.endsAt <= now_iso
-    if not ended and redis.call('HEXISTS', pk, 'r:' .. lv.id) == 0 then
-      local have = tonumber(redis.call('HGET', pk, 'xp') or '0')
-      local reached = have >= lv.XP
-      for i, sid in ipairs(lv.skillIds) do
-        if not reached then break end
-        reached = tonumber(redis.call('HGET', pk, 's:' .. sid) or '0') >= (lv.scores[i] or 0)
-      end
-      if reached then
-        redis.call('HSET', pk, 'r:' .. lv.id, now_ms)
-        emit(E, maxlen, 'level.reached', now_iso, caller, '{"member":' .. jstr(m) ..
-          ',"level":' .. jstr(lv.id) .. '}')
+if #levels > 0 then
+  for _, m in ipairs(order) do
+    local pk = prog_key(E, m)
+    local flat = redis.call('HGETALL', pk)
+    local have = {}
+    for i = 1, #flat, 2 do have[flat[i]] = flat[i + 1] end
+    local xp = tonumber(have.xp or '0')
+    for _, lv in ipairs(levels) do
+      if not have['r:' .. lv[1]] and xp >= lv[2] then
+        local reached = true
+        for sid, score in string.gmatch(lv[3], '(%S+) (%S+)') do
+          if tonumber(have['s:' .. sid] or '0') < tonumber(score) then
+            reached = false
+            break
+          end
+        end
+        if reached then
+          redis.call('HSET', pk, 'r:' .. lv[1], now_ms)
+          emit(E, maxlen, 'level.reached', now_iso, caller, '{"member":' .. jstr(m) ..
+            ',"level":' .. jstr(lv[1]) .. '}')
+        end
       end
     end
   end
 end
 local answer = '[' .. table.concat(out, ',') .. ']'
 if ARGV[7] == '1' then
-  redis.call('SET', KEYS[8], ARGV[6] .. '\n' .. answer, 'EX', 86400)
+  redis.call('SET', KEYS[7], ARGV[6] .. '\n' .. answer, 'EX', 86400)
 end
 return {'OK', answer}
