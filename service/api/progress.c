@@ -241,6 +241,17 @@ static int64_t parse_int(const char *s, size_t n)
     return neg ? -v : v;
 }
 
+/* A signed integer, without printf: these reads render dozens of numbers per answer. */
+static void append_int(buf *b, int64_t v)
+{
+    if (v < 0) {
+        buf_append(b, "-", 1);
+        buf_append_uint(b, (unsigned long long)-(v + 1) + 1);
+        return;
+    }
+    buf_append_uint(b, (unsigned long long)v);
+}
+
 /* A member's prog hash (keys.h): xp, "s:<skill id>" scores, "r:<level id>" reachedAt. */
 typedef struct prog_view {
     const redisReply *flat;
@@ -291,7 +302,7 @@ static void render_skill_lines(buf *b, slice tpl, const prog_view *p)
         buf_append_str(b, "\",\"name\":");
         buf_append(b, name.s, name.len); /* a JSON string as stored */
         buf_append_str(b, ",\"score\":");
-        buf_printf(b, "%lld", (long long)score);
+        append_int(b, score);
         buf_append(b, "}", 1);
         first = false;
     }
@@ -332,16 +343,22 @@ static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t no
         bool at = prog_get(p, 'r', id.s, id.len, &at_ms);
         if (ok && ends.len && isotime_parse(ends.s, ends.len, &ends_ms) == 0 && ends_ms <= now)
             ok = at && at_ms < ends_ms;
-        buf_printf(b, ",\"XP\":%lld,\"reached\":%s,\"reachedAt\":", (long long)need_xp,
-                   ok ? "true" : "false");
+        buf_append_str(b, ",\"XP\":");
+        append_int(b, need_xp);
+        buf_append_str(b, ok ? ",\"reached\":true,\"reachedAt\":"
+                             : ",\"reached\":false,\"reachedAt\":");
         if (at) {
             char iso[ISOTIME_STRING_SIZE];
             isotime_format(at_ms, iso);
-            buf_printf(b, "\"%s\"", iso);
+            buf_append(b, "\"", 1);
+            buf_append(b, iso, ISOTIME_STRING_SIZE - 1);
+            buf_append(b, "\"", 1);
         } else {
             buf_append_str(b, "null");
         }
-        buf_printf(b, ",\"missing\":{\"xp\":%lld,\"skills\":[", (long long)missing_xp);
+        buf_append_str(b, ",\"missing\":{\"xp\":");
+        append_int(b, missing_xp);
+        buf_append_str(b, ",\"skills\":[");
         bool first_missing = true;
         while (need.len) {
             slice sid = next_field(&need, ' '), sc = next_field(&need, ' ');
@@ -352,7 +369,11 @@ static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t no
             buf_append_str(b, first_missing ? "{\"skillId\":\"" : ",{\"skillId\":\"");
             first_missing = false;
             buf_append(b, sid.s, sid.len);
-            buf_printf(b, "\",\"need\":%lld,\"have\":%lld}", (long long)want, (long long)have);
+            buf_append_str(b, "\",\"need\":");
+            append_int(b, want);
+            buf_append_str(b, ",\"have\":");
+            append_int(b, have);
+            buf_append(b, "}", 1);
         }
         buf_append_str(b, "]}}");
         if (ok)
@@ -392,9 +413,11 @@ static void on_progress(void *data, int status, redisReply *r)
     buf *b = respond_scratch();
     buf_append_str(b, "{\"success\":true,\"data\":{\"member\":\"");
     buf_append(b, m->addr, strlen(m->addr));
-    buf_printf(b, "\",\"xp\":%lld,\"rank\":", (long long)p.xp);
+    buf_append_str(b, "\",\"xp\":");
+    append_int(b, p.xp);
+    buf_append_str(b, ",\"rank\":");
     if (p.xp > 0 && rank->integer > 0)
-        buf_printf(b, "%lld", (long long)rank->integer);
+        append_int(b, rank->integer);
     else
         buf_append_str(b, "null");
     buf_append_str(b, ",\"skills\":[");
@@ -586,9 +609,13 @@ static void on_board(void *data, int status, redisReply *r)
         if (last)
             buf_append(b, ",", 1);
         last = i + 1;
-        buf_printf(b, "{\"rank\":%lld,\"member\":\"", rank);
+        buf_append_str(b, "{\"rank\":");
+        append_int(b, rank);
+        buf_append_str(b, ",\"member\":\"");
         buf_append(b, e->str + 17, 42);
-        buf_printf(b, "\",\"value\":%llu}", (unsigned long long)board_value(e->str));
+        buf_append_str(b, "\",\"value\":");
+        buf_append_uint(b, (unsigned long long)board_value(e->str));
+        buf_append(b, "}", 1);
     }
     if (skipped) {
         buf *line = log_begin(LOG_WARN, "leaderboard page: malformed entries");

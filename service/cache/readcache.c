@@ -17,7 +17,7 @@
 #define EVICT_SCAN     64   /* slots one store may empty to stay within the budget */
 
 typedef struct entry {
-    uint64_t hash, gen;
+    uint64_t hash, gen, used; /* used: the cache's clock at its last hit or fill */
     int nkeys;
     uint32_t slot[READCACHE_MAX_KEYS], count[READCACHE_MAX_KEYS];
     size_t size, read_len;
@@ -29,20 +29,25 @@ struct readcache {
     entry **slots;
     size_t nslots, max_bytes;
     size_t hand; /* where the next eviction looks */
-    uint64_t gen;
+    uint64_t gen, clock;
     bool enabled;
     uint32_t *counts; /* KEY_SLOTS */
     readcache_stats stats;
 };
 
+/* Eight bytes a step: a read is a few hundred bytes, hashed on every lookup. */
 static uint64_t hash_bytes(const char *s, size_t n)
 {
-    uint64_t h = 14695981039346656037ULL; /* FNV-1a: our reads are short */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ULL;
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, w;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
     }
-    return h;
+    w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 29);
 }
 
 readcache *readcache_new(size_t max_bytes)
@@ -121,21 +126,36 @@ static bool current(const readcache *rc, uint64_t gen, int nkeys, const uint32_t
     return true;
 }
 
+/* Two-way: a read may sit in either slot of its pair, so two hot reads whose hashes meet
+ * do not evict each other on every turn, as they would in one slot. */
+static entry **find(readcache *rc, uint64_t h, const char *read, size_t len)
+{
+    size_t i = h & (rc->nslots - 1);
+    for (int way = 0; way < 2; way++) {
+        entry **slot = &rc->slots[i ^ (size_t)way];
+        entry *e = *slot;
+        if (e && e->hash == h && e->read_len == len && memcmp(e->read, read, len) == 0)
+            return slot;
+    }
+    return NULL;
+}
+
 const redisReply *readcache_get(readcache *rc, const char *read, size_t len)
 {
     uint64_t h = hash_bytes(read, len);
-    entry **slot = &rc->slots[h & (rc->nslots - 1)];
-    entry *e = *slot;
-    if (!e || e->hash != h || e->read_len != len || memcmp(e->read, read, len) != 0) {
+    entry **slot = find(rc, h, read, len);
+    if (!slot) {
         rc->stats.misses++;
         return NULL;
     }
+    entry *e = *slot;
     if (!current(rc, e->gen, e->nkeys, e->slot, e->count)) {
         rc->stats.stale++;
         drop(rc, slot);
         return NULL;
     }
     rc->stats.hits++;
+    e->used = ++rc->clock;
     return e->reply;
 }
 
@@ -246,7 +266,12 @@ void readcache_put(readcache *rc, const readcache_ticket *t, const char *read, s
         return;
     }
     uint64_t h = hash_bytes(read, len);
-    entry **slot = &rc->slots[h & (rc->nslots - 1)];
+    /* The same read's slot; else an empty one of the pair; else the one used longer ago. */
+    entry **slot = find(rc, h, read, len);
+    if (!slot) {
+        entry **a = &rc->slots[h & (rc->nslots - 1)], **b = &rc->slots[(h & (rc->nslots - 1)) ^ 1];
+        slot = !*a ? a : !*b ? b : (*a)->used <= (*b)->used ? a : b;
+    }
     if (*slot)
         drop(rc, slot);
     /* Over budget: empty the slots after the hand, as a clock would, a few at a time. */
@@ -265,6 +290,7 @@ void readcache_put(readcache *rc, const readcache_ticket *t, const char *read, s
         return;
     }
     e->hash = h;
+    e->used = ++rc->clock;
     e->gen = t->gen;
     e->nkeys = t->nkeys;
     memcpy(e->slot, t->slot, sizeof e->slot);

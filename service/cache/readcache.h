@@ -9,7 +9,7 @@
  * while a read is in flight keeps its answer out. Turning the cache off or on empties it and
  * voids every read in flight: it is on only while Redis is known to deliver invalidations.
  *
- * Direct-mapped by the read's hash, bounded in bytes. Loop thread only. */
+ * Two-way set-associative by the read's hash, bounded in bytes. Loop thread only. */
 #ifndef ENTITYD_READCACHE_H
 #define ENTITYD_READCACHE_H
 

@@ -74,7 +74,7 @@ const char *store_script_sha(const store *st, int script);
  * never reads what it replaced. */
 void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
                   const char **argv, const size_t *lens);
-/* The same for a script that only reads (progress.lua, leaderboard.lua, contrib_list.lua): its
+/* The same for a script that only reads (contrib_list.lua): its
  * answer leaves the read cache as it is. flags: 0, or STORE_READ_NO_HIT for a read bound to a
  * command already sent with STORE_READ_RESERVE (never shed; see store_read). */
 void store_script_read(store *st, int flags, int script, store_cb cb, void *data, int nkeys,
