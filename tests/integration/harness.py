@@ -1151,3 +1151,15 @@ def main():
     print(line)
     sys.stdout.flush()
     sys.exit(1 if failed else 0)
+
+
+def read_cache_metrics(port):
+    """{name or name{labels}: value} of the entityd_read_cache_* samples."""
+    st, _, body = request(port, 'GET', '/metrics')
+    assert st == 200, st
+    out = {}
+    for line in body.decode().splitlines():
+        if line.startswith('entityd_read_cache'):
+            k, v = line.rsplit(' ', 1)
+            out[k] = float(v)
+    return out

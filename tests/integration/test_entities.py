@@ -1638,16 +1638,7 @@ class RoundTripProxyTest(EntityCase):
                          'with it' % (units, trips))
 
 
-def read_cache_metrics(port):
-    """{name or name{labels}: value} of the entityd_read_cache_* samples."""
-    st, _, body = harness.request(port, 'GET', '/metrics')
-    assert st == 200, st
-    out = {}
-    for line in body.decode().splitlines():
-        if line.startswith('entityd_read_cache'):
-            k, v = line.rsplit(' ', 1)
-            out[k] = float(v)
-    return out
+read_cache_metrics = harness.read_cache_metrics
 
 
 class ReadCacheTest(EntityCase):
