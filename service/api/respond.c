@@ -41,7 +41,10 @@ bool respond_store_failed(request *req, int status, redisReply *reply)
         snprintf(field, sizeof field, "%.*s", (int)flen, rest);
         request_fail(req, 400, "invalid_request", sp ? sp + 1 : "Invalid request.", field);
     } else if (!strncmp(reply->str, "LOADING", 7) || !strncmp(reply->str, "BUSY", 4) ||
-               !strncmp(reply->str, "MASTERDOWN", 10) || !strncmp(reply->str, "READONLY", 8)) {
+               !strncmp(reply->str, "MASTERDOWN", 10) || !strncmp(reply->str, "READONLY", 8) ||
+               !strncmp(reply->str, "NOSCRIPT", 8)) {
+        /* NOSCRIPT: a script inside a transaction after Redis lost its scripts, which the
+         * store is loading again (store.h); the next try finds them. */
         request_fail(req, 503, "unavailable", "The data store is not ready.", NULL);
     } else {
         request_fail_internal(req, reply->str);

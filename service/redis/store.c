@@ -193,6 +193,8 @@ static void on_tick(uv_timer_t *t)
         uv_timer_stop(&st->tick);
 }
 
+static void reload_scripts(store *st);
+
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 {
     store_op *op = privdata;
@@ -210,7 +212,9 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
     if (op->cb) {
         if (reply && op->script >= 0 && reply->type == REDIS_REPLY_ERROR &&
             !strncmp(reply->str, "NOSCRIPT", 8) && ac == st->ac && st->state == ST_READY) {
-            /* Redis lost its script cache (restart, flush, failover): send the source. */
+            /* Redis lost its script cache (restart, flush, failover): send the source, and
+             * load every script again for the transactions that run one (and cannot). */
+            reload_scripts(st);
             const char **argv = (const char **)op->argv;
             argv[0] = "EVAL";
             argv[1] = lua_scripts[op->script].source;

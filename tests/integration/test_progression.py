@@ -1623,5 +1623,35 @@ class CacheTest(ProgressionBase):
         self.assertEqual(check_invariants(self.r), [])
 
 
+class ScriptFlushTest(ProgressionBase):
+    """Redis forgets its scripts (SCRIPT FLUSH, as after a failover to a fresh replica): a
+    progress read, whose script runs inside a transaction where it cannot be resent with its
+    source, answers 503 with Retry-After at most once, then the service has loaded its scripts
+    again. An award (a script on its own) is resent with its source, applied once, and has
+    every script loaded again: the reads after it find theirs."""
+
+    def test_progress_and_award_after_script_flush(self):
+        self.pool = harness.Wallet.random(8)
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'READ_CACHE_MB': '0'})
+        self.api = Api(svc.port)
+        eid, c, (s1, _) = self.setup_entity(members=2, skills=2)
+        owner, m, m2 = c['owner'], c['member'].address, c['member2'].address
+        self.award_ok(owner, eid, self.contrib(m, [s1], [2]))
+        self.assertEqual(self.prog(owner, eid, m)['xp'], 2)
+        self.assertEqual(r.cli('SCRIPT', 'FLUSH'), 'OK')
+        st, headers, body = self.api.progress(owner, eid, m)
+        if st != 200:
+            self.assertEnvelope((st, headers, body), 503, 'unavailable')
+            self.assertEqual(headers.get('retry-after'), '1')
+        harness.wait_for(lambda: self.api.progress(owner, eid, m)[0] == 200, scaled(5),
+                         what='progress after the scripts were loaded again')
+        self.assertEqual(r.cli('SCRIPT', 'FLUSH'), 'OK')
+        self.award_ok(owner, eid, self.contrib(m2, [s1], [3]))
+        self.assertEqual(self.prog(owner, eid, m2)['xp'], 3)
+        self.assertEqual(self.prog(owner, eid, m)['rank'], 2)
+        self.assertEqual(check_invariants(r), [])
+
+
 if __name__ == '__main__':
     harness.main()
