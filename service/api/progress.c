@@ -22,6 +22,7 @@
 #include "api/respond.h"
 #include "redis/store.h"
 #include "api/validate.h"
+#include "cache/readcache.h"
 
 /* A board entry (keys.h): "<9999999999999999 - value, 16 digits>:<address>". */
 #define BOARD_ENTRY_LEN 59
@@ -311,7 +312,8 @@ static void render_skill_lines(buf *b, slice tpl, const prog_view *p)
 /* The levels part, and the id of the highest reached (by XP, then id: the last) into *top.
  * Reached: the member's XP and every score at least the level's (current thresholds); a passed
  * endsAt counts only a reachedAt recorded before it. */
-static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t now, slice *top)
+static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t now, slice *top,
+                               int64_t *until)
 {
     bool first = true;
     *top = (slice){NULL, 0};
@@ -341,8 +343,11 @@ static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t no
         }
         int64_t at_ms, ends_ms;
         bool at = prog_get(p, 'r', id.s, id.len, &at_ms);
-        if (ok && ends.len && isotime_parse(ends.s, ends.len, &ends_ms) == 0 && ends_ms <= now)
+        bool ends_ok = ends.len && isotime_parse(ends.s, ends.len, &ends_ms) == 0;
+        if (ok && ends_ok && ends_ms <= now)
             ok = at && at_ms < ends_ms;
+        if (ends_ok && ends_ms > now && ends_ms < *until)
+            *until = ends_ms; /* "reached" may change then */
         buf_append_str(b, ",\"XP\":");
         append_int(b, need_xp);
         buf_append_str(b, ok ? ",\"reached\":true,\"reachedAt\":"
@@ -400,6 +405,15 @@ static void on_progress(void *data, int status, redisReply *r)
         request_fail(req, 404, "not_found", "No such member.", NULL);
         return;
     }
+    /* A repeated read: the answer and its rendering both kept by the read cache. */
+    int64_t now = isotime_now_ms(), until = INT64_MAX;
+    size_t kept_len;
+    const char *kept = readcache_rendered(req->app->reads, r, now, &kept_len);
+    if (kept) {
+        slice part = {kept, kept_len};
+        request_reply_parts(req, 200, &part, 1);
+        return;
+    }
     prog_view p = {prog, 0};
     for (size_t i = 0; i + 1 < prog->elements; i += 2) {
         const redisReply *k = prog->element[i], *v = prog->element[i + 1];
@@ -423,7 +437,7 @@ static void on_progress(void *data, int status, redisReply *r)
     buf_append_str(b, ",\"skills\":[");
     render_skill_lines(b, t, &p);
     buf_append_str(b, "],\"levels\":[");
-    render_level_lines(b, t, &p, isotime_now_ms(), &top);
+    render_level_lines(b, t, &p, now, &top, &until);
     buf_append_str(b, "],\"level\":");
     if (top.len) {
         buf_append(b, "\"", 1);
@@ -432,6 +446,7 @@ static void on_progress(void *data, int status, redisReply *r)
     } else {
         buf_append_str(b, "null}}");
     }
+    readcache_keep_rendered(req->app->reads, r, until, b->data, b->len);
     respond_send(req, 200, b);
 }
 
@@ -580,6 +595,13 @@ static void on_board(void *data, int status, redisReply *r)
             return;
         }
     }
+    size_t kept_len;
+    const char *kept = readcache_rendered(req->app->reads, r, 0, &kept_len);
+    if (kept) {
+        slice part = {kept, kept_len};
+        request_reply_parts(req, 200, &part, 1);
+        return;
+    }
     const redisReply *page = r->element[at];
     long long higher = 0, upto = 0; /* with a cursor: values above its own; entries up to it */
     bool counts = !cursor || (r->element[at + 1]->type == REDIS_REPLY_INTEGER &&
@@ -627,6 +649,7 @@ static void on_board(void *data, int status, redisReply *r)
     buf_append(b, "]", 1);
     append_cursor(b, page->elements > (size_t)q->limit ? page->element[q->limit - 1] : NULL,
                   BOARD_ENTRY_LEN);
+    readcache_keep_rendered(req->app->reads, r, INT64_MAX, b->data, b->len);
     respond_send(req, 200, b);
 }
 
@@ -639,10 +662,25 @@ static void board_send(request *req)
         lim[24];
     size_t blen = keys_board(board, q->id, q->by), bylen = strlen(q->by);
     bool cursor = q->cursor[0] != '\0';
-    snprintf(start, sizeof start, cursor ? "(%s" : "-", q->cursor);
-    snprintf(tie, sizeof tie, "(%.16s:", q->cursor);
-    snprintf(upto, sizeof upto, "[%s", q->cursor);
-    snprintf(lim, sizeof lim, "%ld", q->limit + 1);
+    /* Built by hand: printf is a good part of a cached page's cost. */
+    start[0] = cursor ? '(' : '-';
+    upto[0] = '[';
+    memcpy(start + 1, q->cursor, BOARD_ENTRY_LEN + 1);
+    memcpy(upto + 1, q->cursor, BOARD_ENTRY_LEN + 1);
+    if (!cursor)
+        start[1] = '\0';
+    tie[0] = '(';
+    memcpy(tie + 1, q->cursor, 16);
+    tie[17] = ':';
+    tie[18] = '\0';
+    long l = q->limit + 1; /* 2 to 101 */
+    size_t ln = 0;
+    if (l >= 100)
+        lim[ln++] = (char)('0' + l / 100);
+    if (l >= 10)
+        lim[ln++] = (char)('0' + l / 10 % 10);
+    lim[ln++] = (char)('0' + l % 10);
+    lim[ln] = '\0';
     const char *fields[] = {"HMGET", k.entity, "id", "isEnabled", "public"};
     size_t flens[] = {5, k.entity_len, 2, 9, 6};
     const char *has[] = {"HEXISTS", k.skills, q->by};

@@ -22,6 +22,9 @@ typedef struct entry {
     uint32_t slot[READCACHE_MAX_KEYS], count[READCACHE_MAX_KEYS];
     size_t size, read_len;
     redisReply *reply; /* inside this allocation */
+    char *rendered;    /* NULL, or the one rendering kept beside it (its own allocation) */
+    size_t rendered_len;
+    int64_t rendered_until;
     char read[];
 } entry;
 
@@ -30,6 +33,7 @@ struct readcache {
     size_t nslots, max_bytes;
     size_t hand; /* where the next eviction looks */
     uint64_t gen, clock;
+    entry *last; /* the entry the last readcache_get() hit, while it lives */
     bool enabled;
     uint32_t *counts; /* KEY_SLOTS */
     readcache_stats stats;
@@ -74,9 +78,13 @@ readcache *readcache_new(size_t max_bytes)
 
 static void drop(readcache *rc, entry **slot)
 {
-    rc->stats.bytes -= (*slot)->size;
+    entry *e = *slot;
+    if (rc->last == e)
+        rc->last = NULL;
+    rc->stats.bytes -= e->size + e->rendered_len;
     rc->stats.entries--;
-    free(*slot);
+    free(e->rendered);
+    free(e);
     *slot = NULL;
 }
 
@@ -156,7 +164,43 @@ const redisReply *readcache_get(readcache *rc, const char *read, size_t len)
     }
     rc->stats.hits++;
     e->used = ++rc->clock;
+    rc->last = e;
     return e->reply;
+}
+
+/* The entry whose answer `reply` is, when it is the one the last lookup handed out. A reply
+ * from Redis never matches: the last entry's memory is its own while it lives, and `last` is
+ * cleared when it goes. */
+static entry *handed_out(readcache *rc, const redisReply *reply)
+{
+    return rc && rc->last && rc->last->reply == reply ? rc->last : NULL;
+}
+
+const char *readcache_rendered(readcache *rc, const redisReply *reply, int64_t now_ms, size_t *len)
+{
+    entry *e = handed_out(rc, reply);
+    if (!e || !e->rendered || now_ms >= e->rendered_until)
+        return NULL;
+    rc->stats.rendered_hits++;
+    *len = e->rendered_len;
+    return e->rendered;
+}
+
+void readcache_keep_rendered(readcache *rc, const redisReply *reply, int64_t until_ms,
+                             const char *body, size_t len)
+{
+    entry *e = handed_out(rc, reply);
+    if (!e || len > READCACHE_MAX_ENTRY || rc->stats.bytes - e->rendered_len + len > rc->max_bytes)
+        return;
+    char *copy = malloc(len ? len : 1);
+    if (!copy)
+        return;
+    memcpy(copy, body, len);
+    rc->stats.bytes = rc->stats.bytes - e->rendered_len + len;
+    free(e->rendered);
+    e->rendered = copy;
+    e->rendered_len = len;
+    e->rendered_until = until_ms;
 }
 
 void readcache_ticket_begin(const readcache *rc, readcache_ticket *t)
@@ -300,6 +344,8 @@ void readcache_put(readcache *rc, const readcache_ticket *t, const char *read, s
     memcpy(e->read, read, len);
     char *at = (char *)e + align8(sizeof(entry) + len);
     e->reply = flat_copy(reply, &at);
+    e->rendered = NULL;
+    e->rendered_len = 0;
     *slot = e;
     rc->stats.bytes += size;
     rc->stats.entries++;
@@ -319,6 +365,8 @@ void readcache_render_metrics(buf *out, void *ctx)
                "entityd_read_cache_total{outcome=\"stale\"} %llu\n",
                (unsigned long long)rs->hits, (unsigned long long)rs->misses,
                (unsigned long long)rs->stale);
+    metrics_counter(out, "entityd_read_cache_rendered_total",
+                    "Hits answered with the rendering kept beside the answer.", rs->rendered_hits);
     metrics_counter(out, "entityd_read_cache_invalidations_total",
                     "Keys Redis (or a write of ours) said changed.", rs->invalidations);
     metrics_gauge(out, "entityd_read_cache_enabled",

@@ -36,6 +36,7 @@ typedef struct readcache_stats {
     uint64_t hits, misses, stale; /* stale: found, but a key changed since */
     uint64_t fills, dropped;      /* dropped: invalidated in flight, too large or over budget */
     uint64_t invalidations, flushes;
+    uint64_t rendered_hits; /* hits whose rendering was kept too (readcache_rendered) */
     size_t bytes, entries;
 } readcache_stats;
 
@@ -55,6 +56,15 @@ const redisReply *readcache_get(readcache *rc, const char *read, size_t len);
 /* A ticket for a read about to be sent, then each key it reads. */
 void readcache_ticket_begin(const readcache *rc, readcache_ticket *t);
 void readcache_ticket_key(const readcache *rc, readcache_ticket *t, const char *key, size_t len);
+
+/* One rendering of a kept answer (an HTTP body made from it), kept beside it and dropped with
+ * it, so that a repeated read neither asks Redis nor renders again. Both calls take the reply
+ * the last readcache_get() handed out, and do nothing for any other (a reply from Redis, say):
+ * call them from the callback the hit went to. A rendering that depends on the time is kept
+ * until `until_ms`; its bytes count against the cache's budget. */
+const char *readcache_rendered(readcache *rc, const redisReply *reply, int64_t now_ms, size_t *len);
+void readcache_keep_rendered(readcache *rc, const redisReply *reply, int64_t until_ms,
+                             const char *body, size_t len);
 
 /* Stores the answer to a read sent with ticket t, unless the ticket is void, one of its keys
  * changed meanwhile, the answer holds an error, or it does not fit. */

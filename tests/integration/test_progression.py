@@ -1622,6 +1622,26 @@ class CacheTest(ProgressionBase):
                         'B refusing the outsider')
         self.assertEqual(check_invariants(self.r), [])
 
+    def test_kept_progress_follows_the_clock(self):
+        """A level met by the current rule but never recorded (its threshold lowered after the
+        awards) is reached until its endsAt, then not: a progress answer kept in the cache
+        turns over at that moment, with nothing written."""
+        eid, c, (s1, _) = self.setup_entity(members=1, skills=2)
+        owner, m = c['owner'], c['member'].address
+        self.assertOk(self.put_level(owner, eid, 'L', [s1], [9], 9), 201)
+        self.award_ok(owner, eid, self.contrib(m, [s1], [3]))
+        ends = int(time.time() * 1000) + int(scaled(1.5) * 1000)
+        self.assertOk(self.put_level(owner, eid, 'L', [s1], [2], 2, ends_at=harness.iso_ms(ends)))
+        rendered = 'entityd_read_cache_rendered_total'
+        before = read_cache_metrics(self.a.port)[rendered]
+        for _ in range(3):
+            lv = self.level_of(self.prog(owner, eid, m), 'L')
+            self.assertEqual((lv['reached'], lv['reachedAt']), (True, None))
+        self.assertGreater(read_cache_metrics(self.a.port)[rendered], before)
+        time.sleep(max(0, ends / 1000 - time.time()) + 0.05)
+        lv = self.level_of(self.prog(owner, eid, m), 'L')
+        self.assertEqual((lv['reached'], lv['reachedAt']), (False, None))
+
 
 class ScriptFlushTest(ProgressionBase):
     """Redis forgets its scripts (SCRIPT FLUSH, as after a failover to a fresh replica): a

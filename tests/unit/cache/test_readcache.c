@@ -221,6 +221,55 @@ static void test_byte_budget_holds(void **state)
     assert_true(readcache_get_stats(g_rc)->entries >= 4);
 }
 
+/* A rendering is kept only beside the answer the last lookup handed out, given back while that
+ * answer stands and its time has not come, dropped with the answer, and counted in the
+ * budget. */
+static void test_rendering_kept_beside_the_answer(void **state)
+{
+    (void)state;
+    g_rc = on_cache(1 << 20);
+    readcache_ticket t;
+    redisReply one = str("one"), two = str("two");
+    ticket(&t, "k1");
+    put(&t, "GET k1", &one);
+    ticket(&t, "k2");
+    put(&t, "GET k2", &two);
+    size_t len = 0;
+    /* a reply the cache did not hand out (as one from Redis) keeps nothing */
+    readcache_keep_rendered(g_rc, &one, INT64_MAX, "body", 4);
+    assert_null(readcache_rendered(g_rc, &one, 0, &len));
+    const redisReply *a = get("GET k1");
+    assert_non_null(a);
+    assert_null(readcache_rendered(g_rc, a, 0, &len));
+    size_t before = readcache_get_stats(g_rc)->bytes;
+    readcache_keep_rendered(g_rc, a, 1000, "rendered one", 12);
+    assert_int_equal(readcache_get_stats(g_rc)->bytes, before + 12);
+    a = get("GET k1");
+    const char *body = readcache_rendered(g_rc, a, 999, &len);
+    assert_non_null(body);
+    assert_memory_equal(body, "rendered one", 12);
+    assert_int_equal(len, 12);
+    assert_null(readcache_rendered(g_rc, a, 1000, &len)); /* its time has come */
+    /* once another answer was handed out, the first one's reply names nothing */
+    const redisReply *b = get("GET k2");
+    assert_non_null(b);
+    assert_null(readcache_rendered(g_rc, a, 0, &len));
+    readcache_keep_rendered(g_rc, a, INT64_MAX, "wrong", 5);
+    assert_null(readcache_rendered(g_rc, b, 0, &len));
+    /* a changed key drops the answer and its rendering, bytes and all */
+    a = get("GET k1");
+    readcache_keep_rendered(g_rc, a, INT64_MAX, "again", 5);
+    before = readcache_get_stats(g_rc)->bytes;
+    readcache_invalidate(g_rc, "k1", 2);
+    assert_null(get("GET k1"));
+    assert_true(readcache_get_stats(g_rc)->bytes < before - 5);
+    ticket(&t, "k1");
+    put(&t, "GET k1", &one);
+    a = get("GET k1");
+    assert_null(readcache_rendered(g_rc, a, 0, &len));
+    assert_int_equal(readcache_get_stats(g_rc)->rendered_hits, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -230,6 +279,7 @@ int main(void)
         cmocka_unit_test_teardown(test_off_or_flushed_keeps_nothing_and_voids_tickets, teardown),
         cmocka_unit_test_teardown(test_errors_and_oversized_answers_not_kept, teardown),
         cmocka_unit_test_teardown(test_byte_budget_holds, teardown),
+        cmocka_unit_test_teardown(test_rendering_kept_beside_the_answer, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
