@@ -30,6 +30,9 @@ typedef struct config {
     int64_t redis_max_pending;
     int64_t log_buffer_bytes;
     int64_t events_max;
+    int64_t rate_writes_per_minute; /* 0: no write budget */
+    int64_t entity_create_per_day;  /* 0: no creation quota */
+    char *cors_origins;             /* "": no CORS headers at all */
     bool dev;
 } config;
 

@@ -83,7 +83,14 @@
  *                                     takes it over with a compare-and-set on the stored value.
  *
  * Sign-in:
- *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT) */
+ *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT)
+ *
+ * Per-address limits (CONTRACT section 7), one key per caller in its own slot, touched by
+ * rate_limit.lua alone (never in a transaction with another key):
+ *   limit:{<address>}         hash    "w" -> the write budget's theoretical arrival time, "c" ->
+ *                                     the creation quota's (GCRA; microseconds since the epoch,
+ *                                     Redis's clock); PEXPIRE when the fuller of the two has
+ *                                     refilled, so an idle address holds no key */
 #ifndef ENTITYD_KEYS_H
 #define ENTITYD_KEYS_H
 
@@ -105,6 +112,10 @@ typedef struct entity_keys {
 
 /* Writes the revocation key of a signature's r||s id; returns its length. */
 size_t keys_revoked(char out[KEYS_REVOKED_SIZE], const char *revocation_id);
+/* "limit:{" + a lowercase address (42) + "}" + NUL */
+#define KEYS_LIMIT_SIZE (7 + 42 + 1 + 1)
+/* The per-address limit key of a lowercase "0x…" address; returns its length. */
+size_t keys_limit(char out[KEYS_LIMIT_SIZE], const char *address);
 /* Fills every key of the entity `id` (a validated "c-<uuid>"). */
 void keys_entity(entity_keys *k, const char *id);
 /* An award's idempotency key: "ent:{<entity id>}:idem:" + a validated key ([A-Za-z0-9_-]{1,64});

@@ -73,7 +73,13 @@ SERVICE_ENV_KEYS = (
     'MAX_CONNECTIONS', 'HEADER_TIMEOUT_MS', 'IDLE_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS',
     'SIG_CACHE_SIZE', 'DEV', 'WRITE_TIMEOUT_MS', 'WRITE_BUFFER_BYTES', 'REDIS_MAX_PENDING',
     'LOG_BUFFER_BYTES', 'PAGE_CACHE_SIZE', 'READ_CACHE_MB', 'EVENTS_MAX',
+    'RATE_WRITES_PER_MINUTE', 'ENTITY_CREATE_PER_DAY', 'CORS_ORIGINS',
 )
+
+# The suites write far more from one address than a wallet may (120 writes a minute, 20
+# creations a day by default): the per-address limits are off unless a test turns them on
+# (test_limits.py does, with the defaults).
+LIMITS_OFF = {'RATE_WRITES_PER_MINUTE': '0', 'ENTITY_CREATE_PER_DAY': '0'}
 
 SANITIZER_MARKERS = ('ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:',
                      'ERROR: ThreadSanitizer', 'ERROR: UndefinedBehaviorSanitizer')
@@ -425,6 +431,7 @@ class Entityd:
             e['AUTH_SECRET'] = self.secret
         if self.redis is not None:
             e['REDIS_URL'] = self.redis.url
+        e.update(LIMITS_OFF)
         e.update({k: str(v) for k, v in self.extra_env.items()})
         return e
 
