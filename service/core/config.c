@@ -65,7 +65,7 @@ static const opt opts[] = {
      "log lines held while stdout is slow; lines beyond are dropped and counted"},
     {"EVENTS_MAX", OPT_INT, OFF(events_max), "100000", 100, 100000000,
      "events kept per entity (older ones are trimmed, approximately)"},
-    {"RATE_WRITES_PER_MINUTE", OPT_INT, OFF(rate_writes_per_minute), "120", 0, 1000000,
+    {"RATE_WRITES_PER_MINUTE", OPT_INT, OFF(rate_writes_per_minute), "120", 0, 1000000000,
      "signed writes per address per minute, shared by all instances (0 turns it off)"},
     {"ENTITY_CREATE_PER_DAY", OPT_INT, OFF(entity_create_per_day), "20", 0, 1000000,
      "entities one address may create per day, shared by all instances (0 turns it off)"},
