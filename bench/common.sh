@@ -190,7 +190,8 @@ bench_entityd() {
   # Host and port as flags: valgrind's vgdb names its files after $HOST.
   # shellcheck disable=SC2086  # the prefix is words
   bench_start "$name" env REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
-    LOG_LEVEL="$BENCH_LOG_LEVEL" RATE_WRITES_PER_MINUTE=0 ENTITY_CREATE_PER_DAY=0 "$@" \
+    LOG_LEVEL="$BENCH_LOG_LEVEL" RATE_WRITES_PER_MINUTE=0 ENTITY_CREATE_PER_DAY=0 \
+    CONTRIBUTIONS_PER_MEMBER_PER_MINUTE=0 "$@" \
     ${BENCH_ENTITYD_PREFIX:-} "$BIN/service/entityd" --dev --host 127.0.0.1 --port "$E_PORT"
   E_PID=$LAST_PID
   wait_http "$name" "$E_PID" "http://127.0.0.1:$E_PORT/readyz" "${BENCH_READY_SECONDS:-15}"

@@ -317,6 +317,9 @@ void contributions_post(request *req)
     char now_ms[24];
     entity_event_args ev;
     stamp(req, now_ms, &ev);
+    char per_minute[24];
+    snprintf(per_minute, sizeof per_minute, "%lld",
+             (long long)req->app->cfg.contributions_per_member_per_minute);
     const char *argv[] = {
         k.entity,        k.owners,
         k.admins,        k.members,
@@ -325,7 +328,8 @@ void contributions_post(request *req)
         req->caller,     auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
         now_ms,          ev.at,
         ev.max,          digest,
-        key ? "1" : "0", buf_cstr(&items)};
+        key ? "1" : "0", buf_cstr(&items),
+        per_minute};
     size_t argc = sizeof argv / sizeof argv[0], lens[sizeof argv / sizeof argv[0]];
     for (size_t i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
@@ -393,6 +397,9 @@ void contribution_revoke(request *req)
     char now_ms[24];
     entity_event_args ev;
     stamp(req, now_ms, &ev);
+    char per_minute[24];
+    snprintf(per_minute, sizeof per_minute, "%lld",
+             (long long)req->app->cfg.contributions_per_member_per_minute);
     const char *argv[] = {
         k.entity,   k.owners,    k.admins,
         k.contribs, req->caller, auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",

@@ -743,6 +743,8 @@ void entity_force_add(request *req)
         return;
     }
     hex_encode(rnd, sizeof rnd, version);
+    char limit[24];
+    snprintf(limit, sizeof limit, "%lld", (long long)req->app->cfg.max_members_per_entity);
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
@@ -754,7 +756,8 @@ void entity_force_add(request *req)
                           added_at,
                           version,
                           ev.max,
-                          ev.at};
+                          ev.at,
+                          limit};
     entity_script(req, LUA_FORCE_ADD, on_force_add, 5, head, sizeof head / sizeof head[0], a.list,
                   a.n);
 }

@@ -43,6 +43,10 @@
  *   ent:{c-…}:idem:<key>      string  "<request digest, 40 hex>\n<answer JSON>", EX 86400
  *   ent:{c-…}:events          stream  fields type, at (ISO ms), actor (address or ""), data (a
  *                                     JSON object as text); MAXLEN ~ EVENTS_MAX
+ *   ent:{c-…}:awards:<address>
+ *                             string  contributions the member received in the current minute
+ *                                     (CONTRIBUTIONS_PER_MEMBER_PER_MINUTE), PEXPIRE 60 s from
+ *                                     the first; written by contrib_award.lua
  *
  * Member progression (CONTRACT §5), written by contrib_award.lua and contrib_revoke.lua; the
  * per-member and per-skill keys are built inside the scripts from the entity key (KEYS[1]),

@@ -3,7 +3,9 @@
 -- (the entity key when the request has none)
 -- ARGV: caller, platform, now (ms), now (ISO), events_max, request digest ('' without a key),
 --       idempotency key used ('1'/'0'), contributions (JSON array of {id, member, skills:
---       [{skillId, score}], xp, title, url (null when absent)}, validated by the service)
+--       [{skillId, score}], xp, title, url (null when absent)}, validated by the service),
+--       the most contributions one member may receive per minute ('0': no limit; past it
+--       'RATE <seconds> <message>', nothing written)
 -- Every check runs before the first write. Errors: 'INVALID <i> <field> <message>' (i the
 -- contribution's index; the service names the field in the request's form), CONFLICT (the key
 -- was used for another request). Returns {'OK', Contribution JSONs as a JSON array} or
@@ -31,6 +33,20 @@ for i, c in ipairs(list) do
     if redis.call('HEXISTS', KEYS[5], s.skillId) == 0 then
       return fail('INVALID', (i - 1) .. ' skills[' .. (j - 1) ..
         '].skillId is not a skill of this entity.')
+    end
+  end
+end
+-- Awards per member and minute: a counter per member that expires a minute after the first
+-- award it counts (a fixed window), in the entity's slot.
+local per_minute, counts = tonumber(ARGV[9] or '0') or 0, {}
+if per_minute > 0 then
+  for _, c in ipairs(list) do counts[c.member] = (counts[c.member] or 0) + 1 end
+  for m, n in pairs(counts) do
+    local used = tonumber(redis.call('GET', E .. ':awards:' .. m) or '0')
+    if used + n > per_minute then
+      local ttl = redis.call('PTTL', E .. ':awards:' .. m)
+      return fail('RATE', math.max(1, math.ceil(ttl / 1000)) .. ' ' .. m ..
+        ' may receive at most ' .. per_minute .. ' contributions per minute.')
     end
   end
 end
@@ -92,6 +108,11 @@ for _, m in ipairs(order) do
       end
     end
   end
+end
+for m, n in pairs(counts) do
+  local rk = E .. ':awards:' .. m
+  redis.call('INCRBY', rk, n)
+  if redis.call('PTTL', rk) < 0 then redis.call('PEXPIRE', rk, 60000) end
 end
 local answer = '[' .. table.concat(out, ',') .. ']'
 if ARGV[7] == '1' then
