@@ -36,12 +36,13 @@ bool respond_store_failed(request *req, int status, redisReply *reply)
     else if (starts(reply->str, "CONFLICT", &rest))
         request_fail(req, 409, "conflict", rest, NULL);
     else if (starts(reply->str, "FULL", &rest)) {
-        /* "FULL <field> <message>": a size limit of the entity (MAX_*_PER_ENTITY). */
+        /* "FULL <field or -> <message>": a size limit of the entity (MAX_*_PER_ENTITY). */
         char field[96];
         const char *sp = strchr(rest, ' ');
         size_t flen = sp ? (size_t)(sp - rest) : strlen(rest);
         snprintf(field, sizeof field, "%.*s", (int)flen, rest);
-        request_fail(req, 409, "conflict", sp ? sp + 1 : "The entity is full.", field);
+        request_fail(req, 409, "conflict", sp ? sp + 1 : "The entity is full.",
+                     strcmp(field, "-") ? field : NULL);
     } else if (starts(reply->str, "RATE", &rest)) {
         /* "RATE <seconds> <message>": a rate the entity's data sets (contributions). */
         char *end;

@@ -258,6 +258,88 @@ class CreationQuotaTest(LimitsBase):
         self.assertLimited(self.create(svc, a))
 
 
+class EntitySizeTest(LimitsBase):
+    """MAX_*_PER_ENTITY and CONTRIBUTIONS_PER_MEMBER_PER_MINUTE: checked inside each write
+    script, all or nothing, with a clear error."""
+
+    def test_sizes(self):
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'MAX_MEMBERS_PER_ENTITY': '3',
+                                         'MAX_ADMINS_PER_ENTITY': '2',
+                                         'MAX_SKILLS_PER_ENTITY': '3',
+                                         'MAX_LEVELS_PER_ENTITY': '2'})
+        owner = self.pool.pop()
+        others = [w.address for w in harness.Wallet.random(4)]
+        eid = self.assertOk(self.create(svc, owner), 201)['data']['id']
+        q = self.auth(svc, owner)
+
+        def force_add(addrs):
+            return self.req(svc, 'POST', '/api/entities/%s/force-add?%s' % (eid, q),
+                            {'addresses': addrs, 'Chain': 'eth'})
+        self.assertOk(force_add(others[:2]), 200)
+        self.assertEnvelope(force_add(others[1:4]), 409, 'conflict', 'addresses',
+                            message_contains='at most 3 members')
+        self.assertEqual(int(r.cli('HLEN', 'ent:{%s}:members' % eid)), 2)
+        # Members already present do not count again; filling up to the most works.
+        self.assertOk(force_add(others[:3]), 200)
+        self.assertEnvelope(force_add(others[3:4]), 409, 'conflict', 'addresses')
+
+        def admins(addrs):
+            return self.req(svc, 'POST', '/api/entities/%s/admins?%s' % (eid, q),
+                            {'addresses': addrs})
+        self.assertEnvelope(admins(others[:3]), 409, 'conflict', 'addresses',
+                            message_contains='at most 2 admins')
+        self.assertEqual(int(r.cli('SCARD', 'ent:{%s}:admins' % eid)), 0)
+        self.assertOk(admins(others[:2]), 200)
+
+        body = {'names': ['a', 'b', 'c', 'd'], 'descriptions': ['', '', '', ''], 'entityID': eid}
+        self.assertEnvelope(self.req(svc, 'POST', '/api/skills/multiple?' + q, body), 409,
+                            'conflict', message_contains='at most 3 skills')
+        self.assertEqual(int(r.cli('HLEN', 'ent:{%s}:skills' % eid)), 0)
+        for _ in range(3):
+            self.assertOk(self.add_skill(svc, owner, eid), 201)
+        self.assertEnvelope(self.add_skill(svc, owner, eid), 409, 'conflict')
+
+        def level(lv):
+            return self.req(svc, 'POST', '/api/entities/%s/levels/%s/update?%s' % (eid, lv, q),
+                            {'name': 'L', 'skillIds': [], 'scores': [], 'XP': 1})
+        self.assertOk(level('one'), 201)
+        self.assertOk(level('two'), 201)
+        self.assertEnvelope(level('three'), 409, 'conflict', 'lvID',
+                            message_contains='at most 2 levels')
+        self.assertOk(level('two'), 200)  # replacing a level is not adding one
+        self.assertEqual(int(r.cli('HLEN', 'ent:{%s}:levels' % eid)), 2)
+
+    def test_contributions_per_member_per_minute(self):
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'CONTRIBUTIONS_PER_MEMBER_PER_MINUTE': '5'})
+        owner = self.pool.pop()
+        m1, m2 = [w.address for w in harness.Wallet.random(2)]
+        eid = self.assertOk(self.create(svc, owner), 201)['data']['id']
+        q = self.auth(svc, owner)
+        self.assertOk(self.req(svc, 'POST', '/api/entities/%s/force-add?%s' % (eid, q),
+                               {'addresses': [m1, m2], 'Chain': 'eth'}), 200)
+
+        def award(items):
+            return self.req(svc, 'POST', '/api/entities/%s/contributions?%s' % (eid, q),
+                            {'contributions': [{'member': m, 'xp': 1, 'title': 't'}
+                                               for m in items]})
+        self.assertOk(award([m1, m1, m1, m2]), 201)
+        # A batch that would pass the most for one member is refused whole.
+        limited = award([m2, m1, m1, m1])
+        retry = self.assertLimited(limited)
+        self.assertLessEqual(retry, 60)
+        self.assertIn(m1, limited[2]['error']['message'])
+        self.assertEqual(r.cli('HGET', 'ent:{%s}:prog:%s' % (eid, m2), 'xp'), b'1')
+        self.assertOk(award([m1, m1]), 201)
+        self.assertLimited(award([m1]))
+        self.assertOk(award([m2, m2, m2, m2]), 201)
+        self.assertEqual(r.cli('HGET', 'ent:{%s}:prog:%s' % (eid, m1), 'xp'), b'5')
+        ttl = int(r.cli('PTTL', 'ent:{%s}:awards:%s' % (eid, m1)))
+        self.assertGreater(ttl, 0)
+        self.assertLessEqual(ttl, 60000)
+
+
 class TraceContextTest(LimitsBase):
     VALID = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
 

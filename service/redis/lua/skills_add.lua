@@ -12,7 +12,7 @@ local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
 if redis.call('HLEN', KEYS[4]) + (#ARGV - 6) / 3 > tonumber(ARGV[6]) then
-  return fail('FULL', 'name This entity may hold at most ' .. ARGV[6] .. ' skills.')
+  return fail('FULL', '- This entity may hold at most ' .. ARGV[6] .. ' skills.')
 end
 local seen = {}
 for i = 7, #ARGV, 3 do
