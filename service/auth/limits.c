@@ -40,14 +40,14 @@ bool limits_apply(const request *req, int kind, const char *caller)
 
 /* Sends rate_limit.lua for one unit; mode "take" or "give". */
 static void send_charge(request *req, int kind, const char *caller, const char *mode, store_cb cb,
-                 void *data)
+                        void *data)
 {
     /* Microseconds per unit: the window spread evenly over its units. */
     double window_us = kind == LIMITS_WRITES ? 60e6 : 86400e6;
     char key[KEYS_LIMIT_SIZE], interval[32], burst[24];
     size_t klen = keys_limit(key, caller);
-    int ilen = snprintf(interval, sizeof interval, "%.0f",
-                        window_us / (double)per_window(req, kind));
+    int ilen =
+        snprintf(interval, sizeof interval, "%.0f", window_us / (double)per_window(req, kind));
     int blen = snprintf(burst, sizeof burst, "%lld", (long long)per_window(req, kind));
     const char *argv[] = {key, field_of[kind], interval, burst, mode};
     size_t lens[] = {klen, 1, (size_t)ilen, (size_t)blen, strlen(mode)};
