@@ -91,10 +91,10 @@
  *
  * Per-address limits (CONTRACT section 7), one key per caller in its own slot, touched by
  * rate_limit.lua alone (never in a transaction with another key):
- *   limit:{<address>}         hash    "w" -> the write budget's theoretical arrival time, "c" ->
- *                                     the creation quota's (GCRA; microseconds since the epoch,
- *                                     Redis's clock); PEXPIRE when the fuller of the two has
- *                                     refilled, so an idle address holds no key */
+ *   limit:{<address>}         string  "<writes>:<creations>": each limit's theoretical arrival
+ *                                     time (GCRA; microseconds since the epoch, Redis's clock;
+ *                                     0 unused); PX until the fuller of the two has refilled,
+ *                                     so an idle address holds no key */
 #ifndef ENTITYD_KEYS_H
 #define ENTITYD_KEYS_H
 
