@@ -372,7 +372,7 @@ void entity_post(request *req)
         memcpy(st->id, st->in.id, IDS_SIZE);
     }
     json_object_set_new(st->in.fields, "modifiedAt", json_string(now));
-    if (st->creating && limits_apply(req, LIMITS_CREATIONS, req->caller)) {
+    if (st->creating && limits_apply(req, LIMITS_CREATIONS, is_platform(req))) {
         /* Its own round trip: creations are rare, and the quota key is in another slot than
          * the entity's (never one script with it). */
         limits_take(req, LIMITS_CREATIONS, req->caller, on_creation_quota, st);

@@ -341,14 +341,7 @@ static void after_budget(auth_ctx *ac)
     ac->next(req);
 }
 
-static void on_late_budget(request *req, void *data, int status, long long wait_ms)
-{
-    (void)req;
-    auth_ctx *ac = data;
-    ac->budget_status = status;
-    ac->budget_wait_ms = wait_ms;
-    after_budget(ac);
-}
+static void on_budget(request *req, void *data, int status, long long wait_ms);
 
 /* Both halves are in: decide. */
 static void finish(auth_ctx *ac)
@@ -419,11 +412,12 @@ static void finish(auth_ctx *ac)
         /* Charged for the address the cache named, but another was matched: not this caller's. */
         give_back(ac);
     }
-    if (ac->budget && !ac->budget_sent && limits_apply(req, LIMITS_WRITES, req->caller)) {
+    if (ac->budget && !ac->budget_sent &&
+        limits_apply(req, LIMITS_WRITES, auth_is_platform_admin(au, req->caller))) {
         /* The caller became known only now (a recovery): one more round trip for the budget. */
         ac->budget_sent = true;
         memcpy(ac->budget_caller, req->caller, sizeof ac->budget_caller);
-        limits_take(req, LIMITS_WRITES, req->caller, on_late_budget, ac);
+        limits_take(req, LIMITS_WRITES, req->caller, on_budget, ac);
         return;
     }
     after_budget(ac);
@@ -435,13 +429,18 @@ static void half_done(auth_ctx *ac)
         finish(ac);
 }
 
-static void on_early_budget(request *req, void *data, int status, long long wait_ms)
+/* The budget's answer: sent early, it is one of the halves finish() waits for; sent late (by
+ * finish, once nothing else was pending), the request goes on from here. */
+static void on_budget(request *req, void *data, int status, long long wait_ms)
 {
     (void)req;
     auth_ctx *ac = data;
     ac->budget_status = status;
     ac->budget_wait_ms = wait_ms;
-    half_done(ac);
+    if (ac->pending > 0)
+        half_done(ac);
+    else
+        after_budget(ac);
 }
 
 static void on_revocation(void *data, int status, redisReply *reply)
@@ -582,7 +581,8 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     bool early_budget = false;
     if (ac->budget && ac->cached && ac->have_addr) {
         address_format_lower(ac->rec[cached_at], ac->budget_caller);
-        early_budget = limits_apply(req, LIMITS_WRITES, ac->budget_caller);
+        early_budget =
+            limits_apply(req, LIMITS_WRITES, auth_is_platform_admin(au, ac->budget_caller));
         if (!early_budget)
             ac->budget = false; /* exempt, or no budget configured */
     }
@@ -604,7 +604,7 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     }
     if (early_budget) {
         ac->budget_sent = true;
-        limits_take(req, LIMITS_WRITES, ac->budget_caller, on_early_budget, ac);
+        limits_take(req, LIMITS_WRITES, ac->budget_caller, on_budget, ac);
     }
     if (ac->deferred) {
         if (ac->pending == 0)

@@ -17,8 +17,8 @@ enum limits_kind {
  * taken, else the milliseconds until one is free (nothing was taken). */
 typedef void (*limits_done)(request *req, void *data, int status, long long wait_ms);
 
-/* The limit is configured on and the lowercase caller is not a platform admin. */
-bool limits_apply(const request *req, int kind, const char *caller);
+/* The limit is configured on and applies to the caller (platform admins are exempt). */
+bool limits_apply(const request *req, int kind, bool platform_admin);
 /* Takes one unit of the caller's limit with one script on the caller's own key (its own
  * slot); done runs exactly once, maybe before this returns (store not ready, or shed). */
 void limits_take(request *req, int kind, const char *caller, limits_done done, void *data);
