@@ -76,21 +76,30 @@ class WriteBudgetTest(LimitsBase):
         r = self.redis()
         svc = self.entityd(redis=r, env=DEFAULTS)
         a, b = self.pool.pop(), self.pool.pop()
+        started = time.monotonic()
         eid = self.assertOk(self.create(svc, a), 201)['data']['id']  # write 1
+        admitted, limited = 1, None
         c = harness.Client(svc.port, timeout=scaled(10))
         try:
-            for i in range(119):  # writes 2..120
-                status, _, body = self.add_skill(svc, a, eid, client=c)
-                self.assertEqual(status, 201, (i, body))
-            before = self.skill_count(r, eid)
-            keys_before = sorted(r.cli('KEYS', '*'))
-            limited = self.add_skill(svc, a, eid, client=c)  # write 121
+            for _ in range(200):
+                resp = self.add_skill(svc, a, eid, client=c)
+                if resp[0] != 201:
+                    limited = resp
+                    break
+                admitted += 1
         finally:
             c.close()
+        elapsed = time.monotonic() - started
         retry = self.assertLimited(limited)
         self.assertLessEqual(retry, 60)
-        self.assertEqual(self.skill_count(r, eid), before)
-        self.assertEqual(sorted(r.cli('KEYS', '*')), keys_before)
+        # 120 at once, and a token bucket refills one every 0.5 s while they are sent: the
+        # 121st write is refused unless the run took long enough for one to come back.
+        self.assertGreaterEqual(admitted, 120)
+        self.assertLessEqual(admitted, 120 + int(elapsed / 0.5), elapsed)
+        # The refused one changed nothing: every skill and event is an admitted write's.
+        before = self.skill_count(r, eid)
+        self.assertEqual(before, admitted - 1)
+        self.assertEqual(int(r.cli('XLEN', 'ent:{%s}:events' % eid)), admitted - 1)
         # A force-add and an entity update are writes too, refused the same way.
         self.assertLimited(self.req(svc, 'POST', '/api/entities/%s/force-add?%s' %
                                     (eid, self.auth(svc, a)),
@@ -114,16 +123,17 @@ class WriteBudgetTest(LimitsBase):
 
     def test_two_instances_share_the_budget(self):
         r = self.redis()
-        env = {'RATE_WRITES_PER_MINUTE': '20', 'ENTITY_CREATE_PER_DAY': '20'}
+        # 6 a minute: one comes back every 10 s, far longer than this test's writes take.
+        env = {'RATE_WRITES_PER_MINUTE': '6', 'ENTITY_CREATE_PER_DAY': '20'}
         s1 = self.entityd(redis=r, env=env)
         s2 = self.entityd(redis=r, env=env)
         a, b = self.pool.pop(), self.pool.pop()
         eid = self.assertOk(self.create(s1, a), 201)['data']['id']
-        for i in range(19):
+        for i in range(5):
             self.assertOk(self.add_skill(s1 if i % 2 else s2, a, eid), 201)
         self.assertLimited(self.add_skill(s1, a, eid))
         self.assertLimited(self.add_skill(s2, a, eid))
-        self.assertEqual(self.skill_count(r, eid), 19)
+        self.assertEqual(self.skill_count(r, eid), 5)
         self.assertOk(self.create(s2, b), 201)
 
     def test_platform_admin_is_never_limited(self):
