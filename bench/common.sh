@@ -179,6 +179,9 @@ bench_redis() {
   return 1
 }
 
+# The rate limits are off (one bench wallet writes far more than 120 a minute) unless
+# VAR=VALUE turns them on, as scripts/bench's (g) does; (e) grows one entity past the default
+# MAX_MEMBERS_PER_ENTITY, so that is raised too.
 # bench_entityd NAME [VAR=VALUE...]: entityd --dev on a free loopback port with the given
 # environment; sets E_PORT and E_PID. BENCH_ENTITYD_PREFIX (e.g. "valgrind --tool=callgrind")
 # runs it under a tool; BENCH_READY_SECONDS bounds the wait for /readyz.
@@ -188,7 +191,8 @@ bench_entityd() {
   # Host and port as flags: valgrind's vgdb names its files after $HOST.
   # shellcheck disable=SC2086  # the prefix is words
   bench_start "$name" env REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
-    LOG_LEVEL="$BENCH_LOG_LEVEL" "$@" \
+    LOG_LEVEL="$BENCH_LOG_LEVEL" RATE_WRITES_PER_MINUTE=0 ENTITY_CREATE_PER_DAY=0 \
+    CONTRIBUTIONS_PER_MEMBER_PER_MINUTE=0 MAX_MEMBERS_PER_ENTITY=1000000000 "$@" \
     ${BENCH_ENTITYD_PREFIX:-} "$BIN/service/entityd" --dev --host 127.0.0.1 --port "$E_PORT"
   E_PID=$LAST_PID
   wait_http "$name" "$E_PID" "http://127.0.0.1:$E_PORT/readyz" "${BENCH_READY_SECONDS:-15}"

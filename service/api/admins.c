@@ -29,21 +29,26 @@ static void on_admins(void *data, int status, redisReply *r)
 }
 
 /* Runs an admin script: keys entity, owners, admins; args caller, platform, then for the
- * writes EVENTS_MAX and the time, then addresses... */
+ * writes EVENTS_MAX and the time, for an add MAX_ADMINS_PER_ENTITY, then addresses... */
 static void run(request *req, const char *id, int script, const char (*addrs)[43], size_t n)
 {
     entity_keys k;
     keys_entity(&k, id);
     entity_event_args ev;
     entity_event_args_fill(req, isotime_now_ms(), &ev);
+    char limit[24];
+    snprintf(limit, sizeof limit, "%lld", (long long)req->app->cfg.max_admins_per_entity);
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
                           req->caller,
                           auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
                           ev.max,
-                          ev.at};
-    entity_script(req, script, on_admins, 3, head, script == LUA_ADMINS_LIST ? 5 : 7, addrs, n);
+                          ev.at,
+                          limit};
+    /* A list reads no event arguments; only an add takes the most admins. */
+    size_t nhead = script == LUA_ADMINS_LIST ? 5 : script == LUA_ADMINS_ADD ? 8 : 7;
+    entity_script(req, script, on_admins, 3, head, nhead, addrs, n);
 }
 
 void admins_get(request *req)

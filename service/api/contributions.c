@@ -395,11 +395,15 @@ void contributions_post(request *req)
                           k.skill_order,
                           k.level_order,
                           xp_board};
+    char per_minute[24];
+    snprintf(per_minute, sizeof per_minute, "%lld",
+             (long long)req->app->cfg.contributions_per_member_per_minute);
     const char *args[] = {
         req->caller,     auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
         now_ms,          ev.at,
         ev.max,          digest,
-        key ? "1" : "0", buf_cstr(&aa->items)};
+        key ? "1" : "0", buf_cstr(&aa->items),
+        per_minute};
     size_t nhead = sizeof head / sizeof head[0], nargs = sizeof args / sizeof args[0];
     size_t nkeys = nhead + aa->nkeys, argc = nkeys + nargs + 2 * aa->n;
     const char **argv = malloc(argc * sizeof *argv);

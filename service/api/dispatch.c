@@ -8,6 +8,7 @@
 #include "core/app.h"
 #include "core/metrics.h"
 #include "auth/auth.h"
+#include "http/cors.h"
 #include "http/query.h"
 #include "api/router.h"
 
@@ -17,6 +18,8 @@ static void run_handler(request *req)
 }
 
 #define MAX_LABEL 160
+/* How long a browser may keep a preflight's answer. */
+#define CORS_MAX_AGE_SECONDS 600
 
 void dispatch_init(void)
 {
@@ -29,6 +32,27 @@ void dispatch_init(void)
         labels[i] = text[i];
     }
     metrics_set_routes(labels, n);
+    cors_register_metrics();
+}
+
+/* A CORS preflight (or any OPTIONS) on a known path, when CORS_ORIGINS is set: 204 with what
+ * the path allows. The grant itself, Access-Control-Allow-Origin, is added to the answer for a
+ * listed origin only (http/cors.c), so an unlisted one gets no CORS headers. */
+static void answer_preflight(request *req, const char *allow)
+{
+    char extra[320];
+    bool allowed = cors_origin_allowed(req);
+    if (req->preflight)
+        cors_count_preflight(allowed);
+    if (allowed)
+        snprintf(extra, sizeof extra,
+                 "Allow: %s\r\nAccess-Control-Allow-Methods: %s\r\n"
+                 "Access-Control-Allow-Headers: Content-Type, X-Request-Id, traceparent\r\n"
+                 "Access-Control-Max-Age: %d\r\n",
+                 allow, allow, CORS_MAX_AGE_SECONDS);
+    else
+        snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
+    request_reply_empty(req, extra);
 }
 
 void dispatch_request(request *req)
@@ -78,7 +102,10 @@ void dispatch_request(request *req)
         request_fail(req, 404, "not_found", "No such route.", NULL);
         return;
     case ROUTER_METHOD_NOT_ALLOWED:
-        request_fail_allow(req, allow);
+        if (req->method == HTTP_OPTIONS && cors_enabled(req))
+            answer_preflight(req, allow);
+        else
+            request_fail_allow(req, allow);
         return;
     }
     req->route = r;
@@ -92,5 +119,8 @@ void dispatch_request(request *req)
     if (r->auth == AUTH_NONE)
         run_handler(req);
     else
-        auth_authenticate(req, r->auth, (r->flags & ROUTE_READ_WITH_REVOCATION) != 0, run_handler);
+        auth_authenticate(req, r->auth,
+                          ((r->flags & ROUTE_READ_WITH_REVOCATION) ? AUTH_DEFERRED_REVOCATION : 0) |
+                              ((r->flags & ROUTE_WRITE) ? AUTH_WRITE_BUDGET : 0),
+                          run_handler);
 }

@@ -8,6 +8,7 @@
 
 #include "core/app.h"
 #include "auth/auth.h"
+#include "auth/limits.h"
 #include "api/entity.h"
 #include "api/handlers.h"
 #include "crypto/hex.h"
@@ -96,6 +97,7 @@ typedef struct post_state {
     char holder_value[IDS_SIZE + 48]; /* the stale claim as stored, for compare-and-set */
     char guard[70]; /* an alias-setting update: "=" + the alias the entity had before */
     int attempts;
+    bool quota_taken; /* a unit of the creation quota is spent for this create */
 } post_state;
 
 /* The request's reset hook: releases the JSON the post holds. */
@@ -226,6 +228,9 @@ static void claim_alias(request *req);
 
 static void alias_taken(request *req)
 {
+    post_state *st = req->state;
+    if (st->quota_taken) /* nothing was created: the creation is not counted */
+        limits_give(req, LIMITS_CREATIONS, req->caller);
     request_fail(req, 409, "conflict", "That communityURLAlias belongs to another entity.",
                  "communityURLAlias");
 }
@@ -309,6 +314,9 @@ static void claim_alias(request *req)
     store_script(req->app->store, LUA_ALIAS_CLAIM, on_claim, req, 1, 4, argv, lens);
 }
 
+static void on_creation_quota(request *req, void *data, int status, long long wait_ms);
+static void post_write(request *req);
+
 void entity_post(request *req)
 {
     post_state *st = request_state(req, sizeof *st);
@@ -364,12 +372,35 @@ void entity_post(request *req)
         memcpy(st->id, st->in.id, IDS_SIZE);
     }
     json_object_set_new(st->in.fields, "modifiedAt", json_string(now));
+    if (st->creating && limits_apply(req, LIMITS_CREATIONS, is_platform(req))) {
+        /* Its own round trip: creations are rare, and the quota key is in another slot than
+         * the entity's (never one script with it). */
+        limits_take(req, LIMITS_CREATIONS, req->caller, on_creation_quota, st);
+        return;
+    }
+    post_write(req);
+}
+
+static void post_write(request *req)
+{
+    post_state *st = req->state;
     if (!st->creating && st->in.has_alias)
         start_alias_update(req); /* guarded against a concurrent alias change */
     else if (st->in.has_alias && st->in.alias[0])
         claim_alias(req);
     else
         write_entity(req);
+}
+
+static void on_creation_quota(request *req, void *data, int status, long long wait_ms)
+{
+    post_state *st = data;
+    if (status != STORE_OK || wait_ms > 0) {
+        limits_refuse(req, LIMITS_CREATIONS, status, wait_ms);
+        return;
+    }
+    st->quota_taken = true;
+    post_write(req);
 }
 
 static void on_guard(void *data, int status, redisReply *r)
@@ -712,6 +743,8 @@ void entity_force_add(request *req)
         return;
     }
     hex_encode(rnd, sizeof rnd, version);
+    char limit[24];
+    snprintf(limit, sizeof limit, "%lld", (long long)req->app->cfg.max_members_per_entity);
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
@@ -723,7 +756,8 @@ void entity_force_add(request *req)
                           added_at,
                           version,
                           ev.max,
-                          ev.at};
+                          ev.at,
+                          limit};
     entity_script(req, LUA_FORCE_ADD, on_force_add, 5, head, sizeof head / sizeof head[0], a.list,
                   a.n);
 }

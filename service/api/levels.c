@@ -20,7 +20,7 @@
 #define XP_MAX           9007199254740991LL /* 2^53 - 1: exact in a JSON number */
 #define LEVEL_MAX_SKILLS 100
 /* level_upsert.lua's arguments before the skill ids: 7 keys and 12 values. */
-#define LEVEL_HEAD 19
+#define LEVEL_HEAD 20
 
 /* A validated level body as the JSON pieces level_upsert.lua assembles. Empty `description`
  * or `ends_at` means "keep the stored value" (or the default for a new level). */
@@ -204,6 +204,8 @@ void level_update(request *req)
     strcat(now, "\"");
     entity_event_args ev;
     entity_event_args_fill(req, now_ms, &ev);
+    char limit[24];
+    snprintf(limit, sizeof limit, "%lld", (long long)req->app->cfg.max_levels_per_entity);
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
@@ -222,7 +224,8 @@ void level_update(request *req)
                           buf_cstr(&in.scores),
                           buf_cstr(&in.ends_at),
                           now,
-                          ev.max};
+                          ev.max,
+                          limit};
     for (size_t i = 0; i < LEVEL_HEAD; i++)
         argv[i] = head[i];
     for (size_t i = 0; i < n; i++)

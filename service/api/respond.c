@@ -2,6 +2,7 @@
 #include "api/respond.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "redis/store.h"
@@ -34,7 +35,20 @@ bool respond_store_failed(request *req, int status, redisReply *reply)
         request_fail(req, 403, "forbidden", rest, NULL);
     else if (starts(reply->str, "CONFLICT", &rest))
         request_fail(req, 409, "conflict", rest, NULL);
-    else if (starts(reply->str, "INVALID", &rest)) {
+    else if (starts(reply->str, "FULL", &rest)) {
+        /* "FULL <field or -> <message>": a size limit of the entity (MAX_*_PER_ENTITY). */
+        char field[96];
+        const char *sp = strchr(rest, ' ');
+        size_t flen = sp ? (size_t)(sp - rest) : strlen(rest);
+        snprintf(field, sizeof field, "%.*s", (int)flen, rest);
+        request_fail(req, 409, "conflict", sp ? sp + 1 : "The entity is full.",
+                     strcmp(field, "-") ? field : NULL);
+    } else if (starts(reply->str, "RATE", &rest)) {
+        /* "RATE <seconds> <message>": a rate the entity's data sets (contributions). */
+        char *end;
+        long long secs = strtoll(rest, &end, 10);
+        request_fail_retry(req, 429, "rate_limited", *end == ' ' ? end + 1 : "Too many.", secs);
+    } else if (starts(reply->str, "INVALID", &rest)) {
         char field[96];
         const char *sp = strchr(rest, ' ');
         size_t flen = sp ? (size_t)(sp - rest) : strlen(rest);

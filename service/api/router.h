@@ -20,6 +20,9 @@ typedef struct route {
 /* The handler reads through auth_store_exec(), so the revocation check may ride with its read
  * (one round trip) instead of coming first. Only for handlers that change nothing. */
 #define ROUTE_READ_WITH_REVOCATION 1
+/* A signed write: it spends the caller's write budget (RATE_WRITES_PER_MINUTE) before its
+ * handler runs. */
+#define ROUTE_WRITE 2
 
 enum router_result { ROUTER_FOUND = 0, ROUTER_NOT_FOUND, ROUTER_METHOD_NOT_ALLOWED };
 

@@ -1,4 +1,6 @@
-/* routes: the route table, the one place every method, path, handler and auth need is listed. */
+/* routes: the route table, the one place every method, path, handler and auth need is listed.
+ * Every signed write is ROUTE_WRITE except revoking a signature, which must work for a wallet
+ * whose budget a leaked signature has spent. */
 #include <llhttp.h>
 
 #include "api/handlers.h"
@@ -10,15 +12,15 @@ const route router_routes[] = {
     {HTTP_GET, "/metrics", metrics_get, AUTH_NONE, 0},
     {HTTP_GET, "/api/auth/message", auth_message_get, AUTH_NONE, 0},
     {HTTP_POST, "/api/auth/revoke", auth_revoke_post, AUTH_REQUIRED, 0},
-    {HTTP_POST, "/api/entities", entity_post, AUTH_REQUIRED, 0},
+    {HTTP_POST, "/api/entities", entity_post, AUTH_REQUIRED, ROUTE_WRITE},
     {HTTP_GET, "/api/entities/{id}", entity_get, AUTH_OPTIONAL, ROUTE_READ_WITH_REVOCATION},
     {HTTP_GET, "/api/entities/{id}/users", entity_users_get, AUTH_REQUIRED,
      ROUTE_READ_WITH_REVOCATION},
-    {HTTP_POST, "/api/entities/{id}/force-add", entity_force_add, AUTH_REQUIRED, 0},
+    {HTTP_POST, "/api/entities/{id}/force-add", entity_force_add, AUTH_REQUIRED, ROUTE_WRITE},
     {HTTP_GET, "/api/entities/{id}/admins", admins_get, AUTH_REQUIRED, 0},
-    {HTTP_POST, "/api/entities/{id}/admins", admins_post, AUTH_REQUIRED, 0},
-    {HTTP_DELETE, "/api/entities/{id}/admins/{address}", admins_delete, AUTH_REQUIRED, 0},
-    {HTTP_POST, "/api/entities/{id}/levels/{lvID}/update", level_update, AUTH_RECOVER, 0},
+    {HTTP_POST, "/api/entities/{id}/admins", admins_post, AUTH_REQUIRED, ROUTE_WRITE},
+    {HTTP_DELETE, "/api/entities/{id}/admins/{address}", admins_delete, AUTH_REQUIRED, ROUTE_WRITE},
+    {HTTP_POST, "/api/entities/{id}/levels/{lvID}/update", level_update, AUTH_RECOVER, ROUTE_WRITE},
     {HTTP_GET, "/api/entities/{id}/members/{address}/progress", progress_get, AUTH_REQUIRED,
      ROUTE_READ_WITH_REVOCATION},
     {HTTP_GET, "/api/entities/{id}/members/{address}/contributions", contributions_get,
@@ -26,12 +28,12 @@ const route router_routes[] = {
     {HTTP_GET, "/api/entities/{id}/leaderboard", leaderboard_get, AUTH_REQUIRED,
      ROUTE_READ_WITH_REVOCATION},
     {HTTP_GET, "/api/entities/{id}/events", events_get, AUTH_REQUIRED, 0},
-    {HTTP_POST, "/api/entities/{id}/contributions", contributions_post, AUTH_REQUIRED, 0},
+    {HTTP_POST, "/api/entities/{id}/contributions", contributions_post, AUTH_REQUIRED, ROUTE_WRITE},
     {HTTP_POST, "/api/entities/{id}/contributions/{cid}/revoke", contribution_revoke, AUTH_REQUIRED,
-     0},
+     ROUTE_WRITE},
     {HTTP_GET, "/api/skills", skills_get, AUTH_REQUIRED, ROUTE_READ_WITH_REVOCATION},
-    {HTTP_POST, "/api/skills", skills_post, AUTH_REQUIRED, 0},
-    {HTTP_POST, "/api/skills/multiple", skills_post_multiple, AUTH_REQUIRED, 0},
+    {HTTP_POST, "/api/skills", skills_post, AUTH_REQUIRED, ROUTE_WRITE},
+    {HTTP_POST, "/api/skills/multiple", skills_post_multiple, AUTH_REQUIRED, ROUTE_WRITE},
 };
 
 const size_t router_routes_count = sizeof router_routes / sizeof router_routes[0];

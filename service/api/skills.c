@@ -159,7 +159,7 @@ static int read_many(json_t *body, json_t **names, json_t **descs, verr *e)
 
 /* skills_add.lua's arguments before the per-skill triples: 7 keys, caller, platform, time,
  * EVENTS_MAX and the time as ISO. */
-#define SKILLS_HEAD 12
+#define SKILLS_HEAD 13
 
 static void add_skills(request *req, bool many)
 {
@@ -287,6 +287,12 @@ static void add_skills(request *req, bool many)
     keys_entity(&k, entity_id);
     entity_event_args ev;
     entity_event_args_fill(req, now, &ev);
+    char *limit = arena_alloc(&req->pool, 24);
+    if (!limit) {
+        request_fail_internal(req, "skills: out of memory");
+        return;
+    }
+    snprintf(limit, 24, "%lld", (long long)req->app->cfg.max_skills_per_entity);
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
@@ -298,7 +304,8 @@ static void add_skills(request *req, bool many)
                           auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
                           arena_strndup(&req->pool, created, strlen(created)),
                           arena_strndup(&req->pool, ev.max, strlen(ev.max)),
-                          arena_strndup(&req->pool, created_iso, strlen(created_iso))};
+                          arena_strndup(&req->pool, created_iso, strlen(created_iso)),
+                          limit};
     for (size_t i = 0; i < SKILLS_HEAD; i++)
         argv[i] = head[i];
     for (size_t i = 0; i < argc; i++)

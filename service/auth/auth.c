@@ -20,6 +20,7 @@
 #include "core/metrics.h"
 #include "crypto/address.h"
 #include "redis/keys.h"
+#include "auth/limits.h"
 #include "crypto/sig.h"
 #include "cache/sigcache.h"
 #include "crypto/signin.h"
@@ -70,6 +71,12 @@ typedef struct auth_ctx {
     /* results */
     bool cached;
     bool deferred; /* a read: revocation is checked with the handler's read */
+    /* The write budget: charged (sent) at once when the cache already names the caller, so it
+     * shares the revocation check's round trip; otherwise once the caller is known. */
+    bool budget, budget_sent;
+    int budget_status;
+    long long budget_wait_ms;
+    char budget_caller[ADDRESS_STRING_SIZE];
     int store_status;
     bool revoked;
     int64_t matched_epoch;
@@ -180,6 +187,7 @@ int auth_new(auth **out, app *a, char *err, size_t err_len)
         return -1;
     }
     metrics_register(auth_render_metrics, au);
+    limits_register_metrics();
     *out = au;
     return 0;
 }
@@ -313,16 +321,40 @@ static void unauthenticated(request *req, const char *message)
     request_fail(req, 401, "unauthenticated", message, NULL);
 }
 
+/* A unit charged before the request was refused goes back: a revoked signature, or one
+ * that fails otherwise, never spends its address's budget. */
+static void give_back(auth_ctx *ac)
+{
+    if (ac->budget_sent && ac->budget_status == STORE_OK && ac->budget_wait_ms == 0)
+        limits_give(ac->req, LIMITS_WRITES, ac->budget_caller);
+    ac->budget_sent = false;
+}
+
+/* The budget's answer is in and the caller is signed in: on to the handler, or refused. */
+static void after_budget(auth_ctx *ac)
+{
+    request *req = ac->req;
+    if (ac->budget_sent && (ac->budget_status != STORE_OK || ac->budget_wait_ms > 0)) {
+        limits_refuse(req, LIMITS_WRITES, ac->budget_status, ac->budget_wait_ms);
+        return;
+    }
+    ac->next(req);
+}
+
+static void on_budget(request *req, void *data, int status, long long wait_ms);
+
 /* Both halves are in: decide. */
 static void finish(auth_ctx *ac)
 {
     request *req = ac->req;
     auth *au = ac->au;
     if (ac->store_status == STORE_TIMEOUT) {
+        give_back(ac);
         request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
         return;
     }
     if (ac->store_status != STORE_OK) {
+        give_back(ac);
         request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
         return;
     }
@@ -332,6 +364,7 @@ static void finish(auth_ctx *ac)
             if (ac->rec_ok[i] && !memcmp(ac->rec[i], ac->addr, 20))
                 matched = i;
         if (matched < 0) {
+            give_back(ac);
             bool expired = ac->rec_ok[2] && !memcmp(ac->rec[2], ac->addr, 20);
             if (expired) {
                 au->stats.expired++;
@@ -348,6 +381,7 @@ static void finish(auth_ctx *ac)
         /* Without an address the message cannot be told apart: the current epoch's speaks. */
         matched = 0;
     } else {
+        give_back(ac);
         au->stats.mismatch++;
         unauthenticated(req, "The signature does not recover to an address.");
         return;
@@ -355,6 +389,7 @@ static void finish(auth_ctx *ac)
     if (!ac->cached)
         sigcache_put(au->cache, ac->sig65, ac->epochs[matched], ac->rec[matched]);
     if (ac->revoked) {
+        give_back(ac);
         au->stats.revoked++;
         unauthenticated(req, "The signature has been revoked.");
         return;
@@ -373,13 +408,39 @@ static void finish(auth_ctx *ac)
     ac->matched_epoch = ac->epochs[matched];
     address_format_lower(ac->rec[matched], req->caller);
     req->signed_in = true;
-    ac->next(req);
+    if (ac->budget_sent && strcmp(ac->budget_caller, req->caller) != 0) {
+        /* Charged for the address the cache named, but another was matched: not this caller's. */
+        give_back(ac);
+    }
+    if (ac->budget && !ac->budget_sent &&
+        limits_apply(req, LIMITS_WRITES, auth_is_platform_admin(au, req->caller))) {
+        /* The caller became known only now (a recovery): one more round trip for the budget. */
+        ac->budget_sent = true;
+        memcpy(ac->budget_caller, req->caller, sizeof ac->budget_caller);
+        limits_take(req, LIMITS_WRITES, req->caller, on_budget, ac);
+        return;
+    }
+    after_budget(ac);
 }
 
 static void half_done(auth_ctx *ac)
 {
     if (--ac->pending == 0)
         finish(ac);
+}
+
+/* The budget's answer: sent early, it is one of the halves finish() waits for; sent late (by
+ * finish, once nothing else was pending), the request goes on from here. */
+static void on_budget(request *req, void *data, int status, long long wait_ms)
+{
+    (void)req;
+    auth_ctx *ac = data;
+    ac->budget_status = status;
+    ac->budget_wait_ms = wait_ms;
+    if (ac->pending > 0)
+        half_done(ac);
+    else
+        after_budget(ac);
 }
 
 static void on_revocation(void *data, int status, redisReply *reply)
@@ -428,7 +489,7 @@ static void after_recover(uv_work_t *w, int status)
     half_done(ac);
 }
 
-void auth_authenticate(request *req, int mode, bool deferred_revocation, auth_next next)
+void auth_authenticate(request *req, int mode, int flags, auth_next next)
 {
     auth *au = req->app->auth;
     size_t alen = 0, slen = 0;
@@ -496,6 +557,7 @@ void auth_authenticate(request *req, int mode, bool deferred_revocation, auth_ne
     }
 
     /* The cache answers for the epochs still accepted (current and previous). */
+    int cached_at = -1;
     for (int i = 0; i < 2; i++) {
         uint8_t cached[20];
         if (sigcache_get(au->cache, ac->sig65, ac->epochs[i], cached) &&
@@ -503,14 +565,29 @@ void auth_authenticate(request *req, int mode, bool deferred_revocation, auth_ne
             memcpy(ac->rec[i], cached, 20);
             ac->rec_ok[i] = true;
             ac->cached = true;
+            cached_at = i;
             break;
         }
     }
 
     /* Reads have nothing to undo: their revocation check rides with the data read, one round
      * trip. Writes check it first, in parallel with the recovery. */
-    ac->deferred = deferred_revocation;
+    ac->deferred = (flags & AUTH_DEFERRED_REVOCATION) != 0;
+    ac->budget = (flags & AUTH_WRITE_BUDGET) != 0;
     ac->pending = (ac->cached ? 0 : 1) + (ac->deferred ? 0 : 1);
+    /* A cached signature with its address names the caller already: its write budget is
+     * charged now, pipelined with the revocation check (one round trip for both). Without an
+     * address the epoch that speaks is decided later, so the charge waits for finish(). */
+    bool early_budget = false;
+    if (ac->budget && ac->cached && ac->have_addr) {
+        address_format_lower(ac->rec[cached_at], ac->budget_caller);
+        early_budget =
+            limits_apply(req, LIMITS_WRITES, auth_is_platform_admin(au, ac->budget_caller));
+        if (!early_budget)
+            ac->budget = false; /* exempt, or no budget configured */
+    }
+    if (early_budget)
+        ac->pending++;
     if (!ac->cached) {
         /* Without an address only the current epoch is tried; with one, up to the expired
          * epoch so that the answer can say "expired". */
@@ -524,6 +601,10 @@ void auth_authenticate(request *req, int mode, bool deferred_revocation, auth_ne
         }
     } else {
         au->stats.cache_hits++;
+    }
+    if (early_budget) {
+        ac->budget_sent = true;
+        limits_take(req, LIMITS_WRITES, ac->budget_caller, on_budget, ac);
     }
     if (ac->deferred) {
         if (ac->pending == 0)

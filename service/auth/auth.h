@@ -39,12 +39,17 @@ enum auth_mode {
     AUTH_RECOVER,  /* signature required; address optional: the recovered address is the caller */
 };
 
+/* Flags of auth_authenticate. */
+/* The handler reads through auth_store_exec(), so the revocation check may ride with its read
+ * (one round trip) instead of coming first; for routes that change nothing. */
+#define AUTH_DEFERRED_REVOCATION 1
+/* A write: the caller's write budget (auth/limits.h) is charged before next runs; over it the
+ * request is answered 429. Sent with the revocation check when the signature is cached. */
+#define AUTH_WRITE_BUDGET 2
+
 /* Runs the route's sign-in step (enum auth_mode), then next(req) with req->caller set; or
- * answers 400/401/503/504 itself. */
-/* deferred_revocation: the handler reads through auth_store_exec(), so the revocation check
- * may ride with its read (one round trip) instead of coming first; for routes that change
- * nothing. */
-void auth_authenticate(request *req, int mode, bool deferred_revocation, auth_next next);
+ * answers 400/401/429/503/504 itself. flags: AUTH_* above. */
+void auth_authenticate(request *req, int mode, int flags, auth_next next);
 
 /* The message callers sign now. Valid until the next call. */
 void auth_current_message(auth *au, auth_message *out);

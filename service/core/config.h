@@ -30,6 +30,15 @@ typedef struct config {
     int64_t redis_max_pending;
     int64_t log_buffer_bytes;
     int64_t events_max;
+    int64_t rate_writes_per_minute; /* 0: no write budget */
+    int64_t entity_create_per_day;  /* 0: no creation quota */
+    char *cors_origins;             /* "": no CORS headers at all */
+    /* What one entity may hold (checked inside its write scripts) */
+    int64_t max_members_per_entity;
+    int64_t max_admins_per_entity;
+    int64_t max_skills_per_entity;
+    int64_t max_levels_per_entity;
+    int64_t contributions_per_member_per_minute; /* 0: no limit */
     bool dev;
 } config;
 

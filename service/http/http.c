@@ -145,6 +145,39 @@ static bool request_id_acceptable(const char *v, size_t len)
     return true;
 }
 
+static bool lower_hex(const char *v, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!((v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f')))
+            return false;
+    return true;
+}
+
+static bool all_zero(const char *v, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (v[i] != '0')
+            return false;
+    return true;
+}
+
+/* W3C Trace Context: "<version>-<trace id, 32>-<parent id, 16>-<flags>", lowercase hex, ids not
+ * all zeros, version ff invalid; version 00 is exactly 55 characters, a later version may
+ * append "-…" (its first 55 are read as 00's). */
+static bool traceparent_acceptable(const char *v, size_t len)
+{
+    if (len < REQ_TRACEPARENT_LEN || v[2] != '-' || v[35] != '-' || v[52] != '-')
+        return false;
+    if (!lower_hex(v, 2) || !lower_hex(v + 3, 32) || !lower_hex(v + 36, 16) ||
+        !lower_hex(v + 53, 2))
+        return false;
+    if (!memcmp(v, "ff", 2) || all_zero(v + 3, 32) || all_zero(v + 36, 16))
+        return false;
+    if (!memcmp(v, "00", 2))
+        return len == REQ_TRACEPARENT_LEN;
+    return len == REQ_TRACEPARENT_LEN || v[REQ_TRACEPARENT_LEN] == '-';
+}
+
 static int on_header_value_complete(llhttp_t *p)
 {
     http_conn *c = conn_of(p);
@@ -159,6 +192,21 @@ static int on_header_value_complete(llhttp_t *p)
             memcpy(c->req.request_id, v, vlen);
             c->req.request_id[vlen] = '\0';
         }
+    } else if (nlen == 11 && !strncasecmp(name, "traceparent", 11)) {
+        /* A malformed one is ignored, as W3C Trace Context asks; a second one replaces it. */
+        c->req.traceparent[0] = '\0';
+        if (traceparent_acceptable(v, vlen)) {
+            memcpy(c->req.traceparent, v, REQ_TRACEPARENT_LEN);
+            c->req.traceparent[REQ_TRACEPARENT_LEN] = '\0';
+        }
+    } else if (nlen == 6 && !strncasecmp(name, "origin", 6)) {
+        c->req.origin[0] = '\0';
+        if (vlen <= REQ_ORIGIN_MAX && request_id_acceptable(v, vlen)) {
+            memcpy(c->req.origin, v, vlen);
+            c->req.origin[vlen] = '\0';
+        }
+    } else if (nlen == 29 && !strncasecmp(name, "access-control-request-method", 29)) {
+        c->req.preflight = true;
     } else if (nlen == 6 && !strncasecmp(name, "expect", 6)) {
         c->req.expect_continue = vlen == 12 && !strncasecmp(v, "100-continue", 12);
     }
@@ -353,6 +401,10 @@ static const char *reason(int status)
         return "OK";
     case 201:
         return "Created";
+    case 204:
+        return "No Content";
+    case 429:
+        return "Too Many Requests";
     case 400:
         return "Bad Request";
     case 401:
@@ -403,10 +455,12 @@ static void http_answer(request *req, int status, const char *content_type,
     buf_append_uint(o, (size_t)status);
     buf_append(o, " ", 1);
     buf_append_str(o, reason(status));
-    buf_append_str(o, "\r\nContent-Type: ");
-    buf_append_str(o, content_type);
-    buf_append_str(o, "\r\nContent-Length: ");
-    buf_append_uint(o, body_len);
+    if (status != 204) { /* a 204 has no body, so neither its type nor its length (RFC 9110) */
+        buf_append_str(o, "\r\nContent-Type: ");
+        buf_append_str(o, content_type);
+        buf_append_str(o, "\r\nContent-Length: ");
+        buf_append_uint(o, body_len);
+    }
     buf_append_str(o, "\r\nX-Request-Id: ");
     buf_append_str(o, request_id);
     buf_append_str(o, "\r\n");

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "http/cors.h"
 #include "core/metrics.h"
 
 #define JSON_TYPE "application/json; charset=utf-8"
@@ -77,10 +78,27 @@ static void log_request(request *req)
     log_int(l, "status", req->status);
     log_double(l, "duration_ms", (double)(request_now_ns() - start) / 1e6);
     log_str_safe(l, "caller", req->caller[0] ? req->caller : NULL);
+    if (req->traceparent[0])
+        log_strn(l, "trace_id", req->traceparent + 3, 32); /* checked lowercase hex (http.c) */
     log_end(l);
 }
 
 static const char *extra_headers_for(int status);
+
+/* The answer's extra header lines: the handler's, then the trace context and CORS ones (each
+ * only when the request asks for it, so a request without them is answered as before). */
+static const char *answer_headers(const request *req, const char *extra, char *out, size_t cap)
+{
+    const char *cors = cors_response_headers(req);
+    if (!req->traceparent[0] && !cors)
+        return extra;
+    int n = snprintf(out, cap, "%s", extra ? extra : "");
+    if (req->traceparent[0] && n >= 0 && (size_t)n < cap)
+        n += snprintf(out + n, cap - (size_t)n, "traceparent: %s\r\n", req->traceparent);
+    if (cors && n >= 0 && (size_t)n < cap)
+        n += snprintf(out + n, cap - (size_t)n, "%s", cors);
+    return n >= 0 && (size_t)n < cap ? out : extra;
+}
 
 /* Queues the bytes (the sink drops them for a client that is gone), logs, and hands the
  * connection back. */
@@ -109,7 +127,9 @@ static void finish_parts(request *req, int status, const char *ctype, const char
     ensure_request_id(req);
     req->status = status;
     req->answered = true;
-    req->sink->answer(req, status, ctype, extra, parts, n);
+    char headers[1024];
+    req->sink->answer(req, status, ctype, answer_headers(req, extra, headers, sizeof headers),
+                      parts, n);
     log_request(req);
     req->sink->done(req); /* may free req: nothing of it is touched after this */
 }
@@ -173,6 +193,19 @@ void request_fail(request *req, int status, const char *code, const char *messag
                   const char *field)
 {
     fail_with_headers(req, status, code, message, field, NULL);
+}
+
+void request_fail_retry(request *req, int status, const char *code, const char *message,
+                        long long seconds)
+{
+    char extra[64];
+    snprintf(extra, sizeof extra, "Retry-After: %lld\r\n", seconds < 1 ? 1LL : seconds);
+    fail_with_headers(req, status, code, message, NULL, extra);
+}
+
+void request_reply_empty(request *req, const char *extra)
+{
+    finish(req, 204, JSON_TYPE, extra, "", 0);
 }
 
 void request_fail_allow(request *req, const char *allow)
@@ -287,6 +320,9 @@ void request_reset(request *req)
     req->route_slot = -1;
     req->npath_params = 0;
     req->request_id[0] = '\0';
+    req->traceparent[0] = '\0';
+    req->origin[0] = '\0';
+    req->preflight = false;
     req->has_content_type = req->json_content_type = false;
     req->expect_continue = false;
     req->body_total = 0;

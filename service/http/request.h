@@ -26,6 +26,8 @@ typedef struct slice {
 
 #define REQ_MAX_PATH_PARAMS 4
 #define REQ_ID_MAX          128
+#define REQ_TRACEPARENT_LEN 55
+#define REQ_ORIGIN_MAX      256
 
 /* Where answers go: the connection layer's side of a request, so that answering never names a
  * connection. */
@@ -56,6 +58,13 @@ typedef struct request {
     slice path_params[REQ_MAX_PATH_PARAMS]; /* point into path */
     size_t npath_params;
     char request_id[REQ_ID_MAX + 1];
+    /* W3C trace context: a valid traceparent's first 55 characters (version 00's whole form),
+     * echoed in the answer and its trace id logged; "" when absent or malformed. */
+    char traceparent[REQ_TRACEPARENT_LEN + 1];
+    /* The Origin header when it is at most REQ_ORIGIN_MAX bytes, else ""; and whether the
+     * request is a CORS preflight (it names Access-Control-Request-Method). */
+    char origin[REQ_ORIGIN_MAX + 1];
+    bool preflight;
     bool has_content_type, json_content_type;
     bool expect_continue;
     uint64_t body_total;
@@ -106,6 +115,11 @@ void request_reset(request *req);
 /* Monotonic nanoseconds. */
 uint64_t request_now_ns(void);
 
+/* An error answer with a Retry-After of `seconds` (429 rate_limited). */
+void request_fail_retry(request *req, int status, const char *code, const char *message,
+                        long long seconds);
+/* 204 with no body and the given raw "Name: v\r\n" header lines (a CORS preflight). */
+void request_reply_empty(request *req, const char *extra);
 /* 405 with the Allow header. */
 void request_fail_allow(request *req, const char *allow);
 /* A JSON answer whose body is the concatenation of parts (pre-rendered JSON pieces); the

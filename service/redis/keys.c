@@ -25,6 +25,11 @@ size_t keys_revoked(char out[KEYS_REVOKED_SIZE], const char *revocation_id)
     return put(out, KEYS_REVOKED_SIZE, "auth:revoked:", revocation_id, "");
 }
 
+size_t keys_limit(char out[KEYS_LIMIT_SIZE], const char *address)
+{
+    return put(out, KEYS_LIMIT_SIZE, "limit:{", address, "}");
+}
+
 /* The entity's keys: where each is written in entity_keys, and its suffix after the tag. */
 #define KEY(f, suffix)                                                                             \
     {                                                                                              \

@@ -47,6 +47,10 @@
  *   ent:{c-…}:idem:<key>      string  "<request digest, 40 hex>\n<answer JSON>", EX 86400
  *   ent:{c-…}:events          stream  fields type, at (ISO ms), actor (address or ""), data (a
  *                                     JSON object as text); MAXLEN ~ EVENTS_MAX
+ *   ent:{c-…}:awards:<address>
+ *                             string  contributions the member received in the current minute
+ *                                     (CONTRIBUTIONS_PER_MEMBER_PER_MINUTE), PEXPIRE 60 s from
+ *                                     the first; written by contrib_award.lua
  *
  * Across entities (the one exception to the shared tag):
  *   alias:{<alias>}           string  "<entity id> <claimed at, s> <claim token>": the entity
@@ -64,7 +68,14 @@
  *                                     takes it over with a compare-and-set on the stored value.
  *
  * Sign-in:
- *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT) */
+ *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT)
+ *
+ * Per-address limits (CONTRACT section 7), one key per caller in its own slot, touched by
+ * rate_limit.lua alone (never in a transaction with another key):
+ *   limit:{<address>}         string  "<writes>:<creations>": each limit's theoretical arrival
+ *                                     time (GCRA; microseconds since the epoch, Redis's clock;
+ *                                     0 unused); PX until the fuller of the two has refilled,
+ *                                     so an idle address holds no key */
 #ifndef ENTITYD_KEYS_H
 #define ENTITYD_KEYS_H
 
@@ -86,6 +97,10 @@ typedef struct entity_keys {
 
 /* Writes the revocation key of a signature's r||s id; returns its length. */
 size_t keys_revoked(char out[KEYS_REVOKED_SIZE], const char *revocation_id);
+/* "limit:{" + a lowercase address (42) + "}" + NUL */
+#define KEYS_LIMIT_SIZE (7 + 42 + 1 + 1)
+/* The per-address limit key of a lowercase "0x…" address; returns its length. */
+size_t keys_limit(char out[KEYS_LIMIT_SIZE], const char *address);
 /* Fills every key of the entity `id` (a validated "c-<uuid>"). */
 void keys_entity(entity_keys *k, const char *id);
 /* An award's idempotency key: "ent:{<entity id>}:idem:" + a validated key ([A-Za-z0-9_-]{1,64});

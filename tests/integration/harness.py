@@ -73,7 +73,17 @@ SERVICE_ENV_KEYS = (
     'MAX_CONNECTIONS', 'HEADER_TIMEOUT_MS', 'IDLE_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS',
     'SIG_CACHE_SIZE', 'DEV', 'WRITE_TIMEOUT_MS', 'WRITE_BUFFER_BYTES', 'REDIS_MAX_PENDING',
     'LOG_BUFFER_BYTES', 'PAGE_CACHE_SIZE', 'READ_CACHE_MB', 'EVENTS_MAX',
+    'RATE_WRITES_PER_MINUTE', 'ENTITY_CREATE_PER_DAY', 'CORS_ORIGINS',
+    'MAX_MEMBERS_PER_ENTITY', 'MAX_ADMINS_PER_ENTITY', 'MAX_SKILLS_PER_ENTITY',
+    'MAX_LEVELS_PER_ENTITY', 'CONTRIBUTIONS_PER_MEMBER_PER_MINUTE',
 )
+
+# The suites write far more from one address than a wallet may (120 writes a minute, 20
+# creations a day by default) and award one member more than 600 contributions a minute: these
+# rate limits are off unless a test turns them on (test_limits.py does, with the defaults). The
+# entity-size limits (MAX_*_PER_ENTITY) keep their defaults.
+LIMITS_OFF = {'RATE_WRITES_PER_MINUTE': '0', 'ENTITY_CREATE_PER_DAY': '0',
+              'CONTRIBUTIONS_PER_MEMBER_PER_MINUTE': '0'}
 
 SANITIZER_MARKERS = ('ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:',
                      'ERROR: ThreadSanitizer', 'ERROR: UndefinedBehaviorSanitizer')
@@ -425,6 +435,7 @@ class Entityd:
             e['AUTH_SECRET'] = self.secret
         if self.redis is not None:
             e['REDIS_URL'] = self.redis.url
+        e.update(LIMITS_OFF)
         e.update({k: str(v) for k, v in self.extra_env.items()})
         return e
 

@@ -33,7 +33,7 @@ ADDRESS = re.compile(r'^0x[0-9a-f]{40}$')
 IDEM_TITLE = re.compile(r'^idem ([A-Za-z0-9_-]{1,64})(?: #(\d+))?$')
 ENTITY_PARTS = {'', 'owners', 'admins', 'members', 'members:order', 'skills', 'skills:order',
                 'skills:names', 'levels', 'levels:order', 'contribs', 'lb:xp', 'events'}
-ENTITY_PREFIXES = ('contribs:of:', 'prog:', 'lb:s:', 'idem:')
+ENTITY_PREFIXES = ('contribs:of:', 'prog:', 'lb:s:', 'idem:', 'awards:')
 
 
 ENTITY_FIELDS = {'id', 'name', 'description', 'contracts', 'twitter', 'discord', 'website',
@@ -249,7 +249,7 @@ def check_invariants(r, versions=None, versions_durable=True, acks=None):
             by_entity.setdefault(tag, {})[rest] = k
         elif k.startswith('alias:{'):
             aliases[k[7:-1]] = k
-        elif not k.startswith('auth:revoked:'):
+        elif not k.startswith(('auth:revoked:', 'limit:{')):
             problems.append('unknown key %s' % k)
 
     def hgetall(key):

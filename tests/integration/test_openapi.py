@@ -361,7 +361,7 @@ def compare(routes, ops):
     return problems
 
 
-_FAIL_CALL = re.compile(r'(?:request_fail|fail_with_headers)\s*\(\s*[^,()]+,\s*(\d{3})\s*,\s*'
+_FAIL_CALL = re.compile(r'(?:request_fail|request_fail_retry|fail_with_headers)\s*\(\s*[^,()]+,\s*(\d{3})\s*,\s*'
                         r'"([a-z_]+)"')
 
 

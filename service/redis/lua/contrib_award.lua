@@ -6,9 +6,11 @@
 -- (prog_key, lb_key).
 -- ARGV: caller, platform, now (ms), now (ISO), events_max, request digest ('' without a key),
 --       idempotency key used ('1'/'0'), contributions (JSON array of {id, member, skills:
---       [{skillId, score}], xp}, validated by the service), then each contribution's
---       Contribution JSON as the API returns it, then each one's contribution.added event data
---       (the service renders both: no JSON is built here)
+--       [{skillId, score}], xp}, validated by the service), the most contributions one
+--       member may receive per minute ('0': no limit; past it 'RATE <seconds> <message>',
+--       nothing written), then each contribution's Contribution JSON as the API returns it,
+--       then each one's contribution.added event data (the service renders both: no JSON is
+--       built here)
 -- Every check runs before the first write. Errors: 'INVALID <i> <field> <message>' (i the
 -- contribution's index; the service names the field in the request's form), CONFLICT (the key
 -- was used for another request). Returns {'OK', Contribution JSONs as a JSON array} or
@@ -39,18 +41,32 @@ for i, c in ipairs(list) do
     end
   end
 end
+-- Awards per member and minute: a counter per member that expires a minute after the first
+-- award it counts (a fixed window), in the entity's slot.
+local per_minute, counts = tonumber(ARGV[9] or '0') or 0, {}
+if per_minute > 0 then
+  for _, c in ipairs(list) do counts[c.member] = (counts[c.member] or 0) + 1 end
+  for m, n in pairs(counts) do
+    local used = tonumber(redis.call('GET', E .. ':awards:' .. m) or '0')
+    if used + n > per_minute then
+      local ttl = redis.call('PTTL', E .. ':awards:' .. m)
+      return fail('RATE', math.max(1, math.ceil(ttl / 1000)) .. ' ' .. m ..
+        ' may receive at most ' .. per_minute .. ' contributions per minute.')
+    end
+  end
+end
 local n = #list
 local stamp = string.format('%016d', tonumber(now_ms)) .. ':'
 local out, touched, order = {}, {}, {}
 for i, c in ipairs(list) do
-  redis.call('HSET', KEYS[6], c.id, ARGV[8 + i])
+  redis.call('HSET', KEYS[6], c.id, ARGV[9 + i])
   redis.call('ZADD', E .. ':contribs:of:' .. c.member, 0, stamp .. c.id)
   if c.xp > 0 then prog_add(E, c.member, 'xp', 'xp', c.xp) end
   for _, s in ipairs(c.skills) do
     prog_add(E, c.member, 's:' .. s.skillId, s.skillId, s.score)
   end
-  emit(E, maxlen, 'contribution.added', now_iso, caller, ARGV[8 + n + i])
-  out[i] = ARGV[8 + i]
+  emit(E, maxlen, 'contribution.added', now_iso, caller, ARGV[9 + n + i])
+  out[i] = ARGV[9 + i]
   if not touched[c.member] then
     touched[c.member] = true
     order[#order + 1] = c.member
@@ -89,6 +105,11 @@ if #levels > 0 then
       end
     end
   end
+end
+for m, n in pairs(counts) do
+  local rk = E .. ':awards:' .. m
+  redis.call('INCRBY', rk, n)
+  if redis.call('PTTL', rk) < 0 then redis.call('PEXPIRE', rk, 60000) end
 end
 local answer = '[' .. table.concat(out, ',') .. ']'
 if ARGV[7] == '1' then

@@ -3,7 +3,8 @@
 
 usage: embed.py OUT_H OUT_C SCRIPT.lua...
 Each script gets an id LUA_<NAME> (file name, upper case) and its SHA-1 for EVALSHA. A file
-whose name starts with "_" is a prelude: it is prepended to every script, not a script itself.
+whose name starts with "_" is a prelude: it is prepended to every script, not a script itself,
+except to a script whose first line starts with "-- standalone".
 """
 import hashlib
 import os
@@ -43,7 +44,10 @@ def main():
         c.write('#include "lua_scripts.h"\n\nconst lua_script lua_scripts[] = {\n')
         for n, p in zip(names, scripts):
             with open(p, encoding='utf-8') as f:
-                src = prelude + f.read()
+                own = f.read()
+            # A script that uses none of the prelude says so on its first line and is sent
+            # alone: Redis runs the prelude's definitions on every call of a script.
+            src = own if own.startswith('-- standalone') else prelude + own
             sha = hashlib.sha1(src.encode('utf-8')).hexdigest()
             c.write('    {"%s",\n%s,\n     "%s"},\n' % (n, c_string(src), sha))
         c.write('};\n')

@@ -1,7 +1,9 @@
 -- force_add: adds members as an owner or admin, all or nothing; present members keep their
 -- record. KEYS: entity, owners, admins, members, member order
 -- ARGV: caller, platform, chain, addedAt (ms, 16 digits zero-padded), a fresh random version,
---       events_max, now (ISO), address... (lowercase, deduplicated). Returns {added, existing}.
+--       events_max, now (ISO), most members the entity may hold, address... (lowercase,
+--       deduplicated). Returns {added, existing}; FULL when the new members would pass the most
+--       (nothing added).
 -- An add that adds someone writes a member.added event {addresses (those added), chain}.
 -- An add that changes the member list stores the version in the entity's membersVersion:
 -- cached users pages are valid only under the version they were rendered from.
@@ -10,9 +12,16 @@
 local role = role_of(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
+local fresh = 0
+for i = 9, #ARGV do
+  if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 0 then fresh = fresh + 1 end
+end
+if fresh > 0 and redis.call('HLEN', KEYS[4]) + fresh > tonumber(ARGV[8]) then
+  return fail('FULL', 'addresses This entity may hold at most ' .. ARGV[8] .. ' members.')
+end
 local added, existing, list = 0, 0, {}
 local tail = ':' .. ARGV[1] .. ':' .. ARGV[3]
-for i = 8, #ARGV do
+for i = 9, #ARGV do
   local a = ARGV[i]
   local entry = ARGV[4] .. ':' .. a .. tail
   if redis.call('HSETNX', KEYS[4], a, entry) == 1 then

@@ -4,20 +4,23 @@
 -- ARGV: caller, platform, level id, XP (decimal), entity id, name (JSON string), description
 --       (JSON string, or '' to keep the stored one), skillIds (JSON array), scores (JSON array),
 --       endsAt (JSON string or null, or '' to keep the stored one), now (ISO, JSON string),
---       events_max, skill id...
+--       events_max, most levels the entity may hold (creating one past it: FULL), skill id...
 -- Writes a level.updated event {id, created}.
 -- The Level JSON is assembled here in a fixed key order, numbers copied as the service wrote
 -- them (no Lua number ever holds XP). Returns {created (1/0), Level JSON}.
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
-for i = 13, #ARGV do
+for i = 14, #ARGV do
   if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 0 then
-    return fail('INVALID', 'skillIds[' .. (i - 13) .. '] skillIds[' .. (i - 13) ..
+    return fail('INVALID', 'skillIds[' .. (i - 14) .. '] skillIds[' .. (i - 14) ..
       '] is not a skill of this entity.')
   end
 end
 local old = redis.call('HGET', KEYS[5], ARGV[3])
+if not old and redis.call('HLEN', KEYS[5]) >= tonumber(ARGV[13]) then
+  return fail('FULL', 'lvID This entity may hold at most ' .. ARGV[13] .. ' levels.')
+end
 local created, desc, ends, since = 1, ARGV[7], ARGV[10], ARGV[11]
 if old then
   created = 0

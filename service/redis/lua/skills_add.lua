@@ -1,8 +1,9 @@
 -- skills_add: adds skills as an owner or admin, all or nothing; names are unique per entity
 -- (compared by their normalized form: trimmed, ASCII case folded).
 -- KEYS: entity, owners, admins, skills, skill order, skill names, level order
--- ARGV: caller, platform, createdAt (ms, unused here), events_max, now (ISO), then per skill:
---       id, normalized name, Skill JSON
+-- ARGV: caller, platform, createdAt (ms, unused here), events_max, now (ISO), most skills the
+--       entity may hold (FULL past it, nothing added), then per skill: id, normalized name,
+--       Skill JSON
 -- Writes a skill.added event {ids} (request order).
 -- Returns the Skill JSONs in request order. Order scores come from a per-entity sequence
 -- (the entity hash's skillSeq), so skills list in the order they were created, batches in
@@ -10,8 +11,11 @@
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
+if redis.call('HLEN', KEYS[4]) + (#ARGV - 6) / 3 > tonumber(ARGV[6]) then
+  return fail('FULL', '- This entity may hold at most ' .. ARGV[6] .. ' skills.')
+end
 local seen = {}
-for i = 6, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
   local norm = ARGV[i + 1]
   if seen[norm] or redis.call('HEXISTS', KEYS[6], norm) == 1 then
     return fail('CONFLICT', 'A skill with that name exists in this entity.')
@@ -19,8 +23,8 @@ for i = 6, #ARGV, 3 do
   seen[norm] = true
 end
 local out, ids = {}, {}
-local seq = redis.call('HINCRBY', KEYS[1], 'skillSeq', (#ARGV - 5) / 3) - (#ARGV - 5) / 3
-for i = 6, #ARGV, 3 do
+local seq = redis.call('HINCRBY', KEYS[1], 'skillSeq', (#ARGV - 6) / 3) - (#ARGV - 6) / 3
+for i = 7, #ARGV, 3 do
   redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 2])
   redis.call('HSET', KEYS[6], ARGV[i + 1], ARGV[i])
   redis.call('ZADD', KEYS[5], seq + #out, ARGV[i + 2])

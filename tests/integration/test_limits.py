@@ -1,0 +1,480 @@
+"""Per-address limits, trace context and browser callers (CONTRACT section 7): the write budget
+and the creation quota shared by every instance through Redis, 429 with Retry-After and nothing
+written, platform admins exempt, admission under parallel load; traceparent echoed and logged;
+CORS preflights and origins."""
+
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import scaled  # noqa: E402
+
+DEFAULTS = {'RATE_WRITES_PER_MINUTE': '120', 'ENTITY_CREATE_PER_DAY': '20'}
+
+
+def entity_body(owner, **extra):
+    body = {'name': 'Guild %s' % uuid.uuid4().hex[:8], 'description': '',
+            'ownerAddresses': [owner], 'twitter': '', 'discord': '', 'website': '',
+            'imageUrl': ''}
+    body.update(extra)
+    return body
+
+
+class LimitsBase(harness.ServiceTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pool = harness.Wallet.random(24)
+
+    def setUp(self):
+        super().setUp()
+        self._creds = {}
+
+    def auth(self, svc, w):
+        c = self._creds.get(w.address)
+        if c is None:
+            msg, _ = harness.current_message(svc.port)
+            c = self._creds[w.address] = w.sign(msg)
+        return harness.auth_query(*c)
+
+    def req(self, svc, method, path, body=None, headers=None):
+        return harness.request(svc.port, method, path, body=body, headers=headers,
+                               timeout=scaled(10))
+
+    def create(self, svc, w):
+        return self.req(svc, 'POST', '/api/entities?' + self.auth(svc, w),
+                        entity_body(w.address))
+
+    def add_skill(self, svc, w, eid, client=None):
+        body = {'name': 'skill %s' % uuid.uuid4().hex, 'description': '', 'entityID': eid}
+        path = '/api/skills?' + self.auth(svc, w)
+        if client:
+            return client.request('POST', path, body)
+        return self.req(svc, 'POST', path, body)
+
+    def skill_count(self, r, eid):
+        return int(r.cli('HLEN', 'ent:{%s}:skills' % eid))
+
+    def entity_count(self, r):
+        keys = [k.decode() if isinstance(k, bytes) else k for k in r.cli('KEYS', 'ent:{c-*}')]
+        return len([k for k in keys if k.endswith('}')])
+
+    def assertLimited(self, resp):
+        status, headers, body = resp
+        self.assertEnvelope(resp, 429, 'rate_limited')
+        self.assertIn('retry-after', headers)
+        self.assertRegex(headers['retry-after'], r'^[1-9][0-9]*$')
+        return int(headers['retry-after'])
+
+
+class WriteBudgetTest(LimitsBase):
+    def test_121st_write_in_a_minute_is_429_and_changes_nothing(self):
+        r = self.redis()
+        svc = self.entityd(redis=r, env=DEFAULTS)
+        a, b = self.pool.pop(), self.pool.pop()
+        started = time.monotonic()
+        eid = self.assertOk(self.create(svc, a), 201)['data']['id']  # write 1
+        admitted, limited = 1, None
+        c = harness.Client(svc.port, timeout=scaled(10))
+        try:
+            for _ in range(200):
+                resp = self.add_skill(svc, a, eid, client=c)
+                if resp[0] != 201:
+                    limited = resp
+                    break
+                admitted += 1
+        finally:
+            c.close()
+        elapsed = time.monotonic() - started
+        retry = self.assertLimited(limited)
+        self.assertLessEqual(retry, 60)
+        # 120 at once, and a token bucket refills one every 0.5 s while they are sent: the
+        # 121st write is refused unless the run took long enough for one to come back.
+        self.assertGreaterEqual(admitted, 120)
+        self.assertLessEqual(admitted, 120 + int(elapsed / 0.5), elapsed)
+        # The refused one changed nothing: every skill and event is an admitted write's.
+        before = self.skill_count(r, eid)
+        self.assertEqual(before, admitted - 1)
+        self.assertEqual(int(r.cli('XLEN', 'ent:{%s}:events' % eid)), admitted - 1)
+        # A force-add and an entity update are writes too, refused the same way.
+        self.assertLimited(self.req(svc, 'POST', '/api/entities/%s/force-add?%s' %
+                                    (eid, self.auth(svc, a)),
+                                    {'addresses': [b.address], 'Chain': 'eth'}))
+        # Reads are not limited.
+        status, _, _ = self.req(svc, 'GET', '/api/skills?entityID=%s&%s' % (eid, self.auth(svc, a)))
+        self.assertEqual(status, 200)
+        # Another address is unaffected.
+        self.assertOk(self.create(svc, b), 201)
+        # The budget refills: after Retry-After, one write goes through.
+        time.sleep(retry + 0.05)
+        self.assertOk(self.add_skill(svc, a, eid), 201)
+        self.assertEqual(self.skill_count(r, eid), before + 1)
+        # The limited requests are counted by route.
+        _, _, metrics = self.req(svc, 'GET', '/metrics')
+        text = metrics.decode() if isinstance(metrics, bytes) else metrics
+        self.assertIn('entityd_rate_limited_total{route="/api/skills",limit="writes"} 1', text)
+        self.assertIn(
+            'entityd_rate_limited_total{route="/api/entities/{id}/force-add",limit="writes"} 1',
+            text)
+
+    def test_two_instances_share_the_budget(self):
+        r = self.redis()
+        # 6 a minute: one comes back every 10 s, far longer than this test's writes take.
+        env = {'RATE_WRITES_PER_MINUTE': '6', 'ENTITY_CREATE_PER_DAY': '20'}
+        s1 = self.entityd(redis=r, env=env)
+        s2 = self.entityd(redis=r, env=env)
+        a, b = self.pool.pop(), self.pool.pop()
+        eid = self.assertOk(self.create(s1, a), 201)['data']['id']
+        for i in range(5):
+            self.assertOk(self.add_skill(s1 if i % 2 else s2, a, eid), 201)
+        self.assertLimited(self.add_skill(s1, a, eid))
+        self.assertLimited(self.add_skill(s2, a, eid))
+        self.assertEqual(self.skill_count(r, eid), 5)
+        self.assertOk(self.create(s2, b), 201)
+
+    def test_platform_admin_is_never_limited(self):
+        r = self.redis()
+        admin = self.pool.pop()
+        svc = self.entityd(redis=r, env={'RATE_WRITES_PER_MINUTE': '3',
+                                         'ENTITY_CREATE_PER_DAY': '2',
+                                         'PLATFORM_ADMINS': admin.address})
+        ids = [self.assertOk(self.create(svc, admin), 201)['data']['id'] for _ in range(6)]
+        for _ in range(10):
+            self.assertOk(self.add_skill(svc, admin, ids[0]), 201)
+        # Signed without the address (level update: the recovered address is the caller).
+        msg, _ = harness.current_message(svc.port)
+        other = self.pool.pop()
+        _, sig = admin.sign(msg)
+        for i in range(5):
+            status, _, body = self.req(
+                svc, 'POST', '/api/entities/%s/levels/lv%d/update?signature=%s' % (ids[1], i, sig),
+                {'name': 'L', 'skillIds': [], 'scores': [], 'XP': i})
+            self.assertEqual(status, 201, body)
+        self.assertEqual(r.cli('EXISTS', 'limit:{%s}' % admin.address), 0)
+        # A caller who is not one is limited on the same instance.
+        for _ in range(2):
+            self.assertOk(self.create(svc, other), 201)
+        self.assertLimited(self.create(svc, other))
+
+    def test_level_update_without_address_spends_the_recovered_callers_budget(self):
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'RATE_WRITES_PER_MINUTE': '3'})
+        a = self.pool.pop()
+        eid = self.assertOk(self.create(svc, a), 201)['data']['id']
+        msg, _ = harness.current_message(svc.port)
+        _, sig = a.sign(msg)
+        for i in range(3):
+            status, headers, body = self.req(
+                svc, 'POST', '/api/entities/%s/levels/lv%d/update?signature=%s' % (eid, i, sig),
+                {'name': 'L', 'skillIds': [], 'scores': [], 'XP': i})
+            if i < 2:
+                self.assertEqual(status, 201, body)
+        self.assertLimited((status, headers, body))
+        self.assertEqual(int(r.cli('HLEN', 'ent:{%s}:levels' % eid)), 2)
+
+    def test_revoked_signature_spends_no_budget(self):
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'RATE_WRITES_PER_MINUTE': '4'})
+        a = self.pool.pop()
+        eid = self.assertOk(self.create(svc, a), 201)['data']['id']  # 1 of 4
+        q = self.auth(svc, a)
+        self.assertOk(self.req(svc, 'POST', '/api/auth/revoke?' + q), 200)  # not a budgeted write
+        for _ in range(6):
+            self.assertEnvelope(self.add_skill(svc, a, eid), 401, 'unauthenticated')
+        # Three units are left: a key of its own would show them spent; signed in again
+        # (the next epoch's message cannot be had here, so the budget itself is read).
+        tat = int(r.cli('GET', 'limit:{%s}' % a.address).split(b':')[0])
+        now_us = int(r.cli('TIME')[0]) * 1000000
+        self.assertLess(tat - now_us, 2 * 15_000_000)  # at most one unit (15 s) outstanding
+
+    def test_limits_hold_under_64_parallel_requests(self):
+        r = self.redis()
+        env = {'RATE_WRITES_PER_MINUTE': '30'}
+        s1 = self.entityd(redis=r, env=env)
+        s2 = self.entityd(redis=r, env=env)
+        a = self.pool.pop()
+        eid = self.assertOk(self.create(s1, a), 201)['data']['id']  # 1 of 30
+        self.auth(s1, a)
+        results = []
+        lock = threading.Lock()
+        go = threading.Event()
+
+        def worker(i):
+            go.wait(scaled(10))
+            resp = self.add_skill(s1 if i % 2 else s2, a, eid)
+            with lock:
+                results.append(resp)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(64)]
+        for t in threads:
+            t.start()
+        started = time.monotonic()
+        go.set()
+        for t in threads:
+            t.join(scaled(60))
+        elapsed = time.monotonic() - started
+        self.assertEqual(len(results), 64)
+        ok = [x for x in results if x[0] == 201]
+        limited = [x for x in results if x[0] == 429]
+        self.assertEqual(len(ok) + len(limited), 64, [x for x in results if x[0] not in (201, 429)])
+        for x in limited:
+            self.assertLimited(x)
+        # 29 units were left; one more refills every 2 s while the burst runs.
+        refilled = int(elapsed / 2.0)
+        self.assertGreaterEqual(len(ok), 29)
+        self.assertLessEqual(len(ok), 29 + refilled, elapsed)
+        self.assertEqual(self.skill_count(r, eid), len(ok))
+
+
+class CreationQuotaTest(LimitsBase):
+    def test_21st_creation_in_a_day_is_429(self):
+        r = self.redis()
+        svc = self.entityd(redis=r, env=DEFAULTS)
+        a, b = self.pool.pop(), self.pool.pop()
+        ids = [self.assertOk(self.create(svc, a), 201)['data']['id'] for _ in range(20)]
+        before = self.entity_count(r)
+        self.assertEqual(before, 20)
+        retry = self.assertLimited(self.create(svc, a))
+        # A unit of the quota comes back every 72 minutes.
+        self.assertGreater(retry, 60)
+        self.assertLessEqual(retry, 72 * 60)
+        self.assertEqual(self.entity_count(r), before)
+        # Updating is not creating.
+        body = entity_body(a.address, id=ids[0], name='Renamed')
+        self.assertOk(self.req(svc, 'POST', '/api/entities?' + self.auth(svc, a), body), 200)
+        # Another address has its own quota.
+        self.assertOk(self.create(svc, b), 201)
+        _, _, metrics = self.req(svc, 'GET', '/metrics')
+        self.assertIn('entityd_rate_limited_total{route="/api/entities",limit="creations"} 1',
+                      metrics.decode())
+
+    def test_a_creation_refused_for_its_alias_is_not_counted(self):
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'ENTITY_CREATE_PER_DAY': '2'})
+        a, b = self.pool.pop(), self.pool.pop()
+        self.assertOk(self.req(svc, 'POST', '/api/entities?' + self.auth(svc, b),
+                               entity_body(b.address, communityURLAlias='taken-alias')), 201)
+        for _ in range(3):
+            self.assertEnvelope(
+                self.req(svc, 'POST', '/api/entities?' + self.auth(svc, a),
+                         entity_body(a.address, communityURLAlias='taken-alias')),
+                409, 'conflict', 'communityURLAlias')
+        self.assertOk(self.create(svc, a), 201)
+        self.assertOk(self.create(svc, a), 201)
+        self.assertLimited(self.create(svc, a))
+
+
+class EntitySizeTest(LimitsBase):
+    """MAX_*_PER_ENTITY and CONTRIBUTIONS_PER_MEMBER_PER_MINUTE: checked inside each write
+    script, all or nothing, with a clear error."""
+
+    def test_sizes(self):
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'MAX_MEMBERS_PER_ENTITY': '3',
+                                         'MAX_ADMINS_PER_ENTITY': '2',
+                                         'MAX_SKILLS_PER_ENTITY': '3',
+                                         'MAX_LEVELS_PER_ENTITY': '2'})
+        owner = self.pool.pop()
+        others = [w.address for w in harness.Wallet.random(4)]
+        eid = self.assertOk(self.create(svc, owner), 201)['data']['id']
+        q = self.auth(svc, owner)
+
+        def force_add(addrs):
+            return self.req(svc, 'POST', '/api/entities/%s/force-add?%s' % (eid, q),
+                            {'addresses': addrs, 'Chain': 'eth'})
+        self.assertOk(force_add(others[:2]), 200)
+        self.assertEnvelope(force_add(others[1:4]), 409, 'conflict', 'addresses',
+                            message_contains='at most 3 members')
+        self.assertEqual(int(r.cli('HLEN', 'ent:{%s}:members' % eid)), 2)
+        # Members already present do not count again; filling up to the most works.
+        self.assertOk(force_add(others[:3]), 200)
+        self.assertEnvelope(force_add(others[3:4]), 409, 'conflict', 'addresses')
+
+        def admins(addrs):
+            return self.req(svc, 'POST', '/api/entities/%s/admins?%s' % (eid, q),
+                            {'addresses': addrs})
+        self.assertEnvelope(admins(others[:3]), 409, 'conflict', 'addresses',
+                            message_contains='at most 2 admins')
+        self.assertEqual(int(r.cli('SCARD', 'ent:{%s}:admins' % eid)), 0)
+        self.assertOk(admins(others[:2]), 200)
+
+        body = {'names': ['a', 'b', 'c', 'd'], 'descriptions': ['', '', '', ''], 'entityID': eid}
+        self.assertEnvelope(self.req(svc, 'POST', '/api/skills/multiple?' + q, body), 409,
+                            'conflict', message_contains='at most 3 skills')
+        self.assertEqual(int(r.cli('HLEN', 'ent:{%s}:skills' % eid)), 0)
+        for _ in range(3):
+            self.assertOk(self.add_skill(svc, owner, eid), 201)
+        self.assertEnvelope(self.add_skill(svc, owner, eid), 409, 'conflict')
+
+        def level(lv):
+            return self.req(svc, 'POST', '/api/entities/%s/levels/%s/update?%s' % (eid, lv, q),
+                            {'name': 'L', 'skillIds': [], 'scores': [], 'XP': 1})
+        self.assertOk(level('one'), 201)
+        self.assertOk(level('two'), 201)
+        self.assertEnvelope(level('three'), 409, 'conflict', 'lvID',
+                            message_contains='at most 2 levels')
+        self.assertOk(level('two'), 200)  # replacing a level is not adding one
+        self.assertEqual(int(r.cli('HLEN', 'ent:{%s}:levels' % eid)), 2)
+
+    def test_contributions_per_member_per_minute(self):
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'CONTRIBUTIONS_PER_MEMBER_PER_MINUTE': '5'})
+        owner = self.pool.pop()
+        m1, m2 = [w.address for w in harness.Wallet.random(2)]
+        eid = self.assertOk(self.create(svc, owner), 201)['data']['id']
+        q = self.auth(svc, owner)
+        self.assertOk(self.req(svc, 'POST', '/api/entities/%s/force-add?%s' % (eid, q),
+                               {'addresses': [m1, m2], 'Chain': 'eth'}), 200)
+
+        def award(items):
+            return self.req(svc, 'POST', '/api/entities/%s/contributions?%s' % (eid, q),
+                            {'contributions': [{'member': m, 'xp': 1, 'title': 't'}
+                                               for m in items]})
+        self.assertOk(award([m1, m1, m1, m2]), 201)
+        # A batch that would pass the most for one member is refused whole.
+        limited = award([m2, m1, m1, m1])
+        retry = self.assertLimited(limited)
+        self.assertLessEqual(retry, 60)
+        self.assertIn(m1, limited[2]['error']['message'])
+        self.assertEqual(r.cli('HGET', 'ent:{%s}:prog:%s' % (eid, m2), 'xp'), b'1')
+        self.assertOk(award([m1, m1]), 201)
+        self.assertLimited(award([m1]))
+        self.assertOk(award([m2, m2, m2, m2]), 201)
+        self.assertEqual(r.cli('HGET', 'ent:{%s}:prog:%s' % (eid, m1), 'xp'), b'5')
+        ttl = int(r.cli('PTTL', 'ent:{%s}:awards:%s' % (eid, m1)))
+        self.assertGreater(ttl, 0)
+        self.assertLessEqual(ttl, 60000)
+
+
+class TraceContextTest(LimitsBase):
+    VALID = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+
+    def test_traceparent_is_logged_and_echoed(self):
+        svc = self.entityd(redis=self.redis(), env={'LOG_LEVEL': 'info'})
+        status, headers, _ = self.req(svc, 'GET', '/healthz',
+                                      headers={'traceparent': self.VALID,
+                                               'X-Request-Id': 'trace-ok'})
+        self.assertEqual(status, 200)
+        self.assertEqual(headers.get('traceparent'), self.VALID)
+        bad = ['00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01',  # upper case
+               '00-00000000000000000000000000000000-00f067aa0ba902b7-01',  # zero trace id
+               '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01',  # zero parent id
+               'ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',  # version ff
+               '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x',  # 00 is 55 long
+               '00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01',
+               'garbage', '']
+        for i, v in enumerate(bad):
+            status, headers, body = self.req(svc, 'GET', '/healthz',
+                                             headers={'traceparent': v,
+                                                      'X-Request-Id': 'trace-bad-%d' % i})
+            self.assertEqual(status, 200, (v, body))
+            self.assertNotIn('traceparent', headers, v)
+        # A later version may carry more fields: its first 55 characters are read.
+        future = '01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra'
+        status, headers, _ = self.req(svc, 'GET', '/healthz',
+                                      headers={'traceparent': future, 'X-Request-Id': 'trace-v1'})
+        self.assertEqual(headers.get('traceparent'), future[:55])
+        # Without one, none is made up.
+        status, headers, _ = self.req(svc, 'GET', '/healthz', headers={'X-Request-Id': 'trace-no'})
+        self.assertNotIn('traceparent', headers)
+
+        def lines():
+            out = {}
+            for l in svc.stdout().splitlines():
+                rec = json.loads(l)
+                if rec.get('msg') == 'request':
+                    out[rec['request_id']] = rec
+            return out
+        harness.wait_for(lambda: 'trace-no' in lines(), scaled(5), what='request lines')
+        recs = lines()
+        self.assertEqual(recs['trace-ok']['trace_id'], '4bf92f3577b34da6a3ce929d0e0e4736')
+        self.assertEqual(recs['trace-v1']['trace_id'], '4bf92f3577b34da6a3ce929d0e0e4736')
+        for i in range(len(bad)):
+            self.assertNotIn('trace_id', recs['trace-bad-%d' % i])
+        self.assertNotIn('trace_id', recs['trace-no'])
+
+
+class CorsTest(LimitsBase):
+    PREFLIGHT = {'Origin': 'https://app.example', 'Access-Control-Request-Method': 'POST',
+                 'Access-Control-Request-Headers': 'content-type, traceparent'}
+
+    def cors_headers(self, headers):
+        return {k: v for k, v in headers.items() if k.startswith('access-control-')}
+
+    def test_listed_origin(self):
+        svc = self.entityd(redis=self.redis(),
+                           env={'CORS_ORIGINS': 'https://other.example, https://app.example'})
+        status, headers, body = self.req(svc, 'OPTIONS', '/api/entities', headers=self.PREFLIGHT)
+        self.assertEqual(status, 204, body)
+        self.assertEqual(body, b'')
+        self.assertNotIn('content-length', headers)
+        self.assertEqual(headers['access-control-allow-origin'], 'https://app.example')
+        self.assertEqual(headers['access-control-allow-methods'], 'POST')
+        allowed = [h.strip().lower() for h in headers['access-control-allow-headers'].split(',')]
+        for h in ('content-type', 'x-request-id', 'traceparent'):
+            self.assertIn(h, allowed)
+        self.assertRegex(headers['access-control-max-age'], r'^[1-9][0-9]*$')
+        self.assertEqual(headers['vary'], 'Origin')
+        self.assertIn('x-request-id', headers)
+        # A path with parameters: the methods of that route.
+        status, headers, _ = self.req(svc, 'OPTIONS', '/api/entities/c-x/admins',
+                                      headers=self.PREFLIGHT)
+        self.assertEqual(status, 204)
+        self.assertEqual(headers['access-control-allow-methods'], 'GET, POST')
+        # An unknown route is still 404.
+        status, _, _ = self.req(svc, 'OPTIONS', '/api/nothing', headers=self.PREFLIGHT)
+        self.assertEqual(status, 404)
+        # The real request from that origin carries the grant.
+        status, headers, _ = self.req(svc, 'GET', '/api/auth/message',
+                                      headers={'Origin': 'https://app.example'})
+        self.assertEqual(status, 200)
+        self.assertEqual(headers['access-control-allow-origin'], 'https://app.example')
+        self.assertIn('Retry-After', headers['access-control-expose-headers'])
+        self.assertEqual(headers['vary'], 'Origin')
+        # An unlisted origin gets no CORS headers, on the preflight or the request.
+        evil = dict(self.PREFLIGHT, Origin='https://evil.example')
+        status, headers, _ = self.req(svc, 'OPTIONS', '/api/entities', headers=evil)
+        self.assertEqual(status, 204)
+        self.assertEqual(self.cors_headers(headers), {})
+        status, headers, _ = self.req(svc, 'GET', '/api/auth/message',
+                                      headers={'Origin': 'https://app.example.evil'})
+        self.assertEqual(status, 200)
+        self.assertEqual(self.cors_headers(headers), {})
+        # Error answers carry the grant too, so a page can read them.
+        status, headers, _ = self.req(svc, 'GET', '/api/nothing',
+                                      headers={'Origin': 'https://app.example'})
+        self.assertEqual(status, 404)
+        self.assertEqual(headers['access-control-allow-origin'], 'https://app.example')
+        _, _, metrics = self.req(svc, 'GET', '/metrics')
+        text = metrics.decode()
+        self.assertIn('entityd_http_preflights_total{outcome="allowed"} 2', text)
+        self.assertIn('entityd_http_preflights_total{outcome="refused"} 1', text)
+
+    def test_wildcard(self):
+        svc = self.entityd(redis=self.redis(), env={'CORS_ORIGINS': '*'})
+        status, headers, _ = self.req(svc, 'OPTIONS', '/api/skills',
+                                      headers=dict(self.PREFLIGHT, Origin='https://any.example'))
+        self.assertEqual(status, 204)
+        self.assertEqual(headers['access-control-allow-origin'], '*')
+        self.assertEqual(headers['access-control-allow-methods'], 'GET, POST')
+
+    def test_unset_is_as_before(self):
+        svc = self.entityd(redis=self.redis())
+        status, headers, body = self.req(svc, 'OPTIONS', '/api/entities', headers=self.PREFLIGHT)
+        self.assertEnvelope((status, headers, body), 405, 'method_not_allowed')
+        self.assertEqual(headers['allow'], 'POST')
+        status, headers, _ = self.req(svc, 'GET', '/api/auth/message',
+                                      headers={'Origin': 'https://app.example'})
+        self.assertEqual(status, 200)
+        self.assertEqual(self.cors_headers(headers), {})
+        self.assertNotIn('vary', headers)
+        _, _, metrics = self.req(svc, 'GET', '/metrics')
+        self.assertIn('entityd_http_preflights_total{outcome="allowed"} 0', metrics.decode())
+
+
+if __name__ == '__main__':
+    harness.main()
