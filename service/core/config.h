@@ -30,6 +30,7 @@ typedef struct config {
     int64_t redis_max_pending;
     int64_t log_buffer_bytes;
     int64_t events_max;
+    char *workers; /* WORKERS as given: "auto" or a count (workers_parse) */
     bool dev;
 } config;
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/metrics_shared.h"
 #include "core/version.h"
 
 #define MAX_ROUTES 64
@@ -90,7 +91,7 @@ void metrics_gauge(buf *out, const char *name, const char *help, double v)
     buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
 }
 
-void metrics_render(buf *out)
+void metrics_render_process(buf *out)
 {
     size_t nslots = nroutes + 1;
     buf_printf(out,
@@ -141,6 +142,14 @@ void metrics_render(buf *out)
                     log_dropped_lines());
     for (size_t i = 0; i < nsources; i++)
         sources[i].fn(out, sources[i].ctx);
+}
+
+void metrics_render(buf *out)
+{
+    if (metrics_shared_active())
+        metrics_shared_render(out);
+    else
+        metrics_render_process(out);
 }
 
 void metrics_family(buf *out, const char *name, const char *type, const char *help)
