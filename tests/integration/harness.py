@@ -72,8 +72,10 @@ SERVICE_ENV_KEYS = (
     'AUTH_EPOCH_SECONDS', 'PLATFORM_ADMINS', 'ENTITY_CREATION', 'MAX_BODY_BYTES', 'LOG_LEVEL',
     'MAX_CONNECTIONS', 'HEADER_TIMEOUT_MS', 'IDLE_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS',
     'SIG_CACHE_SIZE', 'DEV', 'WRITE_TIMEOUT_MS', 'WRITE_BUFFER_BYTES', 'REDIS_MAX_PENDING',
-    'LOG_BUFFER_BYTES', 'PAGE_CACHE_SIZE', 'READ_CACHE_MB', 'EVENTS_MAX',
+    'LOG_BUFFER_BYTES', 'PAGE_CACHE_SIZE', 'READ_CACHE_MB', 'EVENTS_MAX', 'WORKERS',
 )
+# ENTITYD_TEST_WORKERS=N runs every instance with WORKERS=N unless its test sets WORKERS.
+TEST_WORKERS = os.environ.get('ENTITYD_TEST_WORKERS')
 
 SANITIZER_MARKERS = ('ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:',
                      'ERROR: ThreadSanitizer', 'ERROR: UndefinedBehaviorSanitizer')
@@ -425,6 +427,8 @@ class Entityd:
             e['AUTH_SECRET'] = self.secret
         if self.redis is not None:
             e['REDIS_URL'] = self.redis.url
+        if TEST_WORKERS:
+            e['WORKERS'] = TEST_WORKERS
         e.update({k: str(v) for k, v in self.extra_env.items()})
         return e
 
