@@ -331,7 +331,17 @@ static bool http_mid_request(const conn *base)
     return ((const http_conn *)base)->in_message;
 }
 
+static void http_trim(conn *base)
+{
+    http_conn *c = (http_conn *)base;
+    buf_free(&c->hname);
+    buf_free(&c->hval);
+    buf_free(&c->req.url);
+    buf_free(&c->req.body);
+}
+
 const conn_protocol http_protocol = {
+    .trim = http_trim,
     .mid_request = http_mid_request,
     .conn_size = sizeof(http_conn),
     .open = http_open,

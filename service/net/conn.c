@@ -252,6 +252,7 @@ void conn_received(conn *c, const char *data, size_t len)
 {
     if (len == 0 || c->state != CONN_OPEN)
         return;
+    c->active = true;
     if (c->pending_in.len == 0 && conn_may_parse(c)) {
         /* The common case: parsed straight from the read buffer, no copy. */
         c->in_progress = true;
@@ -291,6 +292,20 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 
 /* --- the set --- */
 
+/* An idle keep-alive connection keeps only its struct: a connection that read nothing for a
+ * whole sweep gives its buffers back; the next request allocates them again. */
+static void trim(conn *c)
+{
+    if (c->state != CONN_OPEN || c->owed || c->write_active || c->out.len || c->pending_in.len ||
+        c->set->proto->mid_request(c))
+        return;
+    buf_free(&c->out);
+    buf_free(&c->writing);
+    buf_free(&c->pending_in);
+    if (c->set->proto->trim)
+        c->set->proto->trim(c);
+}
+
 static void on_sweep(uv_timer_t *t)
 {
     conn_set *set = t->data;
@@ -306,7 +321,10 @@ static void on_sweep(uv_timer_t *t)
         } else if (c->read_deadline && now >= c->read_deadline && !c->owed) {
             set->stats.read_timeouts++;
             close_socket(c, c->write_active);
+        } else if (!c->active) {
+            trim(c);
         }
+        c->active = false;
     }
 }
 
