@@ -181,7 +181,7 @@ int workers_supervise(const workers_options *o, int *out)
             for (int i = 0; i < n; i++) {
                 ws[i].restart_at = 0;
                 if (ws[i].pid)
-                    kill(ws[i].pid, SIGTERM);
+                    kill(ws[i].pid, sig); /* the same signal: the worker logs which it was */
             }
         }
         int status;

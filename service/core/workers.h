@@ -1,5 +1,5 @@
 /* workers: a supervisor that forks WORKERS processes, restarts one that dies (with backoff),
- * passes SIGTERM and SIGINT on, and exits once every worker has drained. */
+ * passes SIGTERM and SIGINT on (each as itself), and exits once every worker has drained. */
 #ifndef ENTITYD_WORKERS_H
 #define ENTITYD_WORKERS_H
 
