@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "core/metrics_shared.h"
 #include "core/version.h"
 
 #define MAX_ROUTES 64
@@ -144,10 +143,17 @@ void metrics_render_process(buf *out)
         sources[i].fn(out, sources[i].ctx);
 }
 
+static metrics_renderer renderer;
+
+void metrics_set_renderer(metrics_renderer fn)
+{
+    renderer = fn;
+}
+
 void metrics_render(buf *out)
 {
-    if (metrics_shared_active())
-        metrics_shared_render(out);
+    if (renderer)
+        renderer(out);
     else
         metrics_render_process(out);
 }

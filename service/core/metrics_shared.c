@@ -12,38 +12,40 @@
 
 #include "core/metrics.h"
 
-typedef struct slot {
+typedef struct shm_slot {
     _Atomic uint64_t seq;
     _Atomic uint32_t len;
     char text[METRICS_SHARED_SLOT_BYTES];
-} slot;
+} shm_slot;
 
-static slot *slots;
-static size_t nslots;
-static size_t own = SIZE_MAX;
+static shm_slot *shm_slots;
+static size_t shm_count;
+static size_t own_index = SIZE_MAX;
 
 int metrics_shared_init(size_t workers)
 {
-    void *p = mmap(NULL, workers * sizeof(slot), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
+    void *p = mmap(NULL, workers * sizeof(shm_slot), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return -1;
-    slots = p;
-    nslots = workers;
+    shm_slots = p;
+    shm_count = workers;
     return 0;
 }
 
 void metrics_shared_join(size_t index)
 {
-    own = index < nslots ? index : SIZE_MAX;
+    own_index = index < shm_count ? index : SIZE_MAX;
+    if (metrics_shared_active())
+        metrics_set_renderer(metrics_shared_render);
 }
 
 bool metrics_shared_active(void)
 {
-    return slots && own != SIZE_MAX;
+    return shm_slots && own_index != SIZE_MAX;
 }
 
-static void slot_write(slot *s, const char *text, size_t len)
+static void slot_write(shm_slot *s, const char *text, size_t len)
 {
     uint64_t seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
     atomic_store_explicit(&s->seq, seq + 1, memory_order_relaxed);
@@ -54,7 +56,7 @@ static void slot_write(slot *s, const char *text, size_t len)
 }
 
 /* Copies a slot's text into out; false when it is empty or kept changing. */
-static bool slot_read(slot *s, buf *out)
+static bool slot_read(shm_slot *s, buf *out)
 {
     for (int tries = 0; tries < 8; tries++) {
         uint64_t a = atomic_load_explicit(&s->seq, memory_order_acquire);
@@ -86,7 +88,7 @@ static size_t fit(const char *text, size_t len)
 static void publish_text(const buf *b)
 {
     if (metrics_shared_active())
-        slot_write(&slots[own], b->data ? b->data : "", fit(b->data, b->len));
+        slot_write(&shm_slots[own_index], b->data ? b->data : "", fit(b->data, b->len));
 }
 
 void metrics_shared_publish(void)
@@ -101,8 +103,8 @@ void metrics_shared_publish(void)
 
 void metrics_shared_clear(size_t index)
 {
-    if (slots && index < nslots)
-        slot_write(&slots[index], "", 0);
+    if (shm_slots && index < shm_count)
+        slot_write(&shm_slots[index], "", 0);
 }
 
 /* One family of one worker's text: its HELP and TYPE lines, then its samples. */
@@ -194,42 +196,42 @@ static void labelled(buf *out, const family *f, size_t worker)
 
 void metrics_shared_render(buf *out)
 {
-    buf *texts = calloc(nslots, sizeof *texts);
-    parsed *ps = calloc(nslots, sizeof *ps);
+    buf *texts = calloc(shm_count, sizeof *texts);
+    parsed *ps = calloc(shm_count, sizeof *ps);
     if (!texts || !ps) {
         free(texts);
         free(ps);
         metrics_render_process(out);
         return;
     }
-    metrics_render_process(&texts[own]);
-    publish_text(&texts[own]);
-    for (size_t w = 0; w < nslots; w++) {
-        if (w != own && !slot_read(&slots[w], &texts[w]))
+    metrics_render_process(&texts[own_index]);
+    publish_text(&texts[own_index]);
+    for (size_t w = 0; w < shm_count; w++) {
+        if (w != own_index && !slot_read(&shm_slots[w], &texts[w]))
             buf_reset(&texts[w], 0);
         parse(texts[w].data ? texts[w].data : "", texts[w].len, &ps[w]);
     }
     /* Families in this worker's order; one another worker alone has (an older release) after. */
-    for (size_t w0 = 0; w0 < nslots; w0++) {
-        size_t src = w0 == 0 ? own : w0 <= own ? w0 - 1 : w0;
+    for (size_t w0 = 0; w0 < shm_count; w0++) {
+        size_t src = w0 == 0 ? own_index : w0 <= own_index ? w0 - 1 : w0;
         for (size_t i = 0; i < ps[src].n; i++) {
             const family *f = &ps[src].f[i];
             bool seen = false;
             for (size_t e = 0; e < w0 && !seen; e++) {
-                size_t prev = e == 0 ? own : e <= own ? e - 1 : e;
+                size_t prev = e == 0 ? own_index : e <= own_index ? e - 1 : e;
                 seen = find(&ps[prev], f) != NULL;
             }
             if (seen)
                 continue;
             buf_append(out, f->head, f->head_len);
-            for (size_t w = 0; w < nslots; w++) {
+            for (size_t w = 0; w < shm_count; w++) {
                 const family *g = find(&ps[w], f);
                 if (g)
                     labelled(out, g, w);
             }
         }
     }
-    for (size_t w = 0; w < nslots; w++) {
+    for (size_t w = 0; w < shm_count; w++) {
         free(ps[w].f);
         buf_free(&texts[w]);
     }

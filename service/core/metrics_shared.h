@@ -14,7 +14,7 @@
 
 /* In the supervisor, before forking: maps one slot per worker. Returns 0 or -1 (errno). */
 int metrics_shared_init(size_t workers);
-/* In a worker: which slot is its own. From then on metrics_render merges every slot. */
+/* In a worker: which slot is its own; from then on metrics_render renders every slot. */
 void metrics_shared_join(size_t index);
 bool metrics_shared_active(void);
 /* Renders this worker's own text into its slot (called on a timer and by every scrape). */
