@@ -62,7 +62,8 @@ static void log_worker(int level, const char *msg, int index, pid_t pid, const c
     buf *l = log_begin(level, msg);
     if (l) {
         log_int(l, "worker", index);
-        log_int(l, "pid", pid);
+        if (pid > 0)
+            log_int(l, "pid", pid);
         if (detail)
             log_str(l, "detail", detail);
         log_end(l);
