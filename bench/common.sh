@@ -228,16 +228,19 @@ sched_diff() {
 # W_REQS, W_ERR (status + socket errors); the full wrk output goes to $BENCH_TMP/wrk-LABEL.log.
 # BENCH_WRK_D overrides the measured duration (e.g. "60s"). With BENCH_SCHED="name=PID ...",
 # W_SCHED tells how each thread of those processes spent the measured run (sched_diff).
+# BENCH_WRK_PREFIX runs wrk under a command (e.g. "taskset -c 0": wrk on one core).
 bench_wrk() {
   local label=$1 url=$2 script=$3; shift 3
   local log="$BENCH_TMP/wrk-$label.log"
   if [ "$BENCH_WARMUP" != 0 ]; then
-    timeout $((BENCH_WARMUP + 30)) wrk -t1 -c64 -d"${BENCH_WARMUP}s" -s "$script" "$url" -- "$@" \
+    # shellcheck disable=SC2086  # the prefix is words
+    timeout $((BENCH_WARMUP + 30)) ${BENCH_WRK_PREFIX:-} wrk -t1 -c64 -d"${BENCH_WARMUP}s" -s "$script" "$url" -- "$@" \
       >"$log.warmup" 2>&1 || { bench_log "wrk warm-up for $label failed"; cat "$log.warmup" >&2; return 1; }
   fi
   local d=${BENCH_WRK_D:-${BENCH_DURATION}s} t0 t1 wpid rc=0
   # wrk stops itself after -d; it is in the exit list meanwhile.
-  wrk -t1 -c64 -d"$d" --latency -s "$script" "$url" -- "$@" >"$log" 2>&1 &
+  # shellcheck disable=SC2086  # the prefix is words
+  ${BENCH_WRK_PREFIX:-} wrk -t1 -c64 -d"$d" --latency -s "$script" "$url" -- "$@" >"$log" 2>&1 &
   wpid=$!
   BENCH_PIDS+=("$wpid")
   local procs="${BENCH_SCHED:-} wrk=$wpid"

@@ -1,4 +1,6 @@
-/* main: wires configuration, logging, the Redis store, sign-in and the server onto one loop. */
+/* main: wires configuration, logging, the Redis store, sign-in and the server onto one loop;
+ * with WORKERS above 1, a supervisor forks that many such processes onto one port first. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +15,9 @@
 #include "core/app.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/metrics_shared.h"
 #include "core/version.h"
+#include "core/workers.h"
 #include "http/http.h"
 #include "net/server.h"
 #include "redis/store.h"
@@ -23,12 +27,25 @@ static app the_app;
 static server the_server;
 static http_service the_service = {.app = &the_app, .dispatch = dispatch_request};
 static uv_signal_t sig_term, sig_int;
-static uv_timer_t log_timer;
+static uv_timer_t log_timer, metrics_timer;
+static int worker_index = -1; /* this process's worker index; -1 without a supervisor */
 
 static void on_log_timer(uv_timer_t *t)
 {
     (void)t;
     log_flush();
+}
+
+/* Other workers render this one's figures from its shared slot: keep it at most 1 s old. */
+static void on_metrics_timer(uv_timer_t *t)
+{
+    (void)t;
+    metrics_shared_publish();
+}
+
+static void on_worker_exit(int index)
+{
+    metrics_shared_clear((size_t)index);
 }
 
 static void on_drained(server *srv)
@@ -41,6 +58,8 @@ static void on_drained(server *srv)
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_close((uv_handle_t *)&sig_int, NULL);
     uv_close((uv_handle_t *)&log_timer, NULL);
+    if (worker_index >= 0)
+        uv_close((uv_handle_t *)&metrics_timer, NULL);
     log_close();
 }
 
@@ -64,6 +83,34 @@ static void raise_fd_limit(void)
     }
 }
 
+/* With several workers: reserves the port, maps the metrics segment, forks and supervises.
+ * Returns -1 in a worker (which goes on to serve *port), or the supervisor's exit status. */
+static int supervise(app *a, int workers, int *port)
+{
+    int reserve_fd, rc = server_reserve_port(a->cfg.host, (int)a->cfg.port, &reserve_fd, port);
+    if (rc != 0) {
+        fprintf(stderr, "entityd: cannot bind %s:%lld: %s\n", a->cfg.host, (long long)a->cfg.port,
+                strerror(-rc));
+        return 1;
+    }
+    if (metrics_shared_init((size_t)workers) != 0) {
+        fprintf(stderr, "entityd: cannot map the workers' metrics: %s\n", strerror(errno));
+        close(reserve_fd);
+        return 1;
+    }
+    workers_options wo = {.count = workers,
+                          .shutdown_timeout_ms = (uint64_t)a->cfg.shutdown_timeout_ms,
+                          .on_exit = on_worker_exit};
+    int out;
+    rc = workers_supervise(&wo, &out);
+    close(reserve_fd);
+    if (rc == WORKERS_DONE)
+        return out;
+    worker_index = out;
+    metrics_shared_join((size_t)out);
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     char err[256];
@@ -81,6 +128,14 @@ int main(int argc, char **argv)
     log_set_level(log_level_parse(a->cfg.log_level));
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
+    int port = (int)a->cfg.port, workers = workers_parse(a->cfg.workers);
+    if (workers > 1) {
+        rc = supervise(a, workers, &port);
+        if (rc >= 0) {
+            config_free(&a->cfg);
+            return rc;
+        }
+    }
     a->loop = uv_default_loop();
     a->server = &the_server;
     log_init(a->loop, STDOUT_FILENO, (size_t)a->cfg.log_buffer_bytes);
@@ -103,7 +158,7 @@ int main(int argc, char **argv)
     dispatch_init();
     server_options so = {
         .host = a->cfg.host,
-        .port = (int)a->cfg.port,
+        .port = port,
         .proto = &http_protocol,
         .proto_ctx = &the_service,
         .limits = {.header_timeout_ms = (uint64_t)a->cfg.header_timeout_ms,
@@ -112,6 +167,7 @@ int main(int argc, char **argv)
                    .write_buffer_bytes = (size_t)a->cfg.write_buffer_bytes,
                    .max_connections = (size_t)a->cfg.max_connections},
         .shutdown_timeout_ms = (uint64_t)a->cfg.shutdown_timeout_ms,
+        .reuseport = worker_index >= 0,
     };
     rc = server_start(&the_server, a->loop, &so);
     if (rc != 0) {
@@ -125,6 +181,10 @@ int main(int argc, char **argv)
         log_str(l, "version", ENTITYD_VERSION);
         log_str(l, "host", a->cfg.host);
         log_int(l, "port", the_server.port);
+        if (worker_index >= 0) {
+            log_int(l, "worker", worker_index);
+            log_int(l, "pid", getpid());
+        }
         log_end(l);
     }
     log_flush();
@@ -135,6 +195,11 @@ int main(int argc, char **argv)
     uv_signal_start(&sig_int, on_signal, SIGINT);
     uv_timer_init(a->loop, &log_timer);
     uv_timer_start(&log_timer, on_log_timer, 200, 200);
+    if (worker_index >= 0) {
+        metrics_shared_publish();
+        uv_timer_init(a->loop, &metrics_timer);
+        uv_timer_start(&metrics_timer, on_metrics_timer, 1000, 1000);
+    }
 
     uv_run(a->loop, UV_RUN_DEFAULT);
 

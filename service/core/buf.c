@@ -41,6 +41,19 @@ int buf_append_slow(buf *b, const void *data, size_t len)
 
 int buf_append_uint(buf *b, unsigned long long v)
 {
+    /* Lengths in RESP framing and headers are mostly under 1000: no division loop for them. */
+    if (v < 10) {
+        char d = (char)('0' + v);
+        return buf_append(b, &d, 1);
+    }
+    if (v < 100) {
+        char d[2] = {(char)('0' + v / 10), (char)('0' + v % 10)};
+        return buf_append(b, d, 2);
+    }
+    if (v < 1000) {
+        char d[3] = {(char)('0' + v / 100), (char)('0' + v / 10 % 10), (char)('0' + v % 10)};
+        return buf_append(b, d, 3);
+    }
     char tmp[24];
     size_t i = sizeof tmp;
     do {

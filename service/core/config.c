@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/version.h"
+#include "core/workers.h"
 
 enum opt_type { OPT_INT, OPT_STR, OPT_BOOL };
 
@@ -82,6 +83,8 @@ static const opt opts[] = {
     {"CONTRIBUTIONS_PER_MEMBER_PER_MINUTE", OPT_INT, OFF(contributions_per_member_per_minute),
      "600", 0, 1000000000,
      "contributions one member of an entity may receive per minute; past it 429 (0: no limit)"},
+    {"WORKERS", OPT_STR, OFF(workers), "1", 0, 0,
+     "processes serving the port, each with its own loop (auto: one per CPU)"},
     {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
      "development mode: a fixed AUTH_SECRET when none is set (never in production)"},
 };
@@ -145,6 +148,10 @@ static int validate(const config *cfg, char *err, size_t err_len)
     if (strcmp(cfg->log_level, "debug") && strcmp(cfg->log_level, "info") &&
         strcmp(cfg->log_level, "warn") && strcmp(cfg->log_level, "error")) {
         snprintf(err, err_len, "LOG_LEVEL must be debug, info, warn or error");
+        return -1;
+    }
+    if (workers_parse(cfg->workers) < 0) {
+        snprintf(err, err_len, "WORKERS must be auto or an integer from 1 to %d", WORKERS_MAX);
         return -1;
     }
     if (!*cfg->auth_secret && !cfg->dev) {

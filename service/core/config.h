@@ -39,6 +39,7 @@ typedef struct config {
     int64_t max_skills_per_entity;
     int64_t max_levels_per_entity;
     int64_t contributions_per_member_per_minute; /* 0: no limit */
+    char *workers; /* WORKERS as given: "auto" or a count (workers_parse) */
     bool dev;
 } config;
 

@@ -194,8 +194,14 @@ static int write_some(void)
                 return -1;
             if (r == 0)
                 return 1;
-            if (n > PIPE_BUF)
-                n = PIPE_BUF;
+            if (n > PIPE_BUF) {
+                /* Whole lines where they fit: workers share stdout, and a pipe keeps a write of
+                 * at most PIPE_BUF bytes apart from theirs, so no line is cut by another's. */
+                size_t cut = PIPE_BUF;
+                while (cut > 0 && out.data[sent + cut - 1] != '\n')
+                    cut--;
+                n = cut ? cut : PIPE_BUF;
+            }
         }
         ssize_t w = write(out_fd, out.data + sent, n);
         if (w < 0 && errno == EINTR)

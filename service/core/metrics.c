@@ -90,7 +90,7 @@ void metrics_gauge(buf *out, const char *name, const char *help, double v)
     buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
 }
 
-void metrics_render(buf *out)
+void metrics_render_process(buf *out)
 {
     size_t nslots = nroutes + 1;
     buf_printf(out,
@@ -141,6 +141,21 @@ void metrics_render(buf *out)
                     log_dropped_lines());
     for (size_t i = 0; i < nsources; i++)
         sources[i].fn(out, sources[i].ctx);
+}
+
+static metrics_renderer renderer;
+
+void metrics_set_renderer(metrics_renderer fn)
+{
+    renderer = fn;
+}
+
+void metrics_render(buf *out)
+{
+    if (renderer)
+        renderer(out);
+    else
+        metrics_render_process(out);
 }
 
 void metrics_family(buf *out, const char *name, const char *type, const char *help)

@@ -22,8 +22,15 @@ void metrics_set_routes(const char *const *labels, size_t n);
 /* Counts one answered request; slot -1 (or out of range): no route matched. */
 void metrics_observe_request(int slot, int status, double seconds);
 
-/* Appends the exposition text (text/plain; version=0.0.4): build info, requests, sources. */
+/* Appends the exposition text (text/plain; version=0.0.4): build info, requests, sources; or
+ * what the renderer set below appends instead. */
 void metrics_render(buf *out);
+/* This process's own exposition text, never labelled. */
+void metrics_render_process(buf *out);
+/* Replaces what metrics_render appends (with several workers: every worker's text, labelled,
+ * metrics_shared.h); NULL restores this process's own. */
+typedef void (*metrics_renderer)(buf *out);
+void metrics_set_renderer(metrics_renderer fn);
 
 /* For sources: one family with its HELP and TYPE lines and a single unlabelled sample; or the
  * HELP and TYPE lines alone, for a family whose labelled samples follow. */

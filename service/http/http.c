@@ -379,7 +379,17 @@ static bool http_mid_request(const conn *base)
     return ((const http_conn *)base)->in_message;
 }
 
+static void http_trim(conn *base)
+{
+    http_conn *c = (http_conn *)base;
+    buf_free(&c->hname);
+    buf_free(&c->hval);
+    buf_free(&c->req.url);
+    buf_free(&c->req.body);
+}
+
 const conn_protocol http_protocol = {
+    .trim = http_trim,
     .mid_request = http_mid_request,
     .conn_size = sizeof(http_conn),
     .open = http_open,
@@ -451,19 +461,28 @@ static void http_answer(request *req, int status, const char *content_type,
     buf *o = conn_output(&c->base);
     if (buf_reserve(o, body_len + 256) != 0)
         return;
-    buf_append_str(o, "HTTP/1.1 ");
-    buf_append_uint(o, (size_t)status);
-    buf_append(o, " ", 1);
-    buf_append_str(o, reason(status));
-    if (status != 204) { /* a 204 has no body, so neither its type nor its length (RFC 9110) */
-        buf_append_str(o, "\r\nContent-Type: ");
-        buf_append_str(o, content_type);
-        buf_append_str(o, "\r\nContent-Length: ");
+    /* The usual answer's first lines are one copy. */
+    static const char ok_json[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json; "
+                                  "charset=utf-8\r\nContent-Length: ";
+    if (status == 200 && !strcmp(content_type, "application/json; charset=utf-8")) {
+        buf_append(o, ok_json, sizeof ok_json - 1);
         buf_append_uint(o, body_len);
+    } else {
+        buf_append_str(o, "HTTP/1.1 ");
+        buf_append_uint(o, (size_t)status);
+        buf_append(o, " ", 1);
+        buf_append_str(o, reason(status));
+        if (status != 204) { /* a 204 has no body, so neither its type nor its length (RFC 9110) */
+            buf_append_str(o, "\r\nContent-Type: ");
+            buf_append_str(o, content_type);
+            buf_append_str(o, "\r\nContent-Length: ");
+            buf_append_uint(o, body_len);
+        }
     }
-    buf_append_str(o, "\r\nX-Request-Id: ");
+    static const char rid[] = "\r\nX-Request-Id: ";
+    buf_append(o, rid, sizeof rid - 1);
     buf_append_str(o, request_id);
-    buf_append_str(o, "\r\n");
+    buf_append(o, "\r\n", 2);
     if (extra_headers)
         buf_append_str(o, extra_headers);
     if (conn_last_answer(&c->base))

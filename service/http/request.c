@@ -64,8 +64,8 @@ static void ensure_request_id(request *req)
 
 static void log_request(request *req)
 {
-    uint64_t start = req->start_ns ? req->start_ns : request_now_ns();
-    metrics_observe_request(req->route_slot, req->status, (double)(request_now_ns() - start) / 1e9);
+    uint64_t now = request_now_ns(), start = req->start_ns ? req->start_ns : now;
+    metrics_observe_request(req->route_slot, req->status, (double)(now - start) / 1e9);
     buf *l = log_begin(req->status >= 500 ? LOG_ERROR : LOG_INFO, "request");
     if (!l)
         return;
@@ -76,7 +76,7 @@ static void log_request(request *req)
                  req->method >= 0 ? llhttp_method_name((llhttp_method_t)req->method) : NULL);
     log_str_safe(l, "route", req->route_name ? req->route_name : "-");
     log_int(l, "status", req->status);
-    log_double(l, "duration_ms", (double)(request_now_ns() - start) / 1e6);
+    log_double(l, "duration_ms", (double)(now - start) / 1e6);
     log_str_safe(l, "caller", req->caller[0] ? req->caller : NULL);
     if (req->traceparent[0])
         log_strn(l, "trace_id", req->traceparent + 3, 32); /* checked lowercase hex (http.c) */

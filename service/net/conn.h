@@ -46,6 +46,10 @@ typedef struct conn_protocol {
     void (*free)(struct conn *c); /* releases the protocol's state; the memory is the set's */
     /* A request has begun to arrive: a drain lets it finish instead of closing the connection. */
     bool (*mid_request)(const struct conn *c);
+    /* Optional: frees the buffers the protocol keeps between requests. Called by the sweep on
+     * a connection that has read nothing since the last sweep, owes nothing, writes nothing,
+     * and is not mid-request, so idle keep-alive connections hold no buffers. */
+    void (*trim)(struct conn *c);
 } conn_protocol;
 
 typedef struct conn_limits {
@@ -85,6 +89,7 @@ typedef struct conn {
     bool write_active; /* uv_write owns `writing` until its callback */
     bool in_progress;  /* conn_progress is on the stack: a nested call only asks for a rerun */
     bool again;
+    bool active; /* read something since the last sweep (an idle one's buffers are freed) */
     uint64_t read_deadline;  /* loop ms: header, body or idle deadline; 0 none; paused while owed */
     uint64_t write_deadline; /* loop ms: the write in progress must finish by then; 0 none */
     buf pending_in;          /* read, not yet parsed */

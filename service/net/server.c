@@ -1,8 +1,11 @@
 /* server: the listening socket, the set of client connections, and the drain on shutdown. */
 #include "net/server.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "core/metrics.h"
@@ -32,6 +35,59 @@ static void on_connection(uv_stream_t *listener, int status)
     conn_accept(&srv->conns, listener);
 }
 
+static int parse_addr(const char *host, int port, struct sockaddr_storage *addr)
+{
+    int rc = uv_ip4_addr(host, port, (struct sockaddr_in *)addr);
+    if (rc != 0)
+        rc = uv_ip6_addr(host, port, (struct sockaddr_in6 *)addr);
+    return rc;
+}
+
+static int port_of(const struct sockaddr_storage *a)
+{
+    return ntohs(a->ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)a)->sin6_port
+                                          : ((const struct sockaddr_in *)a)->sin_port);
+}
+
+/* A socket bound with SO_REUSEPORT (and SO_REUSEADDR, as libuv sets). Returns the fd or a
+ * negative errno. */
+static int bind_shared(const struct sockaddr_storage *addr)
+{
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int on = 1;
+    socklen_t len =
+        addr->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0 ||
+        bind(fd, (const struct sockaddr *)addr, len) != 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    return fd;
+}
+
+int server_reserve_port(const char *host, int port, int *fd, int *bound)
+{
+    struct sockaddr_storage addr, got;
+    if (parse_addr(host, port, &addr) != 0)
+        return -EINVAL;
+    int s = bind_shared(&addr);
+    if (s < 0)
+        return s;
+    socklen_t len = sizeof got;
+    if (getsockname(s, (struct sockaddr *)&got, &len) != 0) {
+        int e = -errno;
+        close(s);
+        return e;
+    }
+    *fd = s;
+    *bound = port_of(&got);
+    return 0;
+}
+
 int server_start(server *srv, uv_loop_t *loop, const server_options *o)
 {
     srv->loop = loop;
@@ -42,12 +98,17 @@ int server_start(server *srv, uv_loop_t *loop, const server_options *o)
     uv_timer_init(loop, &srv->drain_timer);
     srv->listener.data = srv->drain_timer.data = srv;
     struct sockaddr_storage addr;
-    int rc = uv_ip4_addr(o->host, o->port, (struct sockaddr_in *)&addr);
-    if (rc != 0)
-        rc = uv_ip6_addr(o->host, o->port, (struct sockaddr_in6 *)&addr);
+    int rc = parse_addr(o->host, o->port, &addr);
     if (rc != 0)
         return rc;
-    rc = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&addr, 0);
+    if (o->reuseport) {
+        int fd = bind_shared(&addr);
+        rc = fd < 0 ? uv_translate_sys_error(-fd) : uv_tcp_open(&srv->listener, fd);
+        if (fd >= 0 && rc != 0)
+            close(fd);
+    } else {
+        rc = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&addr, 0);
+    }
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
     if (rc != 0)
@@ -55,8 +116,7 @@ int server_start(server *srv, uv_loop_t *loop, const server_options *o)
     struct sockaddr_storage bound;
     int blen = sizeof bound;
     uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &blen);
-    srv->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                                  : ((struct sockaddr_in *)&bound)->sin_port);
+    srv->port = port_of(&bound);
     return 0;
 }
 

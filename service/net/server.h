@@ -2,6 +2,7 @@
 #ifndef ENTITYD_SERVER_H
 #define ENTITYD_SERVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -14,6 +15,7 @@ typedef struct server_options {
     void *proto_ctx;            /* handed to the protocol with each connection's set */
     conn_limits limits;
     uint64_t shutdown_timeout_ms; /* how long a drain waits for answers in flight */
+    bool reuseport;               /* SO_REUSEPORT: one of several workers on one port */
 } server_options;
 
 typedef struct server {
@@ -27,6 +29,10 @@ typedef struct server {
     void (*on_drained)(struct server *srv); /* called once every connection is closed */
 } server;
 
+/* For workers sharing a port: binds a socket with SO_REUSEPORT without listening on it, so the
+ * port (a free one when port is 0) stays this process's while workers come and go. Sets *fd
+ * and *bound. Returns 0 or a negative errno. */
+int server_reserve_port(const char *host, int port, int *fd, int *bound);
 /* Binds and listens. Returns 0 or a negative libuv error. */
 int server_start(server *srv, uv_loop_t *loop, const server_options *o);
 /* Stops accepting; closes idle connections and lets busy ones finish their request, for at

@@ -33,11 +33,12 @@ size_t keys_limit(char out[KEYS_LIMIT_SIZE], const char *address)
 /* The entity's keys: where each is written in entity_keys, and its suffix after the tag. */
 #define KEY(f, suffix)                                                                             \
     {                                                                                              \
-        offsetof(entity_keys, f), offsetof(entity_keys, f##_len), suffix                           \
+        offsetof(entity_keys, f), offsetof(entity_keys, f##_len), suffix, sizeof suffix - 1        \
     }
 static const struct {
     size_t at, len_at;
     const char *suffix;
+    size_t suffix_len;
 } entity_key_shapes[] = {
     KEY(entity, "}"),
     KEY(owners, "}:owners"),
@@ -56,10 +57,21 @@ static const struct {
 
 void keys_entity(entity_keys *k, const char *id)
 {
+    /* Every read builds these: the id is measured once, and the tag's prefix copied whole. */
+    static const char prefix[] = "ent:{";
+    size_t n = strlen(id), p = sizeof prefix - 1;
     for (size_t i = 0; i < sizeof entity_key_shapes / sizeof entity_key_shapes[0]; i++) {
         char *out = (char *)k + entity_key_shapes[i].at;
-        *(size_t *)((char *)k + entity_key_shapes[i].len_at) =
-            put(out, KEYS_ENTITY_SIZE, "ent:{", id, entity_key_shapes[i].suffix);
+        size_t s = entity_key_shapes[i].suffix_len, len = p + n + s;
+        if (len + 1 > KEYS_ENTITY_SIZE) {
+            out[0] = '\0';
+            len = 0;
+        } else {
+            memcpy(out, prefix, p);
+            memcpy(out + p, id, n);
+            memcpy(out + p + n, entity_key_shapes[i].suffix, s + 1);
+        }
+        *(size_t *)((char *)k + entity_key_shapes[i].len_at) = len;
     }
 }
 

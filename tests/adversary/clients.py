@@ -132,12 +132,31 @@ def server_holds(server_port, socks):
     return held
 
 
-def rss_kib(pid):
+def _own_rss_kib(pid):
     with open('/proc/%d/status' % pid) as f:
         for line in f:
             if line.startswith('VmRSS:'):
                 return int(line.split()[1])
     return None
+
+
+def rss_kib(pid):
+    """The service's RSS: the process's, plus its workers' when it supervises some."""
+    total = _own_rss_kib(pid)
+    if total is None:
+        return None
+    for task in os.listdir('/proc/%d/task' % pid):
+        try:
+            with open('/proc/%d/task/%s/children' % (pid, task)) as f:
+                kids = [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+        for c in kids:
+            try:
+                total += _own_rss_kib(c) or 0
+            except OSError:
+                pass  # a worker that just exited
+    return total
 
 
 class Response:

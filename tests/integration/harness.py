@@ -76,7 +76,10 @@ SERVICE_ENV_KEYS = (
     'RATE_WRITES_PER_MINUTE', 'ENTITY_CREATE_PER_DAY', 'CORS_ORIGINS',
     'MAX_MEMBERS_PER_ENTITY', 'MAX_ADMINS_PER_ENTITY', 'MAX_SKILLS_PER_ENTITY',
     'MAX_LEVELS_PER_ENTITY', 'CONTRIBUTIONS_PER_MEMBER_PER_MINUTE',
+    'LOG_BUFFER_BYTES', 'PAGE_CACHE_SIZE', 'READ_CACHE_MB', 'EVENTS_MAX', 'WORKERS',
 )
+# ENTITYD_TEST_WORKERS=N runs every instance with WORKERS=N unless its test sets WORKERS.
+TEST_WORKERS = os.environ.get('ENTITYD_TEST_WORKERS')
 
 # The suites write far more from one address than a wallet may (120 writes a minute, 20
 # creations a day by default) and award one member more than 600 contributions a minute: these
@@ -436,6 +439,8 @@ class Entityd:
         if self.redis is not None:
             e['REDIS_URL'] = self.redis.url
         e.update(LIMITS_OFF)
+        if TEST_WORKERS:
+            e['WORKERS'] = TEST_WORKERS
         e.update({k: str(v) for k, v in self.extra_env.items()})
         return e
 

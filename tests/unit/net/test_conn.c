@@ -366,6 +366,42 @@ static void test_drain_closes_idle_now_and_busy_after_their_answer(void **state)
     stop();
 }
 
+static void test_idle_connection_gives_its_buffers_back(void **state)
+{
+    (void)state;
+    start(ANSWER_NOW, 3000, limits());
+    int fd = peer(0);
+    send_all(fd, "get\nge", 6); /* one request, and the start of the next */
+    size_t total = 0;
+    for (int i = 0; i < 100 && total < 3000; i++) {
+        pump(2);
+        drain_peer(fd, &total, NULL);
+    }
+    assert_int_equal(total, 3000);
+    conn *c = g.last;
+    assert_true(c->writing.cap + c->out.cap > 0);
+    assert_true(c->pending_in.cap > 0);
+    pump(350); /* several sweeps: a partial request keeps what it has read */
+    assert_true(c->pending_in.cap > 0);
+    send_all(fd, "t\n", 2);
+    for (int i = 0; i < 100 && total < 6000; i++) {
+        pump(2);
+        drain_peer(fd, &total, NULL);
+    }
+    assert_int_equal(total, 6000);
+    pump(350); /* idle now: the sweeps free every buffer */
+    assert_int_equal(c->out.cap + c->writing.cap + c->pending_in.cap, 0);
+    send_all(fd, "get\n", 4); /* and the next request still gets its answer */
+    for (int i = 0; i < 100 && total < 9000; i++) {
+        pump(2);
+        drain_peer(fd, &total, NULL);
+    }
+    assert_int_equal(total, 9000);
+    assert_int_equal(g.requests, 3);
+    close(fd);
+    stop();
+}
+
 static void test_unparsed_input_is_bounded(void **state)
 {
     (void)state;
@@ -401,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_half_closed_peer_gets_its_answer_then_eof),
         cmocka_unit_test(test_drain_closes_idle_now_and_busy_after_their_answer),
         cmocka_unit_test(test_unparsed_input_is_bounded),
+        cmocka_unit_test(test_idle_connection_gives_its_buffers_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
