@@ -509,7 +509,9 @@ void auth_authenticate(request *req, int mode, bool deferred_revocation, auth_ne
 
     /* Reads have nothing to undo: their revocation check rides with the data read, one round
      * trip. Writes check it first, in parallel with the recovery. */
-    ac->deferred = deferred_revocation;
+    /* The deferred check relies on one connection answering in order; in cluster mode the
+     * revocation key lives on its own slot's node, so it is checked up front instead. */
+    ac->deferred = deferred_revocation && !store_cluster_mode(req->app->store);
     ac->pending = (ac->cached ? 0 : 1) + (ac->deferred ? 0 : 1);
     if (!ac->cached) {
         /* Without an address only the current epoch is tried; with one, up to the expired

@@ -65,6 +65,12 @@ static const opt opts[] = {
      "log lines held while stdout is slow; lines beyond are dropped and counted"},
     {"EVENTS_MAX", OPT_INT, OFF(events_max), "100000", 100, 100000000,
      "events kept per entity (older ones are trimmed, approximately)"},
+    {"REDIS_CLUSTER_NODES", OPT_STR, OFF(redis_cluster_nodes), "", 0, 0,
+     "host:port[,host:port...] seeds of a Redis Cluster; when set, cluster mode (REDIS_URL unused)"},
+    {"REDIS_USERNAME", OPT_STR, OFF(redis_username), "", 0, 0,
+     "ACL user for every cluster node (cluster mode)"},
+    {"REDIS_PASSWORD", OPT_STR, OFF(redis_password), "", 0, 0,
+     "password for every cluster node (cluster mode)"},
     {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
      "development mode: a fixed AUTH_SECRET when none is set (never in production)"},
 };

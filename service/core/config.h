@@ -30,6 +30,9 @@ typedef struct config {
     int64_t redis_max_pending;
     int64_t log_buffer_bytes;
     int64_t events_max;
+    char *redis_cluster_nodes;
+    char *redis_username;
+    char *redis_password;
     bool dev;
 } config;
 

@@ -34,6 +34,9 @@ static const char *const g_vars[] = {
     "SHUTDOWN_TIMEOUT_MS",
     "SIG_CACHE_SIZE",
     "EVENTS_MAX",
+    "REDIS_CLUSTER_NODES",
+    "REDIS_USERNAME",
+    "REDIS_PASSWORD",
     "DEV",
 };
 
