@@ -424,7 +424,9 @@ class Entityd:
         e['HOST'] = '127.0.0.1'
         if self.secret is not None:
             e['AUTH_SECRET'] = self.secret
-        if self.redis is not None:
+        if getattr(self.redis, 'cluster_nodes', None):
+            e['REDIS_CLUSTER_NODES'] = self.redis.cluster_nodes  # rcluster.RedisCluster
+        elif self.redis is not None:
             e['REDIS_URL'] = self.redis.url
         e.update({k: str(v) for k, v in self.extra_env.items()})
         return e
