@@ -108,6 +108,18 @@ class RedisCluster:
             raise RuntimeError('redis-cli --cluster create failed: %s' %
                                (p.stdout + p.stderr).decode(errors='replace')[-3000:])
         self.wait_ok()
+        self.wait_synced()
+
+    def wait_synced(self, timeout=None):
+        """Every live replica has finished its sync with its primary: a replica that never did
+        cannot be promoted (its data has no age Redis trusts)."""
+        def synced():
+            for n in self.live():
+                info = _decode(n.cli('INFO', 'replication'))
+                if 'role:slave' in info and 'master_link_status:up' not in info:
+                    return False
+            return True
+        wait_for(synced, timeout or scaled(30), interval=0.1, what='replicas in sync')
 
     def live(self):
         return [n for n in self.nodes if n.proc is not None and not n.paused]
