@@ -66,7 +66,8 @@ static const opt opts[] = {
     {"EVENTS_MAX", OPT_INT, OFF(events_max), "100000", 100, 100000000,
      "events kept per entity (older ones are trimmed, approximately)"},
     {"REDIS_CLUSTER_NODES", OPT_STR, OFF(redis_cluster_nodes), "", 0, 0,
-     "host:port[,host:port...] seeds of a Redis Cluster; when set, cluster mode (REDIS_URL unused)"},
+     "host:port[,host:port...] seeds of a Redis Cluster; when set, cluster mode (REDIS_URL "
+     "unused)"},
     {"REDIS_USERNAME", OPT_STR, OFF(redis_username), "", 0, 0,
      "ACL user for every cluster node (cluster mode)"},
     {"REDIS_PASSWORD", OPT_STR, OFF(redis_password), "", 0, 0,

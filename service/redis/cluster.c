@@ -351,8 +351,8 @@ static bool slot_error(const redisReply *r, cl_op *op)
 {
     if (!r || r->type != REDIS_REPLY_ERROR)
         return false;
-    int kind = slot_parse_error(r->str, r->len, &op->r_slot, op->r_host, sizeof op->r_host,
-                                &op->r_port);
+    int kind =
+        slot_parse_error(r->str, r->len, &op->r_slot, op->r_host, sizeof op->r_host, &op->r_port);
     if (kind == SLOT_ERR_OTHER)
         return false;
     op->redirect = kind;
@@ -471,8 +471,9 @@ static int any_ready(const cluster *cl)
 static void dispatch(cl_op *op)
 {
     cluster *cl = op->cl;
-    int ni = op->ask_node != NO_NODE ? op->ask_node : op->slot >= 0 ? cl->map[op->slot]
-                                                                     : any_ready(cl);
+    int ni = op->ask_node != NO_NODE ? op->ask_node
+             : op->slot >= 0         ? cl->map[op->slot]
+                                     : any_ready(cl);
     cl_node *n = ni != NO_NODE ? cl->nodes[ni] : NULL;
     if (!n || n->state != N_READY) {
         if (!n)
@@ -866,8 +867,8 @@ static void render_metrics(buf *out, void *ctx)
     metrics_family(out, "entityd_redis_node_connects_total", "counter",
                    "Connection attempts to this cluster node.");
     for (int i = 0; i < cl->nnodes; i++)
-        buf_printf(out, "entityd_redis_node_connects_total{node=\"%s\"} %llu\n",
-                   cl->nodes[i]->name, (unsigned long long)cl->nodes[i]->reconnects);
+        buf_printf(out, "entityd_redis_node_connects_total{node=\"%s\"} %llu\n", cl->nodes[i]->name,
+                   (unsigned long long)cl->nodes[i]->reconnects);
 }
 
 typedef struct seed {

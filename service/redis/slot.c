@@ -72,10 +72,10 @@ int slot_parse_error(const char *str, size_t len, int *slot, char *host, size_t 
     const char *end = str + len;
     if (starts(str, len, "MOVED "))
         return parse_target(str + 6, end, slot, host, host_size, port) ? SLOT_ERR_OTHER
-                                                                         : SLOT_ERR_MOVED;
+                                                                       : SLOT_ERR_MOVED;
     if (starts(str, len, "ASK "))
         return parse_target(str + 4, end, slot, host, host_size, port) ? SLOT_ERR_OTHER
-                                                                         : SLOT_ERR_ASK;
+                                                                       : SLOT_ERR_ASK;
     if (starts(str, len, "TRYAGAIN"))
         return SLOT_ERR_TRYAGAIN;
     if (starts(str, len, "CLUSTERDOWN"))

@@ -69,8 +69,7 @@ static void test_redirects(void **state)
     assert_string_equal(host, "127.0.0.1");
     assert_int_equal(port, 6381);
     const char *a = "ASK 16383 ::1:7000";
-    assert_int_equal(slot_parse_error(a, strlen(a), &slot, host, sizeof host, &port),
-                     SLOT_ERR_ASK);
+    assert_int_equal(slot_parse_error(a, strlen(a), &slot, host, sizeof host, &port), SLOT_ERR_ASK);
     assert_int_equal(slot, 16383);
     assert_string_equal(host, "::1");
     assert_int_equal(port, 7000);
@@ -81,15 +80,20 @@ static void test_redirects(void **state)
     assert_int_equal(slot_parse_error(d, strlen(d), &slot, host, sizeof host, &port),
                      SLOT_ERR_DOWN);
     /* Malformed or foreign errors are plain answers, and leave the outputs alone. */
-    const char *bad[] = {"MOVED 16384 127.0.0.1:1", "MOVED 1 127.0.0.1", "MOVED 1 :80",
-                         "MOVED x 127.0.0.1:1",     "ASK 1 h:0",         "ASK 1 h:99999",
-                         "MOVED 1 h:1x",            "ERR wrong type",    "NOSCRIPT No script",
+    const char *bad[] = {"MOVED 16384 127.0.0.1:1",
+                         "MOVED 1 127.0.0.1",
+                         "MOVED 1 :80",
+                         "MOVED x 127.0.0.1:1",
+                         "ASK 1 h:0",
+                         "ASK 1 h:99999",
+                         "MOVED 1 h:1x",
+                         "ERR wrong type",
+                         "NOSCRIPT No script",
                          "MOVED"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         slot = port = -7;
-        assert_int_equal(
-            slot_parse_error(bad[i], strlen(bad[i]), &slot, host, sizeof host, &port),
-            SLOT_ERR_OTHER);
+        assert_int_equal(slot_parse_error(bad[i], strlen(bad[i]), &slot, host, sizeof host, &port),
+                         SLOT_ERR_OTHER);
         assert_int_equal(slot, -7);
     }
     /* A host longer than the buffer is refused, not cut. */
