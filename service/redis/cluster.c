@@ -574,12 +574,16 @@ static cl_op *op_new(cluster *cl, store_cb cb, void *data, int kind, int script,
     op->node = op->ask_node = NO_NODE;
     op->ncmds = ncmds;
     op->cmds_copy = (store_cmd *)(op + 1);
-    char *p = (char *)(op->cmds_copy + ncmds);
+    /* Every command's argv and lens arrays first, so each stays aligned; the bytes after. */
+    char *arrays = (char *)(op->cmds_copy + ncmds);
+    char *p = arrays;
+    for (int i = 0; i < ncmds; i++)
+        p += (size_t)(cmds[i].argc + pre) * (sizeof(char *) + sizeof(size_t));
     for (int i = 0; i < ncmds; i++) {
         int argc = cmds[i].argc + pre;
-        const char **argv = (const char **)p;
+        const char **argv = (const char **)arrays;
         size_t *lens = (size_t *)(argv + argc);
-        p = (char *)(lens + argc);
+        arrays = (char *)(lens + argc);
         if (pre) {
             char *nk = p;
             p += snprintf(nk, 16, "%d", nkeys) + 1;

@@ -4,7 +4,7 @@
   RedisCluster(primaries=3, replicas=1, create=True)
       .nodes [harness.Redis]  .seeds 'host:port,...'  .cluster_nodes (the same; Entityd
       reads it to run in cluster mode)  .cli(*args) routed by the key's slot, following
-      MOVED/ASK; SCAN, FLUSHALL, DBSIZE and SCRIPT go to every primary
+      MOVED/ASK; SCAN, FLUSHALL, DBSIZE and SCRIPT go to every primary, DEBUG to all of them at once
       .primaries() .primary_of(key) .node_of_port(p) .create() .wait_ok()
       .migrate_slot(slot, dst) .kill()
   key_slot(key): the slot by the Redis Cluster specification (CRC16/XMODEM of the hash tag)
@@ -15,7 +15,7 @@ import random
 import socket
 import subprocess
 import shutil
-import time
+import threading
 
 import harness
 from harness import RespError, scaled, wait_for
@@ -56,10 +56,11 @@ def _port_free(port):
 
 
 def cluster_ports(n):
-    """n ports below the kernel's ephemeral range whose bus port (+10000) is free too."""
+    """n ports whose bus port (+10000) is free too, both below the kernel's ephemeral range
+    (from 32768), where an outgoing connection could take one meanwhile."""
     out = []
     for _ in range(2000):
-        p = random.randrange(20000, 30000)
+        p = random.randrange(12000, 22700)
         if p in out or p + 10000 in out:
             continue
         if _port_free(p) and _port_free(p + 10000):
@@ -82,11 +83,22 @@ class RedisCluster:
     def __init__(self, primaries=3, replicas=1, create=True, node_timeout=NODE_TIMEOUT_MS):
         self.replicas = replicas
         self.nodes = []
-        for p in cluster_ports(primaries * (1 + replicas)):
-            self.nodes.append(harness.Redis(port=p, extra_args=[
-                '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf',
-                '--cluster-node-timeout', str(node_timeout), '--enable-debug-command', 'local',
-                '--cluster-require-full-coverage', 'yes']))
+        # A port checked free may be taken before the server binds it (tests run side by
+        # side): start again on other ports, a bounded number of times.
+        for attempt in range(5):
+            try:
+                for p in cluster_ports(primaries * (1 + replicas)):
+                    self.nodes.append(harness.Redis(port=p, extra_args=[
+                        '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf',
+                        '--cluster-node-timeout', str(node_timeout),
+                        '--enable-debug-command', 'local', '--cluster-require-full-coverage',
+                        'yes']))
+                break
+            except TimeoutError:
+                self.kill()
+                self.nodes = []
+                if attempt == 4:
+                    raise
         if create:
             self.create()
 
@@ -179,6 +191,19 @@ class RedisCluster:
             for n in self.primaries():
                 out = n.cli(*args, timeout=timeout)
             return out
+        if cmd == 'DEBUG':
+            # The whole cluster at once (DEBUG SLEEP: every primary sleeps together).
+            nodes = self.primaries()
+            out = [None] * len(nodes)
+
+            def one(i):
+                out[i] = nodes[i].cli(*args, timeout=timeout)
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(len(nodes))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout + 1)
+            return out[0]
         if cmd in ('DBSIZE',):
             return sum(n.cli(*args, timeout=timeout) for n in self.primaries())
         if len(args) < 2:

@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import rcluster  # noqa: E402
 from harness import scaled  # noqa: E402
+from invariants import check_invariants  # noqa: E402
 from test_entities import EntityCase, make_callers, ekey, rand_tag  # noqa: E402
 
 # The service's promise after a primary's replica is promoted (issue #19): full service within
@@ -195,6 +196,7 @@ class ClusterDownTest(ClusterCase):
         # persistence in this cluster).
         for e in alive:
             self.assertEqual(self.entity_name(e['id']), e['name'])
+        self.assertEqual(check_invariants(cl), [])
 
 
 class ClusterFailoverTest(ClusterCase):
@@ -220,6 +222,8 @@ class ClusterFailoverTest(ClusterCase):
                     resp = self.get_entity(e['id'], owner)
                     name = None
                 else:
+                    # Each thread writes its own entities: the log's order is the write order.
+                    e = ents[(n // 2 * 3 + k) % len(ents)]
                     name = 'w-%d-%d' % (k, n)
                     resp = self.update(owner, e['id'], [owner.address], name=name)
                 with lock:
@@ -264,6 +268,81 @@ class ClusterFailoverTest(ClusterCase):
                 continue
             allowed = {mine[acked[-1]][2]} | {name for _, s, name in mine[acked[-1]:] if s != 200}
             self.assertIn(self.entity_name(e['id']), allowed, e['id'])
+        self.assertEqual(check_invariants(cl), [])
+
+
+class ClusterReshardTest(ClusterCase):
+
+    def test_reshard_under_load(self):
+        """redis-cli --cluster reshard moves 1000 slots, entities of ours among them, while they
+        are read and written: every request succeeds (the redirects and retries stay inside the
+        service), and every entity ends with its last written name."""
+        cl = rcluster.RedisCluster()
+        self.addCleanup(cl.kill)
+        self.start(cl)
+        owner = self.c['owner']
+        lo, hi, port = min(cl.slots())
+        src = cl.node_of_port(port)
+        moved = range(lo, lo + 1000)
+        ents = []
+        for _ in range(400):
+            e = self.create(owner)
+            if rcluster.key_slot(e['id']) in moved:
+                ents.append(e)
+            if len(ents) == 6:
+                break
+        self.assertGreaterEqual(len(ents), 3)
+        dst = self.other_primary(cl, src)
+        lock = threading.Lock()
+        log = []
+        stop = threading.Event()
+
+        def load(k):
+            n = 0
+            while not stop.is_set():
+                e = ents[(n + k) % len(ents)]
+                n += 1
+                name = None
+                if n % 3 == 0:
+                    # Each thread writes its own entity: the log's order is then the write order.
+                    e = ents[k]
+                    name = 'r-%d-%d' % (k, n)
+                    resp = self.update(owner, e['id'], [owner.address], name=name)
+                elif n % 3 == 1:
+                    resp = self.get_entity(e['id'], owner)
+                else:
+                    resp = self.users(e['id'], owner)
+                with lock:
+                    log.append((e['id'], resp[0], name))
+
+        threads = [threading.Thread(target=load, args=(k,), daemon=True) for k in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        before = self.redirects()
+        p = subprocess.run([rcluster.REDIS_CLI, '--cluster', 'reshard', '127.0.0.1:%d' % src.port,
+                            '--cluster-from', cl.node_id(src), '--cluster-to', cl.node_id(dst),
+                            '--cluster-slots', '1000', '--cluster-pipeline', '100',
+                            '--cluster-yes'], capture_output=True, timeout=scaled(300))
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
+        time.sleep(0.5)
+        stop.set()
+        for t in threads:
+            t.join(scaled(30))
+        for e in ents:
+            self.assertIs(cl.primary_of(ekey(e['id'])), dst)
+        statuses = {}
+        for _, s, _ in log:
+            statuses[s] = statuses.get(s, 0) + 1
+        self.assertEqual(set(statuses), {200}, statuses)
+        self.assertGreater(self.redirects(), before)
+        for e in ents:
+            names = [name for eid, _, name in log if eid == e['id'] and name]
+            if names:
+                self.assertEqual(self.entity_name(e['id']), names[-1])
+        print('reshard: %d requests, %d redirects followed' %
+              (len(log), self.redirects() - before))
+        self.assertEqual(check_invariants(cl), [])
 
 
 if __name__ == '__main__':
