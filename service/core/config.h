@@ -33,6 +33,8 @@ typedef struct config {
     char *redis_cluster_nodes;
     char *redis_username;
     char *redis_password;
+    char *redis_sentinels;
+    char *redis_sentinel_master;
     bool dev;
 } config;
 

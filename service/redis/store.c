@@ -30,6 +30,7 @@
 #include "redis/redis_uv.h"
 #include "redis/resolve.h"
 #include "redis/send.h"
+#include "redis/sentinel.h"
 
 enum state { ST_DOWN, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_CLOSED };
 
@@ -100,7 +101,9 @@ static int send_caching_yes(redisAsyncContext *ac)
 
 struct store {
     app *app;
-    cluster *cl; /* cluster mode: every unit goes there instead (cluster.h) */
+    cluster *cl;   /* cluster mode: every unit goes there instead (cluster.h) */
+    sentinel *sen; /* sentinel mode: where to connect is asked before each connect */
+    uint64_t switches;
     redisAsyncContext *ac;
     int state;
     char host[256];
@@ -624,7 +627,25 @@ static void on_handshake_reply(void *data, int status, redisReply *reply)
     }
 }
 
-/* Sends AUTH, SELECT and SCRIPT LOAD for every script; ready after the last answer. */
+/* Sentinel mode: the node the sentinels named must say it is a primary (a failover may be
+ * under way, or the answer was stale); otherwise the connection goes and the sentinels are
+ * asked again. */
+static void on_role_reply(void *data, int status, redisReply *reply)
+{
+    store *st = data;
+    if (st->state == ST_HANDSHAKE && status == STORE_OK && reply->type == REDIS_REPLY_ARRAY &&
+        (reply->elements < 1 || reply->element[0]->type != REDIS_REPLY_STRING ||
+         strcmp(reply->element[0]->str, "master"))) {
+        log_event(LOG_WARN, "redis node named by the sentinels is not a primary", NULL);
+        if (st->ac)
+            redisAsyncDisconnect(st->ac);
+        return;
+    }
+    on_handshake_reply(data, status, reply);
+}
+
+/* Sends AUTH, SELECT and SCRIPT LOAD for every script (and ROLE first in sentinel mode);
+ * ready after the last answer. */
 static void handshake(store *st)
 {
     st->state = ST_HANDSHAKE;
@@ -646,6 +667,12 @@ static void handshake(store *st)
             st->handshake_left++;
             submit(st, op, 1, argc, argv, lens);
         }
+    }
+    if (st->sen && (op = op_new(st, on_role_reply, st, 0))) {
+        argv[0] = "ROLE";
+        lens[0] = 4;
+        st->handshake_left++;
+        submit(st, op, 1, 1, argv, lens);
     }
     char dbs[16];
     snprintf(dbs, sizeof dbs, "%d", st->db);
@@ -731,12 +758,57 @@ static void on_resolved(void *data, int status, const char *numeric)
         schedule_reconnect(st);
 }
 
+/* Sentinel mode: the primary the sentinels name is where the next connect goes. */
+static void on_primary_found(void *ctx, int status, const char *host, int port)
+{
+    store *st = ctx;
+    if (st->state == ST_CLOSED)
+        return;
+    if (status != 0) {
+        if (!st->resolve_failing)
+            log_event(LOG_WARN, "redis primary unknown: no sentinel named it", NULL);
+        st->resolve_failing = true;
+        schedule_reconnect(st);
+        return;
+    }
+    if (strcmp(host, st->host) || port != st->port) {
+        buf *l = log_begin(LOG_INFO, "redis primary");
+        if (l) {
+            log_str(l, "host", host);
+            log_int(l, "port", port);
+            log_end(l);
+        }
+        snprintf(st->host, sizeof st->host, "%s", host);
+        st->port = port;
+    }
+    resolve_start(&st->resolver, st->app->loop, st->host, on_resolved, st);
+}
+
+/* A sentinel announced a new primary: the connection to the old one goes (its pending
+ * commands are answered STORE_UNAVAILABLE: their outcome is unknown), and the reconnect asks
+ * the sentinels where to go. */
+static void on_switch(void *ctx)
+{
+    store *st = ctx;
+    st->switches++;
+    if (st->state == ST_CLOSED || !st->ac)
+        return;
+    redisAsyncContext *ac = st->ac;
+    st->ac = NULL;
+    st->state = ST_DOWN;
+    redisAsyncFree(ac); /* on_disconnect schedules the reconnect */
+}
+
 static void start_connect(store *st)
 {
     if (st->state == ST_CLOSED)
         return;
     st->state = ST_CONNECTING;
     st->stats.reconnects++;
+    if (st->sen) {
+        sentinel_lookup(st->sen, on_primary_found, st);
+        return;
+    }
     /* Resolved again before every attempt: the host may have moved (a failover by DNS). */
     resolve_start(&st->resolver, st->app->loop, st->host, on_resolved, st);
 }
@@ -837,6 +909,10 @@ static void store_render_metrics(buf *out, void *ctx)
     metrics_gauge(out, "entityd_redis_pending_commands",
                   "Commands sent to Redis and not yet answered (capped by REDIS_MAX_PENDING).",
                   (double)store_pending(st));
+    if (st->sen)
+        metrics_counter(out, "entityd_redis_primary_switches_total",
+                        "Sentinel mode: +switch-master announcements for the primary.",
+                        st->switches);
     metrics_counter(
         out, "entityd_redis_shed_total",
         "Commands or transactions refused at once (503) for REDIS_MAX_PENDING; nothing sent.",
@@ -864,7 +940,16 @@ int store_new(store **out, app *a, char *err, size_t err_len)
         *out = st;
         return 0;
     }
-    if (parse_url(st, a->cfg.redis_url, err, err_len) != 0) {
+    if (a->cfg.redis_sentinels && a->cfg.redis_sentinels[0]) {
+        /* Sentinel mode: the address comes from the sentinels, the credentials from
+         * REDIS_USERNAME/REDIS_PASSWORD, the database is 0. */
+        if (sentinel_new(&st->sen, a, on_switch, st, err, err_len) != 0) {
+            free(st);
+            return -1;
+        }
+        snprintf(st->user, sizeof st->user, "%s", a->cfg.redis_username);
+        snprintf(st->password, sizeof st->password, "%s", a->cfg.redis_password);
+    } else if (parse_url(st, a->cfg.redis_url, err, err_len) != 0) {
         free(st);
         return -1;
     }
@@ -899,6 +984,7 @@ void store_close(store *st)
     /* A resolution under way still calls back (on_resolved sees ST_CLOSED); the loop runs
      * until it has, before store_free. */
     resolve_cancel(&st->resolver);
+    sentinel_close(st->sen);
     if (st->ac) {
         redisAsyncContext *ac = st->ac;
         st->ac = NULL;
@@ -916,6 +1002,7 @@ void store_free(store *st)
 {
     if (st) {
         cluster_free(st->cl);
+        sentinel_free(st->sen);
         free(st);
     }
     redis_reply_release_cache();

@@ -73,7 +73,8 @@ SERVICE_ENV_KEYS = (
     'MAX_CONNECTIONS', 'HEADER_TIMEOUT_MS', 'IDLE_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS',
     'SIG_CACHE_SIZE', 'DEV', 'WRITE_TIMEOUT_MS', 'WRITE_BUFFER_BYTES', 'REDIS_MAX_PENDING',
     'LOG_BUFFER_BYTES', 'PAGE_CACHE_SIZE', 'READ_CACHE_MB', 'EVENTS_MAX',
-    'REDIS_CLUSTER_NODES', 'REDIS_USERNAME', 'REDIS_PASSWORD',
+    'REDIS_CLUSTER_NODES', 'REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_SENTINELS',
+    'REDIS_SENTINEL_MASTER',
 )
 
 SANITIZER_MARKERS = ('ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:',
@@ -426,6 +427,9 @@ class Entityd:
             e['AUTH_SECRET'] = self.secret
         if getattr(self.redis, 'cluster_nodes', None):
             e['REDIS_CLUSTER_NODES'] = self.redis.cluster_nodes  # rcluster.RedisCluster
+        elif getattr(self.redis, 'sentinels', None):
+            e['REDIS_SENTINELS'] = self.redis.sentinels  # rcluster.SentinelSet
+            e['REDIS_SENTINEL_MASTER'] = self.redis.master_name
         elif self.redis is not None:
             e['REDIS_URL'] = self.redis.url
         e.update({k: str(v) for k, v in self.extra_env.items()})

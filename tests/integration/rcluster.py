@@ -251,3 +251,77 @@ class RedisCluster:
             n.kill()
 
     stop = kill
+
+
+class Sentinel(harness.Redis):
+    """One redis-server --sentinel watching `master_name` at 127.0.0.1:primary_port."""
+
+    def __init__(self, master_name, primary_port, quorum=2):
+        super().__init__(start=False)
+        self.conf = os.path.join(self.dir, 'sentinel.conf')
+        with open(self.conf, 'w') as f:  # Sentinel rewrites it: a file of its own
+            f.write('port %d\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n'
+                    'dir %s\nlogfile ""\n'
+                    'sentinel monitor %s 127.0.0.1 %d %d\n'
+                    'sentinel down-after-milliseconds %s 1000\n'
+                    'sentinel failover-timeout %s 5000\n' %
+                    (self.port, self.dir, master_name, primary_port, quorum, master_name,
+                     master_name))
+        self.start()
+
+    def _args(self):
+        return [harness.REDIS_SERVER, self.conf, '--sentinel']
+
+
+class SentinelSet:
+    """A primary, its replica and three sentinels, each started and stopped by its PID.
+
+      .sentinels 'host:port,...'  .master_name (Entityd reads both: sentinel mode)
+      .primary() the node the sentinels name now  .cli(*args) on it  .failover()  .kill()
+    """
+
+    master_name = 'mymaster'
+
+    def __init__(self, n_sentinels=3):
+        a = harness.Redis()
+        b = harness.Redis(extra_args=['--replicaof', '127.0.0.1', str(a.port)])
+        self.nodes = [a, b]
+        self.watchers = []
+        self.watchers = [Sentinel(self.master_name, a.port) for _ in range(n_sentinels)]
+
+        def settled():
+            info = _decode(b.cli('INFO', 'replication'))
+            if 'master_link_status:up' not in info:
+                return False
+            for s in self.watchers:
+                if len(s.cli('SENTINEL', 'replicas', self.master_name)) < 1:
+                    return False
+                if len(s.cli('SENTINEL', 'sentinels', self.master_name)) < n_sentinels - 1:
+                    return False
+            return True
+        wait_for(settled, scaled(30), interval=0.1, what='sentinels settled')
+
+    @property
+    def sentinels(self):
+        return ','.join('127.0.0.1:%d' % s.port for s in self.watchers)
+
+    def primary(self):
+        for s in self.watchers:
+            try:
+                _, port = _decode(s.cli('SENTINEL', 'get-master-addr-by-name', self.master_name))
+                return next(n for n in self.nodes if n.port == int(port))
+            except (OSError, RespError):
+                continue
+        raise RuntimeError('no sentinel answers')
+
+    def cli(self, *args, timeout=5.0):
+        return self.primary().cli(*args, timeout=timeout)
+
+    def failover(self):
+        return self.watchers[0].cli('SENTINEL', 'FAILOVER', self.master_name)
+
+    def kill(self):
+        for n in self.watchers + self.nodes:
+            n.kill()
+
+    stop = kill

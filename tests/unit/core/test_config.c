@@ -37,6 +37,8 @@ static const char *const g_vars[] = {
     "REDIS_CLUSTER_NODES",
     "REDIS_USERNAME",
     "REDIS_PASSWORD",
+    "REDIS_SENTINELS",
+    "REDIS_SENTINEL_MASTER",
     "DEV",
 };
 
