@@ -233,9 +233,15 @@ static void refresh(cluster *cl)
         cl->refresh_again = true; /* the tick asks when the time has come */
         return;
     }
-    for (int k = 0; k < cl->nnodes; k++) {
+    /* Primaries of the current map first: a replica learns of a moved slot by gossip, later,
+     * and its answer could undo what a MOVED just taught. Any connected node otherwise. */
+    bool primary[CLUSTER_MAX_NODES] = {false};
+    for (int s = 0; s < SLOT_COUNT; s++)
+        if (cl->map[s] != NO_NODE)
+            primary[cl->map[s]] = true;
+    for (int k = 0; k < 2 * cl->nnodes; k++) {
         cl_node *n = cl->nodes[(cl->refresh_rr + k) % cl->nnodes];
-        if (n->state != N_READY)
+        if (n->state != N_READY || (k < cl->nnodes && cl->covered && !primary[n->idx]))
             continue;
         static const char *argv[] = {"CLUSTER", "SLOTS"};
         static const size_t lens[] = {7, 5};

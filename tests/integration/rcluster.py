@@ -245,6 +245,17 @@ class RedisCluster:
         for n in self.primaries():
             if n not in (src, dst):
                 n.cli('CLUSTER', 'SETSLOT', slot, 'NODE', dst_id)
+        self.wait_slot(slot, dst)
+
+    def wait_slot(self, slot, node, timeout=None):
+        """Every live node's CLUSTER SLOTS says node serves slot."""
+        def agreed():
+            for n in self.live():
+                rows = n.cli('CLUSTER', 'SLOTS')
+                if not any(r[0] <= slot <= r[1] and r[2][1] == node.port for r in rows):
+                    return False
+            return True
+        wait_for(agreed, timeout or scaled(20), interval=0.05, what='slot %d agreed' % slot)
 
     def kill(self):
         for n in self.nodes:
