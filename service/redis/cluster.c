@@ -671,9 +671,9 @@ static void on_tick(uv_timer_t *t)
     }
     if (cl->refresh_busy && now - cl->refresh_started_ms > REFRESH_LIMIT_MS)
         cl->refresh_busy = false;
-    bool degraded = !cluster_ready(cl);
+    /* cluster_ready walks the map: only asked once a periodic refresh would be due. */
     if ((cl->refresh_again && now - cl->refresh_last_ms >= REFRESH_MIN_MS) ||
-        (degraded && now - cl->refresh_last_ms >= REFRESH_IDLE_MS))
+        (now - cl->refresh_last_ms >= REFRESH_IDLE_MS && !cluster_ready(cl)))
         refresh(cl);
     uint64_t stall = (uint64_t)cl->app->cfg.redis_timeout_ms * 2;
     if (stall < 5000)
