@@ -6,7 +6,7 @@
       reads it to run in cluster mode)  .cli(*args) routed by the key's slot, following
       MOVED/ASK; SCAN, FLUSHALL, DBSIZE and SCRIPT go to every primary, DEBUG to all of them at once
       .primaries() .primary_of(key) .node_of_port(p) .create() .wait_ok()
-      .migrate_slot(slot, dst) .kill()
+      .migrate_slot(slot, dst) .kill() .start() (again after kill(): the same cluster)
   key_slot(key): the slot by the Redis Cluster specification (CRC16/XMODEM of the hash tag)
 """
 
@@ -80,27 +80,43 @@ def _decode(v):
 
 class RedisCluster:
 
-    def __init__(self, primaries=3, replicas=1, create=True, node_timeout=NODE_TIMEOUT_MS):
+    def __init__(self, primaries=3, replicas=1, create=True, node_timeout=NODE_TIMEOUT_MS,
+                 start=True, appendonly=False, appendfsync=None):
         self.replicas = replicas
+        self.created = False
         self.nodes = []
         # A port checked free may be taken before the server binds it (tests run side by
         # side): start again on other ports, a bounded number of times.
         for attempt in range(5):
             try:
                 for p in cluster_ports(primaries * (1 + replicas)):
-                    self.nodes.append(harness.Redis(port=p, extra_args=[
-                        '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf',
-                        '--cluster-node-timeout', str(node_timeout),
-                        '--enable-debug-command', 'local', '--cluster-require-full-coverage',
-                        'yes']))
+                    self.nodes.append(harness.Redis(
+                        port=p, start=start, appendonly=appendonly, appendfsync=appendfsync,
+                        extra_args=['--cluster-enabled', 'yes', '--cluster-config-file',
+                                    'nodes.conf', '--cluster-node-timeout', str(node_timeout),
+                                    '--enable-debug-command', 'local',
+                                    '--cluster-require-full-coverage', 'yes']))
                 break
             except TimeoutError:
                 self.kill()
                 self.nodes = []
                 if attempt == 4:
                     raise
-        if create:
+        if start and create:
             self.create()
+
+    def start(self, timeout=None):
+        """Starts the nodes not running (same ports and directories: a node keeps its
+        nodes.conf, and with appendonly its data); the first time, builds the cluster."""
+        for n in self.nodes:
+            if n.proc is None:
+                n.start(timeout=timeout)
+        if self.created:
+            self.wait_ok()
+            self.wait_synced()
+        else:
+            self.create()
+        return self
 
     @property
     def seeds(self):
@@ -119,6 +135,7 @@ class RedisCluster:
         if p.returncode != 0:
             raise RuntimeError('redis-cli --cluster create failed: %s' %
                                (p.stdout + p.stderr).decode(errors='replace')[-3000:])
+        self.created = True
         self.wait_ok()
         self.wait_synced()
 
