@@ -85,6 +85,17 @@ static const opt opts[] = {
      "contributions one member of an entity may receive per minute; past it 429 (0: no limit)"},
     {"WORKERS", OPT_STR, OFF(workers), "1", 0, 0,
      "processes serving the port, each with its own loop (auto: one per CPU)"},
+    {"REDIS_CLUSTER_NODES", OPT_STR, OFF(redis_cluster_nodes), "", 0, 0,
+     "host:port[,host:port...] seeds of a Redis Cluster; when set, cluster mode (REDIS_URL "
+     "unused)"},
+    {"REDIS_SENTINELS", OPT_STR, OFF(redis_sentinels), "", 0, 0,
+     "host:port[,host:port...] Redis Sentinels; when set, sentinel mode (REDIS_URL unused)"},
+    {"REDIS_SENTINEL_MASTER", OPT_STR, OFF(redis_sentinel_master), "", 0, 0,
+     "the master name the sentinels monitor (sentinel mode)"},
+    {"REDIS_USERNAME", OPT_STR, OFF(redis_username), "", 0, 0,
+     "ACL user for every cluster node or the sentinels' primary"},
+    {"REDIS_PASSWORD", OPT_STR, OFF(redis_password), "", 0, 0,
+     "password for every cluster node or the sentinels' primary"},
     {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
      "development mode: a fixed AUTH_SECRET when none is set (never in production)"},
 };

@@ -40,6 +40,11 @@ typedef struct config {
     int64_t max_levels_per_entity;
     int64_t contributions_per_member_per_minute; /* 0: no limit */
     char *workers; /* WORKERS as given: "auto" or a count (workers_parse) */
+    char *redis_cluster_nodes;
+    char *redis_username;
+    char *redis_password;
+    char *redis_sentinels;
+    char *redis_sentinel_master;
     bool dev;
 } config;
 

@@ -23,11 +23,14 @@
 #include "core/buf.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "redis/cluster.h"
 #include "redis/lua_scripts.h"
 #include "cache/readcache.h"
 #include "redis/reply.h"
 #include "redis/redis_uv.h"
 #include "redis/resolve.h"
+#include "redis/send.h"
+#include "redis/sentinel.h"
 
 enum state { ST_DOWN, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_CLOSED };
 
@@ -98,6 +101,9 @@ static int send_caching_yes(redisAsyncContext *ac)
 
 struct store {
     app *app;
+    cluster *cl;   /* cluster mode: every unit goes there instead (cluster.h) */
+    sentinel *sen; /* sentinel mode: where to connect is asked before each connect */
+    uint64_t switches;
     redisAsyncContext *ac;
     int state;
     char host[256];
@@ -278,28 +284,10 @@ static bool submit(store *st, store_op *op, int cmds, int argc, const char **arg
     return false;
 }
 
-/* How a unit is sent. */
-#define SEND_TRACK   1 /* CLIENT CACHING yes in front: the read cache keeps the answer */
-#define SEND_ANY_CAP 2 /* never shed: bound to a command already sent (see store_read) */
-#define SEND_RESERVE 4 /* room is kept for the read that follows (STORE_READ_RESERVE) */
-#define SEND_CONTROL 8 /* the service's upkeep (store_control): may use the room kept for it */
-
-/* Commands of REDIS_MAX_PENDING that requests leave to the upkeep: a heartbeat and a tracking
- * request fit when requests have filled the rest. */
-#define CONTROL_ROOM 2
-
-/* True when a unit of n commands must be refused: REDIS_MAX_PENDING would be passed. A unit
- * larger than the cap on its own still goes when nothing is pending, or it could never run. A
- * unit bound to one already admitted (SEND_ANY_CAP) goes: room was kept for it. */
+/* True when a unit of n commands must be refused for REDIS_MAX_PENDING (send.h). */
 static bool shed(store *st, int flags, size_t n)
 {
-    if (flags & SEND_ANY_CAP)
-        return false;
-    size_t cap = (size_t)st->app->cfg.redis_max_pending;
-    size_t limit = (flags & SEND_CONTROL) || cap <= CONTROL_ROOM ? cap : cap - CONTROL_ROOM;
-    if (flags & SEND_RESERVE)
-        n += STORE_RESERVED_CMDS;
-    if (st->pending == 0 || st->pending + n <= limit)
+    if (!send_refused(st->pending, (size_t)st->app->cfg.redis_max_pending, flags, n))
         return false;
     st->stats.shed++;
     return true;
@@ -309,6 +297,10 @@ static bool shed(store *st, int flags, size_t n)
 static bool command(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
                     const size_t *lens)
 {
+    if (st->cl) {
+        store_cmd one = {argc, argv, lens};
+        return cluster_send(st->cl, flags, cb, data, CLUSTER_COMMAND, -1, 0, 1, &one);
+    }
     bool track = flags & SEND_TRACK;
     if (st->state != ST_READY || shed(st, flags, track ? 2 : 1)) {
         cb(data, STORE_UNAVAILABLE, NULL);
@@ -376,6 +368,8 @@ static void on_exec_reply(void *data, int status, redisReply *reply)
 /* store_exec with SEND_* flags; returns true when cb has already run. */
 static bool exec(store *st, int flags, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
 {
+    if (st->cl)
+        return cluster_send(st->cl, flags, cb, data, CLUSTER_EXEC, -1, 0, ncmds, cmds);
     bool track = flags & SEND_TRACK;
     /* MULTI, the commands, EXEC, and CLIENT CACHING when tracked. */
     int total = ncmds + 2 + (track ? 1 : 0);
@@ -531,6 +525,11 @@ store_endpoint store_get_endpoint(const store *st)
 static void send_script(store *st, int send, int script, store_cb cb, void *data, int nkeys,
                         int argc, const char **argv, const size_t *lens, bool writes)
 {
+    if (st->cl) {
+        store_cmd one = {argc, argv, lens};
+        cluster_send(st->cl, send, cb, data, CLUSTER_SCRIPT, script, nkeys, 1, &one);
+        return;
+    }
     if (st->state != ST_READY || shed(st, send, 1)) {
         cb(data, STORE_UNAVAILABLE, NULL);
         return;
@@ -584,22 +583,27 @@ void store_script_read(store *st, int flags, int script, store_cb cb, void *data
 
 bool store_ready(const store *st)
 {
-    return st->state == ST_READY;
+    return st->cl ? cluster_ready(st->cl) : st->state == ST_READY;
 }
 
 bool store_connected(const store *st)
 {
-    return st->state == ST_HANDSHAKE || st->state == ST_READY;
+    return st->cl ? cluster_ready(st->cl) : st->state == ST_HANDSHAKE || st->state == ST_READY;
+}
+
+bool store_cluster_mode(const store *st)
+{
+    return st->cl != NULL;
 }
 
 const store_stats *store_get_stats(const store *st)
 {
-    return &st->stats;
+    return st->cl ? cluster_stats(st->cl) : &st->stats;
 }
 
 size_t store_pending(const store *st)
 {
-    return st->pending;
+    return st->cl ? cluster_pending(st->cl) : st->pending;
 }
 
 /* --- connection life --- */
@@ -643,7 +647,25 @@ static void on_handshake_reply(void *data, int status, redisReply *reply)
     }
 }
 
-/* Sends AUTH, SELECT and SCRIPT LOAD for every script; ready after the last answer. */
+/* Sentinel mode: the node the sentinels named must say it is a primary (a failover may be
+ * under way, or the answer was stale); otherwise the connection goes and the sentinels are
+ * asked again. */
+static void on_role_reply(void *data, int status, redisReply *reply)
+{
+    store *st = data;
+    if (st->state == ST_HANDSHAKE && status == STORE_OK && reply->type == REDIS_REPLY_ARRAY &&
+        (reply->elements < 1 || reply->element[0]->type != REDIS_REPLY_STRING ||
+         strcmp(reply->element[0]->str, "master"))) {
+        log_event(LOG_WARN, "redis node named by the sentinels is not a primary", NULL);
+        if (st->ac)
+            redisAsyncDisconnect(st->ac);
+        return;
+    }
+    on_handshake_reply(data, status, reply);
+}
+
+/* Sends AUTH, SELECT and SCRIPT LOAD for every script (and ROLE first in sentinel mode);
+ * ready after the last answer. */
 static void handshake(store *st)
 {
     st->state = ST_HANDSHAKE;
@@ -665,6 +687,12 @@ static void handshake(store *st)
             st->handshake_left++;
             submit(st, op, 1, argc, argv, lens);
         }
+    }
+    if (st->sen && (op = op_new(st, on_role_reply, st, 0))) {
+        argv[0] = "ROLE";
+        lens[0] = 4;
+        st->handshake_left++;
+        submit(st, op, 1, 1, argv, lens);
     }
     char dbs[16];
     snprintf(dbs, sizeof dbs, "%d", st->db);
@@ -750,12 +778,57 @@ static void on_resolved(void *data, int status, const char *numeric)
         schedule_reconnect(st);
 }
 
+/* Sentinel mode: the primary the sentinels name is where the next connect goes. */
+static void on_primary_found(void *ctx, int status, const char *host, int port)
+{
+    store *st = ctx;
+    if (st->state == ST_CLOSED)
+        return;
+    if (status != 0) {
+        if (!st->resolve_failing)
+            log_event(LOG_WARN, "redis primary unknown: no sentinel named it", NULL);
+        st->resolve_failing = true;
+        schedule_reconnect(st);
+        return;
+    }
+    if (strcmp(host, st->host) || port != st->port) {
+        buf *l = log_begin(LOG_INFO, "redis primary");
+        if (l) {
+            log_str(l, "host", host);
+            log_int(l, "port", port);
+            log_end(l);
+        }
+        snprintf(st->host, sizeof st->host, "%s", host);
+        st->port = port;
+    }
+    resolve_start(&st->resolver, st->app->loop, st->host, on_resolved, st);
+}
+
+/* A sentinel announced a new primary: the connection to the old one goes (its pending
+ * commands are answered STORE_UNAVAILABLE: their outcome is unknown), and the reconnect asks
+ * the sentinels where to go. */
+static void on_switch(void *ctx)
+{
+    store *st = ctx;
+    st->switches++;
+    if (st->state == ST_CLOSED || !st->ac)
+        return;
+    redisAsyncContext *ac = st->ac;
+    st->ac = NULL;
+    st->state = ST_DOWN;
+    redisAsyncFree(ac); /* on_disconnect schedules the reconnect */
+}
+
 static void start_connect(store *st)
 {
     if (st->state == ST_CLOSED)
         return;
     st->state = ST_CONNECTING;
     st->stats.reconnects++;
+    if (st->sen) {
+        sentinel_lookup(st->sen, on_primary_found, st);
+        return;
+    }
     /* Resolved again before every attempt: the host may have moved (a failover by DNS). */
     resolve_start(&st->resolver, st->app->loop, st->host, on_resolved, st);
 }
@@ -844,23 +917,26 @@ static void store_render_metrics(buf *out, void *ctx)
     const store *st = ctx;
     metrics_gauge(out, "entityd_redis_connected",
                   "1 when Redis is connected and the scripts are loaded.", store_ready(st) ? 1 : 0);
-    metrics_counter(out, "entityd_redis_commands_total", "Commands sent to Redis.",
-                    st->stats.commands);
-    metrics_counter(out, "entityd_redis_errors_total", "Error replies from Redis.",
-                    st->stats.errors);
+    const store_stats *s = store_get_stats(st);
+    metrics_counter(out, "entityd_redis_commands_total", "Commands sent to Redis.", s->commands);
+    metrics_counter(out, "entityd_redis_errors_total", "Error replies from Redis.", s->errors);
     metrics_counter(out, "entityd_redis_timeouts_total", "Commands past REDIS_TIMEOUT_MS.",
-                    st->stats.timeouts);
+                    s->timeouts);
     metrics_counter(out, "entityd_redis_connects_total", "Connection attempts to Redis.",
-                    st->stats.reconnects);
+                    s->reconnects);
     metrics_counter(out, "entityd_redis_disconnects_total", "Redis connections lost.",
-                    st->stats.disconnects);
+                    s->disconnects);
     metrics_gauge(out, "entityd_redis_pending_commands",
                   "Commands sent to Redis and not yet answered (capped by REDIS_MAX_PENDING).",
                   (double)store_pending(st));
+    if (st->sen)
+        metrics_counter(out, "entityd_redis_primary_switches_total",
+                        "Sentinel mode: +switch-master announcements for the primary.",
+                        st->switches);
     metrics_counter(
         out, "entityd_redis_shed_total",
         "Commands or transactions refused at once (503) for REDIS_MAX_PENDING; nothing sent.",
-        st->stats.shed);
+        s->shed);
 }
 
 int store_new(store **out, app *a, char *err, size_t err_len)
@@ -871,7 +947,29 @@ int store_new(store **out, app *a, char *err, size_t err_len)
         return -1;
     }
     st->app = a;
-    if (parse_url(st, a->cfg.redis_url, err, err_len) != 0) {
+    if (a->cfg.redis_cluster_nodes && a->cfg.redis_cluster_nodes[0]) {
+        /* Cluster mode: REDIS_URL is not used; the cluster owns every connection. */
+        if (cluster_new(&st->cl, a, err, err_len) != 0) {
+            free(st);
+            return -1;
+        }
+        for (int i = 0; i < LUA_SCRIPT_COUNT; i++)
+            memcpy(st->shas[i], lua_scripts[i].sha1, 41);
+        st->state = ST_READY; /* the store's own connection is unused: readiness is the cluster's */
+        metrics_register(store_render_metrics, st);
+        *out = st;
+        return 0;
+    }
+    if (a->cfg.redis_sentinels && a->cfg.redis_sentinels[0]) {
+        /* Sentinel mode: the address comes from the sentinels, the credentials from
+         * REDIS_USERNAME/REDIS_PASSWORD, the database is 0. */
+        if (sentinel_new(&st->sen, a, on_switch, st, err, err_len) != 0) {
+            free(st);
+            return -1;
+        }
+        snprintf(st->user, sizeof st->user, "%s", a->cfg.redis_username);
+        snprintf(st->password, sizeof st->password, "%s", a->cfg.redis_password);
+    } else if (parse_url(st, a->cfg.redis_url, err, err_len) != 0) {
         free(st);
         return -1;
     }
@@ -899,9 +997,14 @@ void store_close(store *st)
     if (st->state == ST_CLOSED)
         return;
     st->state = ST_CLOSED;
+    if (st->cl) {
+        cluster_close(st->cl);
+        return;
+    }
     /* A resolution under way still calls back (on_resolved sees ST_CLOSED); the loop runs
      * until it has, before store_free. */
     resolve_cancel(&st->resolver);
+    sentinel_close(st->sen);
     if (st->ac) {
         redisAsyncContext *ac = st->ac;
         st->ac = NULL;
@@ -917,7 +1020,10 @@ void store_close(store *st)
 
 void store_free(store *st)
 {
-    if (st)
+    if (st) {
+        cluster_free(st->cl);
+        sentinel_free(st->sen);
         free(st);
+    }
     redis_reply_release_cache();
 }

@@ -39,6 +39,8 @@ struct tracking {
     char channel[64];  /* this process's heartbeat channel */
     tracking_stats stats;
     bool closed_timer;
+    char host[256]; /* where this connection went: the store's endpoint then */
+    int port;
 };
 
 /* A CLIENT TRACKING request in flight: the answer counts only if nothing changed since. */
@@ -107,13 +109,22 @@ static void point_store(tracking *tr)
     store_control(tr->app->store, on_tracking_reply, p, 6, argv, lens);
 }
 
+static void drop_connection(tracking *tr, const char *why);
+
 static void on_store(void *ctx, bool ready)
 {
     tracking *tr = ctx;
-    if (ready)
-        point_store(tr);
-    else
+    if (!ready) {
         cache_off(tr);
+        return;
+    }
+    store_endpoint ep = store_get_endpoint(tr->app->store);
+    if (tr->ac && (ep.port != tr->port || strcmp(ep.host, tr->host))) {
+        /* The store follows a new primary (sentinel mode): so must the invalidations. */
+        drop_connection(tr, "the primary moved");
+        return;
+    }
+    point_store(tr);
 }
 
 static void on_timer(uv_timer_t *t);
@@ -285,6 +296,8 @@ static void on_resolved(void *data, int status, const char *numeric)
         return;
     }
     store_endpoint ep = store_get_endpoint(tr->app->store);
+    snprintf(tr->host, sizeof tr->host, "%s", ep.host);
+    tr->port = ep.port;
     tr->ac = redis_uv_connect(tr->app->loop, numeric, ep.port, tr, NULL, on_connect, on_disconnect);
     if (!tr->ac)
         schedule_reconnect(tr);

@@ -77,6 +77,8 @@ SERVICE_ENV_KEYS = (
     'MAX_MEMBERS_PER_ENTITY', 'MAX_ADMINS_PER_ENTITY', 'MAX_SKILLS_PER_ENTITY',
     'MAX_LEVELS_PER_ENTITY', 'CONTRIBUTIONS_PER_MEMBER_PER_MINUTE',
     'LOG_BUFFER_BYTES', 'PAGE_CACHE_SIZE', 'READ_CACHE_MB', 'EVENTS_MAX', 'WORKERS',
+    'REDIS_CLUSTER_NODES', 'REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_SENTINELS',
+    'REDIS_SENTINEL_MASTER',
 )
 # ENTITYD_TEST_WORKERS=N runs every instance with WORKERS=N unless its test sets WORKERS.
 TEST_WORKERS = os.environ.get('ENTITYD_TEST_WORKERS')
@@ -436,7 +438,12 @@ class Entityd:
         e['HOST'] = '127.0.0.1'
         if self.secret is not None:
             e['AUTH_SECRET'] = self.secret
-        if self.redis is not None:
+        if getattr(self.redis, 'cluster_nodes', None):
+            e['REDIS_CLUSTER_NODES'] = self.redis.cluster_nodes  # rcluster.RedisCluster
+        elif getattr(self.redis, 'sentinels', None):
+            e['REDIS_SENTINELS'] = self.redis.sentinels  # rcluster.SentinelSet
+            e['REDIS_SENTINEL_MASTER'] = self.redis.master_name
+        elif self.redis is not None:
             e['REDIS_URL'] = self.redis.url
         e.update(LIMITS_OFF)
         if TEST_WORKERS:

@@ -34,6 +34,11 @@ static const char *const g_vars[] = {
     "SHUTDOWN_TIMEOUT_MS",
     "SIG_CACHE_SIZE",
     "EVENTS_MAX",
+    "REDIS_CLUSTER_NODES",
+    "REDIS_USERNAME",
+    "REDIS_PASSWORD",
+    "REDIS_SENTINELS",
+    "REDIS_SENTINEL_MASTER",
     "DEV",
 };
 

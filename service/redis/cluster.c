@@ -1,0 +1,984 @@
+/* cluster: the store's units over a Redis Cluster: slot map, one connection per node, redirects.
+ *
+ * Ownership: a unit is an op holding a private copy of its commands (a redirect resends them).
+ * hiredis holds the op through `holds` callbacks (the unit's last reply, and in a transaction
+ * each queued command's reply, which may carry the redirect EXEC's EXECABORT hides); the op is
+ * freed once it is answered and no callback holds it. Unanswered ops sit in the deadline list,
+ * oldest first (a resend keeps its place: the deadline is the first one); an op waiting for a
+ * retry is in that list with `retry_at` set and no hold.
+ *
+ * Nodes are created from the seeds and from what CLUSTER SLOTS and redirects name, and live
+ * until cluster_free: a pointer to one stays valid, and an old primary that comes back as a
+ * replica is simply connected and unused. */
+#include "redis/cluster.h"
+
+#include <hiredis/async.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/app.h"
+#include "core/backoff.h"
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "redis/lua_scripts.h"
+#include "redis/redis_uv.h"
+#include "redis/reply.h"
+#include "redis/resolve.h"
+#include "redis/send.h"
+#include "redis/slot.h"
+
+#define TICK_MS          20
+#define BACKOFF_MIN_MS   50
+#define BACKOFF_MAX_MS   2000
+#define HOST_SIZE        64
+#define MAX_TRIES        6    /* retries of TRYAGAIN, CLUSTERDOWN or a primary not connected */
+#define RETRY_BASE_MS    10   /* the first retry's wait, doubled for each one after */
+#define RETRY_MAX_MS     200  /* so six retries wait about 0.6 s in all */
+#define REFRESH_MIN_MS   100  /* between two CLUSTER SLOTS: a burst of MOVED asks once */
+#define REFRESH_IDLE_MS  1000 /* while the map is incomplete or a primary is down */
+#define REFRESH_LIMIT_MS 2000 /* a CLUSTER SLOTS unanswered this long is given up */
+#define NO_NODE          -1
+
+enum nstate { N_DOWN, N_CONNECTING, N_HANDSHAKE, N_READY, N_CLOSED };
+
+typedef struct cl_node {
+    cluster *cl;
+    int idx;
+    char host[HOST_SIZE];
+    int port;
+    char name[HOST_SIZE + 8]; /* host:port, for logs and metrics */
+    redisAsyncContext *ac;
+    int state;
+    int handshake_left;
+    resolver resolver;
+    bool resolver_used;
+    uv_timer_t reconnect;
+    backoff backoff;
+    size_t outstanding; /* callbacks hiredis holds on this connection */
+    uint64_t last_progress_ms;
+    uint64_t redirects, reconnects, disconnects;
+} cl_node;
+
+typedef struct cl_op {
+    struct cl_op *prev, *next; /* deadline list, while unanswered */
+    struct cl_op *due;         /* retries collected by the tick */
+    cluster *cl;
+    store_cb cb; /* NULL once answered */
+    void *data;
+    uint64_t deadline_ms, retry_at;
+    int kind, script, nkeys, slot;
+    int hops, tries;
+    int node;     /* the node holding it (holds > 0) */
+    int ask_node; /* NO_NODE, or the ASK target it goes to behind ASKING */
+    bool reload;  /* SCRIPT LOAD goes first (after NOSCRIPT) */
+    int holds;    /* hiredis callbacks that name this op */
+    int cmds;     /* commands it accounts for in `pending` while held */
+    int redirect; /* SLOT_ERR_* a queued command of the transaction answered */
+    int r_slot, r_port;
+    char r_host[HOST_SIZE];
+    int ncmds;
+    store_cmd *cmds_copy;
+} cl_op;
+
+struct cluster {
+    app *app;
+    bool closed;
+    cl_node *nodes[CLUSTER_MAX_NODES];
+    int nnodes;
+    int16_t map[SLOT_COUNT]; /* slot -> node index, or NO_NODE */
+    int covered;             /* slots with a node */
+    cl_op *head, *tail;
+    int parked; /* ops waiting for a retry */
+    uv_timer_t tick;
+    bool refresh_busy, refresh_again;
+    uint64_t refresh_started_ms, refresh_last_ms;
+    int refresh_rr;
+    size_t pending;
+    uint64_t refreshes, redirects;
+    store_stats stats;
+    int handles_open;
+};
+
+static void node_connect(cl_node *n);
+static void dispatch(cl_op *op);
+
+static uint64_t now_ms(const cluster *cl)
+{
+    return uv_now(cl->app->loop);
+}
+
+/* RESP framing, as store.c does it (hiredis's formatter costs more). */
+static buf resp = BUF_INIT;
+
+static int send_argv(redisAsyncContext *ac, redisCallbackFn *fn, void *priv, int argc,
+                     const char **argv, const size_t *lens)
+{
+    buf_reset(&resp, 1 << 20);
+    buf_append(&resp, "*", 1);
+    buf_append_uint(&resp, (unsigned long long)argc);
+    buf_append(&resp, "\r\n", 2);
+    for (int i = 0; i < argc; i++) {
+        buf_append(&resp, "$", 1);
+        buf_append_uint(&resp, lens[i]);
+        buf_append(&resp, "\r\n", 2);
+        buf_append(&resp, argv[i], lens[i]);
+        buf_append(&resp, "\r\n", 2);
+    }
+    return redisAsyncFormattedCommand(ac, fn, priv, resp.data, resp.len);
+}
+
+static int send_script_load(redisAsyncContext *ac, redisCallbackFn *fn, void *priv, int script)
+{
+    const char *argv[] = {"SCRIPT", "LOAD", lua_scripts[script].source};
+    size_t lens[] = {6, 4, strlen(lua_scripts[script].source)};
+    return send_argv(ac, fn, priv, 3, argv, lens);
+}
+
+/* --- the deadline list --- */
+
+static void list_unlink(cluster *cl, cl_op *op)
+{
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        cl->head = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    else
+        cl->tail = op->prev;
+    op->prev = op->next = NULL;
+}
+
+static void list_push(cluster *cl, cl_op *op)
+{
+    op->prev = cl->tail;
+    op->next = NULL;
+    if (cl->tail)
+        cl->tail->next = op;
+    else
+        cl->head = op;
+    cl->tail = op;
+}
+
+/* Answers an op once; it is freed when nothing holds it any more. */
+static void op_answer(cl_op *op, int status, redisReply *reply)
+{
+    cluster *cl = op->cl;
+    store_cb cb = op->cb;
+    op->cb = NULL;
+    list_unlink(cl, op);
+    if (op->retry_at) {
+        op->retry_at = 0;
+        cl->parked--;
+    }
+    if (status == STORE_TIMEOUT)
+        cl->stats.timeouts++;
+    if (reply && reply->type == REDIS_REPLY_ERROR)
+        cl->stats.errors++;
+    void *data = op->data;
+    if (!op->holds)
+        free(op);
+    cb(data, status, reply);
+}
+
+/* --- the slot map --- */
+
+static cl_node *node_find(cluster *cl, const char *host, int port)
+{
+    for (int i = 0; i < cl->nnodes; i++)
+        if (cl->nodes[i]->port == port && !strcmp(cl->nodes[i]->host, host))
+            return cl->nodes[i];
+    return NULL;
+}
+
+static void on_reconnect_timer(uv_timer_t *t)
+{
+    node_connect(t->data);
+}
+
+/* The node at host:port, made and connecting when new; NULL when the table is full. */
+static cl_node *node_get(cluster *cl, const char *host, int port)
+{
+    cl_node *n = node_find(cl, host, port);
+    if (n || cl->nnodes == CLUSTER_MAX_NODES || strlen(host) >= HOST_SIZE || cl->closed)
+        return n;
+    if (!(n = calloc(1, sizeof *n)))
+        return NULL;
+    n->cl = cl;
+    n->idx = cl->nnodes;
+    snprintf(n->host, sizeof n->host, "%s", host);
+    n->port = port;
+    snprintf(n->name, sizeof n->name, "%s:%d", host, port);
+    n->state = N_DOWN;
+    backoff_init(&n->backoff, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
+    uv_timer_init(cl->app->loop, &n->reconnect);
+    n->reconnect.data = n;
+    cl->nodes[cl->nnodes++] = n;
+    node_connect(n);
+    return n;
+}
+
+static void on_slots(redisAsyncContext *ac, void *r, void *privdata);
+
+/* Asks a connected node for the slot map; one question at a time, and at most one per
+ * REFRESH_MIN_MS: the MOVED answers of a burst ask once, and one more after it. */
+static void refresh(cluster *cl)
+{
+    if (cl->closed)
+        return;
+    uint64_t now = now_ms(cl);
+    if (cl->refresh_busy || now - cl->refresh_last_ms < REFRESH_MIN_MS) {
+        cl->refresh_again = true; /* the tick asks when the time has come */
+        return;
+    }
+    /* Primaries of the current map first: a replica learns of a moved slot by gossip, later,
+     * and its answer could undo what a MOVED just taught. Any connected node otherwise. */
+    bool primary[CLUSTER_MAX_NODES] = {false};
+    for (int s = 0; s < SLOT_COUNT; s++)
+        if (cl->map[s] != NO_NODE)
+            primary[cl->map[s]] = true;
+    for (int k = 0; k < 2 * cl->nnodes; k++) {
+        cl_node *n = cl->nodes[(cl->refresh_rr + k) % cl->nnodes];
+        if (n->state != N_READY || (k < cl->nnodes && cl->covered && !primary[n->idx]))
+            continue;
+        static const char *argv[] = {"CLUSTER", "SLOTS"};
+        static const size_t lens[] = {7, 5};
+        if (send_argv(n->ac, on_slots, n, 2, argv, lens) != REDIS_OK)
+            continue;
+        if (!n->outstanding++)
+            n->last_progress_ms = now;
+        cl->refresh_rr = n->idx + 1;
+        cl->refresh_busy = true;
+        cl->refresh_again = false;
+        cl->refresh_started_ms = cl->refresh_last_ms = now;
+        cl->refreshes++;
+        return;
+    }
+    cl->refresh_again = true; /* no node connected: asked when one is */
+}
+
+static bool element_is(const redisReply *r, int type)
+{
+    return r && r->type == type;
+}
+
+/* CLUSTER SLOTS: [[start, end, [host, port, id...], replicas...]...]. The map is replaced
+ * only by a well-formed answer. */
+static void apply_slots(cluster *cl, const cl_node *from, const redisReply *reply)
+{
+    if (!element_is(reply, REDIS_REPLY_ARRAY))
+        return;
+    static int16_t map[SLOT_COUNT];
+    for (int s = 0; s < SLOT_COUNT; s++)
+        map[s] = NO_NODE;
+    for (size_t i = 0; i < reply->elements; i++) {
+        const redisReply *e = reply->element[i];
+        if (!element_is(e, REDIS_REPLY_ARRAY) || e->elements < 3 ||
+            !element_is(e->element[0], REDIS_REPLY_INTEGER) ||
+            !element_is(e->element[1], REDIS_REPLY_INTEGER) ||
+            !element_is(e->element[2], REDIS_REPLY_ARRAY) || e->element[2]->elements < 2 ||
+            !element_is(e->element[2]->element[0], REDIS_REPLY_STRING) ||
+            !element_is(e->element[2]->element[1], REDIS_REPLY_INTEGER))
+            return;
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        const redisReply *h = e->element[2]->element[0];
+        long long port = e->element[2]->element[1]->integer;
+        if (lo < 0 || hi >= SLOT_COUNT || lo > hi || port < 1 || port > 65535 ||
+            h->len >= HOST_SIZE)
+            return;
+        char host[HOST_SIZE];
+        /* An empty or "?" host: the node asked is the one to use with that port. */
+        if (h->len == 0 || (h->len == 1 && h->str[0] == '?'))
+            snprintf(host, sizeof host, "%s", from->host);
+        else {
+            memcpy(host, h->str, h->len);
+            host[h->len] = '\0';
+        }
+        cl_node *n = node_get(cl, host, (int)port);
+        if (!n)
+            return;
+        for (long long s = lo; s <= hi; s++)
+            map[s] = (int16_t)n->idx;
+    }
+    int covered = 0;
+    for (int s = 0; s < SLOT_COUNT; s++)
+        covered += map[s] != NO_NODE;
+    memcpy(cl->map, map, sizeof map);
+    if (covered != cl->covered) {
+        buf *l = log_begin(covered == SLOT_COUNT ? LOG_INFO : LOG_WARN, "redis cluster slot map");
+        if (l) {
+            log_int(l, "covered", covered);
+            log_end(l);
+        }
+    }
+    cl->covered = covered;
+}
+
+static void on_slots(redisAsyncContext *ac, void *r, void *privdata)
+{
+    (void)ac;
+    cl_node *n = privdata;
+    cluster *cl = n->cl;
+    n->outstanding--;
+    if (r)
+        n->last_progress_ms = now_ms(cl);
+    cl->refresh_busy = false;
+    if (!cl->closed && r)
+        apply_slots(cl, n, r);
+}
+
+/* --- sending --- */
+
+static void release(cl_op *op, cl_node *n)
+{
+    if (--op->holds)
+        return;
+    n->outstanding--;
+    op->cl->pending -= (size_t)op->cmds;
+    op->cmds = 0;
+}
+
+/* Waits before the op is sent again; false when it has waited often enough already. */
+static bool park(cl_op *op)
+{
+    cluster *cl = op->cl;
+    if (op->tries >= MAX_TRIES)
+        return false;
+    unsigned wait = RETRY_BASE_MS << op->tries;
+    op->tries++;
+    op->retry_at = now_ms(cl) + (wait < RETRY_MAX_MS ? wait : RETRY_MAX_MS);
+    cl->parked++;
+    return true;
+}
+
+static bool slot_error(const redisReply *r, cl_op *op)
+{
+    if (!r || r->type != REDIS_REPLY_ERROR)
+        return false;
+    int kind =
+        slot_parse_error(r->str, r->len, &op->r_slot, op->r_host, sizeof op->r_host, &op->r_port);
+    if (kind == SLOT_ERR_OTHER)
+        return false;
+    op->redirect = kind;
+    return true;
+}
+
+/* A queued command's answer: +QUEUED, or the redirect that makes EXEC answer EXECABORT. */
+static void on_queued(redisAsyncContext *ac, void *r, void *privdata)
+{
+    cl_op *op = privdata;
+    if (r && !op->redirect)
+        slot_error(r, op);
+    release(op, ac->data);
+    if (!op->holds && !op->cb)
+        free(op);
+}
+
+/* Follows a redirect or retries; false when the op must be answered as it is. */
+static bool follow(cl_op *op, cl_node *from)
+{
+    cluster *cl = op->cl;
+    switch (op->redirect) {
+    case SLOT_ERR_MOVED:
+    case SLOT_ERR_ASK: {
+        from->redirects++;
+        cl->redirects++;
+        if (++op->hops > CLUSTER_MAX_HOPS)
+            return false;
+        cl_node *to = node_get(cl, op->r_host, op->r_port);
+        if (!to)
+            return false;
+        if (op->redirect == SLOT_ERR_MOVED) {
+            if (cl->map[op->r_slot] == NO_NODE)
+                cl->covered++;
+            cl->map[op->r_slot] = (int16_t)to->idx;
+            op->ask_node = NO_NODE;
+            refresh(cl);
+        } else {
+            op->ask_node = to->idx;
+        }
+        op->redirect = 0;
+        dispatch(op);
+        return true;
+    }
+    case SLOT_ERR_TRYAGAIN:
+    case SLOT_ERR_DOWN:
+        if (op->redirect == SLOT_ERR_DOWN) {
+            op->ask_node = NO_NODE;
+            refresh(cl);
+        }
+        if (!park(op))
+            return false;
+        op->redirect = 0;
+        return true;
+    }
+    return false;
+}
+
+static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    cl_op *op = privdata;
+    cl_node *n = ac->data;
+    cluster *cl = op->cl;
+    redisReply *reply = r;
+    release(op, n);
+    if (reply)
+        n->last_progress_ms = now_ms(cl);
+    if (!op->cb) {
+        if (!op->holds)
+            free(op);
+        return;
+    }
+    if (!reply) {
+        /* The link went with the unit on it: whether Redis ran it is unknown. */
+        refresh(cl);
+        op_answer(op, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    if (!cl->closed && reply->type == REDIS_REPLY_ERROR) {
+        if ((op->redirect || slot_error(reply, op)) && follow(op, n))
+            return;
+        if (op->kind == CLUSTER_SCRIPT && !strncmp(reply->str, "NOSCRIPT", 8) &&
+            ++op->hops <= CLUSTER_MAX_HOPS) {
+            /* This node lost its script cache (restart, flush, a replica just promoted). */
+            op->reload = true;
+            dispatch(op);
+            return;
+        }
+        if (op->redirect) {
+            /* A redirect or retry past its bound: 503. */
+            op_answer(op, STORE_UNAVAILABLE, NULL);
+            return;
+        }
+    }
+    if (op->kind == CLUSTER_EXEC && reply->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < reply->elements; i++)
+            if (reply->element[i]->type == REDIS_REPLY_ERROR &&
+                !strncmp(reply->element[i]->str, "NOSCRIPT", 8) && n->ac) {
+                for (int s = 0; s < LUA_SCRIPT_COUNT; s++)
+                    send_script_load(n->ac, NULL, NULL, s);
+                break;
+            }
+    }
+    op_answer(op, STORE_OK, reply);
+}
+
+static int any_ready(const cluster *cl)
+{
+    for (int i = 0; i < cl->nnodes; i++)
+        if (cl->nodes[i]->state == N_READY)
+            return i;
+    return NO_NODE;
+}
+
+/* Sends the op to the node it belongs to now, or parks it while that node is not connected. */
+static void dispatch(cl_op *op)
+{
+    cluster *cl = op->cl;
+    int ni = op->ask_node != NO_NODE ? op->ask_node
+             : op->slot >= 0         ? cl->map[op->slot]
+                                     : any_ready(cl);
+    cl_node *n = ni != NO_NODE ? cl->nodes[ni] : NULL;
+    if (!n || n->state != N_READY) {
+        if (!n)
+            refresh(cl);
+        if (!park(op))
+            op_answer(op, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    redisAsyncContext *ac = n->ac;
+    static const char *asking[] = {"ASKING"};
+    static const size_t asking_len[] = {6};
+    int cmds = 0, held = 0, rc = REDIS_OK;
+    if (op->ask_node != NO_NODE && (rc = send_argv(ac, NULL, NULL, 1, asking, asking_len)) == 0)
+        cmds++;
+    if (rc == REDIS_OK && op->reload && (rc = send_script_load(ac, NULL, NULL, op->script)) == 0)
+        cmds++;
+    op->reload = false;
+    op->redirect = 0;
+    if (!n->outstanding)
+        n->last_progress_ms = now_ms(cl);
+    if (op->kind == CLUSTER_EXEC) {
+        static const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
+        static const size_t multi_len[] = {5}, exec_len[] = {4};
+        if (rc == REDIS_OK && (rc = send_argv(ac, NULL, NULL, 1, multi, multi_len)) == 0)
+            cmds++;
+        for (int i = 0; rc == REDIS_OK && i < op->ncmds; i++) {
+            const store_cmd *c = &op->cmds_copy[i];
+            if ((rc = send_argv(ac, on_queued, op, c->argc, c->argv, c->lens)) == 0) {
+                cmds++;
+                held++;
+            }
+        }
+        if (rc == REDIS_OK && (rc = send_argv(ac, on_reply, op, 1, exec, exec_len)) == 0) {
+            cmds++;
+            held++;
+        }
+    } else if (rc == REDIS_OK) {
+        const store_cmd *c = &op->cmds_copy[0];
+        if ((rc = send_argv(ac, on_reply, op, c->argc, c->argv, c->lens)) == 0) {
+            cmds++;
+            held++;
+        }
+    }
+    cl->stats.commands += (uint64_t)cmds;
+    if (held) {
+        op->holds += held;
+        op->node = ni;
+        op->cmds = cmds;
+        cl->pending += (size_t)cmds;
+        n->outstanding++;
+    }
+    if (rc != REDIS_OK)
+        op_answer(op, STORE_UNAVAILABLE, NULL); /* freed by its last hold, if any */
+}
+
+/* The slot of a unit's keys, or -1 when they span slots (a bug of the caller). */
+static int unit_slot(int kind, int nkeys, int ncmds, const store_cmd *cmds)
+{
+    if (kind == CLUSTER_SCRIPT) {
+        if (nkeys < 1)
+            return -2; /* no key: any node */
+        int s = slot_of(cmds[0].argv[0], cmds[0].lens[0]);
+        for (int i = 1; i < nkeys && i < cmds[0].argc; i++)
+            if (slot_of(cmds[0].argv[i], cmds[0].lens[i]) != s)
+                return -1;
+        return s;
+    }
+    if (cmds[0].argc < 2)
+        return -2;
+    int s = slot_of(cmds[0].argv[1], cmds[0].lens[1]);
+    for (int i = 1; i < ncmds; i++)
+        if (cmds[i].argc >= 2 && slot_of(cmds[i].argv[1], cmds[i].lens[1]) != s)
+            return -1;
+    return s;
+}
+
+/* One allocation: the op, the commands, then each command's argv, lens and bytes. A script's
+ * command is stored as EVALSHA <sha> <nkeys> followed by the caller's words. */
+static cl_op *op_new(cluster *cl, store_cb cb, void *data, int kind, int script, int nkeys,
+                     int ncmds, const store_cmd *cmds)
+{
+    int pre = kind == CLUSTER_SCRIPT ? 3 : 0;
+    size_t size = sizeof(cl_op) + (size_t)ncmds * sizeof(store_cmd) + 32;
+    for (int i = 0; i < ncmds; i++) {
+        size += (size_t)(cmds[i].argc + pre) * (sizeof(char *) + sizeof(size_t));
+        for (int j = 0; j < cmds[i].argc; j++)
+            size += cmds[i].lens[j];
+    }
+    cl_op *op = calloc(1, size);
+    if (!op)
+        return NULL;
+    op->cl = cl;
+    op->cb = cb;
+    op->data = data;
+    op->kind = kind;
+    op->script = script;
+    op->nkeys = nkeys;
+    op->node = op->ask_node = NO_NODE;
+    op->ncmds = ncmds;
+    op->cmds_copy = (store_cmd *)(op + 1);
+    /* Every command's argv and lens arrays first, so each stays aligned; the bytes after. */
+    char *arrays = (char *)(op->cmds_copy + ncmds);
+    char *p = arrays;
+    for (int i = 0; i < ncmds; i++)
+        p += (size_t)(cmds[i].argc + pre) * (sizeof(char *) + sizeof(size_t));
+    for (int i = 0; i < ncmds; i++) {
+        int argc = cmds[i].argc + pre;
+        const char **argv = (const char **)arrays;
+        size_t *lens = (size_t *)(argv + argc);
+        arrays = (char *)(lens + argc);
+        if (pre) {
+            char *nk = p;
+            p += snprintf(nk, 16, "%d", nkeys) + 1;
+            argv[0] = "EVALSHA";
+            lens[0] = 7;
+            argv[1] = lua_scripts[script].sha1;
+            lens[1] = 40;
+            argv[2] = nk;
+            lens[2] = strlen(nk);
+        }
+        for (int j = 0; j < cmds[i].argc; j++) {
+            memcpy(p, cmds[i].argv[j], cmds[i].lens[j]);
+            argv[pre + j] = p;
+            lens[pre + j] = cmds[i].lens[j];
+            p += cmds[i].lens[j];
+        }
+        op->cmds_copy[i] = (store_cmd){argc, argv, lens};
+    }
+    return op;
+}
+
+bool cluster_send(cluster *cl, int flags, store_cb cb, void *data, int kind, int script, int nkeys,
+                  int ncmds, const store_cmd *cmds)
+{
+    size_t n = kind == CLUSTER_EXEC ? (size_t)ncmds + 2 : 1;
+    if (cl->closed || ncmds < 1 || cmds[0].argc < 1 ||
+        send_refused(cl->pending, (size_t)cl->app->cfg.redis_max_pending, flags, n)) {
+        if (!cl->closed && ncmds >= 1)
+            cl->stats.shed++;
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return true;
+    }
+    int slot = unit_slot(kind, nkeys, ncmds, cmds);
+    if (slot == -1) {
+        log_event(LOG_ERROR, "redis cluster: a unit's keys span slots; refused", NULL);
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return true;
+    }
+    cl_op *op = op_new(cl, cb, data, kind, script, nkeys, ncmds, cmds);
+    if (!op) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return true;
+    }
+    op->slot = slot;
+    op->deadline_ms = now_ms(cl) + (uint64_t)cl->app->cfg.redis_timeout_ms;
+    list_push(cl, op);
+    /* Held across the dispatch, which may answer it, to tell the caller whether cb ran. */
+    op->holds++;
+    dispatch(op);
+    bool answered = op->cb == NULL;
+    if (!--op->holds && answered)
+        free(op);
+    return answered;
+}
+
+/* --- the tick: deadlines, retries, refreshes, silent links --- */
+
+static void on_tick(uv_timer_t *t)
+{
+    cluster *cl = t->data;
+    uint64_t now = now_ms(cl);
+    while (cl->head && cl->head->deadline_ms <= now)
+        op_answer(cl->head, STORE_TIMEOUT, NULL);
+    if (cl->parked) {
+        cl_op *due = NULL;
+        for (cl_op *op = cl->head; op; op = op->next)
+            if (op->retry_at && op->retry_at <= now) {
+                op->retry_at = 0;
+                cl->parked--;
+                op->due = due;
+                due = op;
+            }
+        while (due) {
+            cl_op *op = due;
+            due = op->due;
+            if (op->cb)
+                dispatch(op);
+        }
+    }
+    if (cl->refresh_busy && now - cl->refresh_started_ms > REFRESH_LIMIT_MS)
+        cl->refresh_busy = false;
+    /* cluster_ready walks the map: only asked once a periodic refresh would be due. */
+    if ((cl->refresh_again && now - cl->refresh_last_ms >= REFRESH_MIN_MS) ||
+        (now - cl->refresh_last_ms >= REFRESH_IDLE_MS && !cluster_ready(cl)))
+        refresh(cl);
+    uint64_t stall = (uint64_t)cl->app->cfg.redis_timeout_ms * 2;
+    if (stall < 5000)
+        stall = 5000;
+    for (int i = 0; i < cl->nnodes; i++) {
+        cl_node *n = cl->nodes[i];
+        if (n->outstanding && n->ac && now - n->last_progress_ms > stall) {
+            /* Freed, not disconnected: a silent node would never let a disconnect finish. */
+            buf *l = log_begin(LOG_WARN, "redis node stalled: reconnecting");
+            if (l) {
+                log_str(l, "node", n->name);
+                log_end(l);
+            }
+            n->last_progress_ms = now;
+            redisAsyncContext *ac = n->ac;
+            n->ac = NULL;
+            n->state = N_DOWN;
+            redisAsyncFree(ac); /* node_on_disconnect schedules the reconnect */
+        }
+    }
+}
+
+/* --- a node's connection --- */
+
+static void schedule_reconnect(cl_node *n)
+{
+    if (n->cl->closed)
+        return;
+    n->state = N_DOWN;
+    uv_timer_start(&n->reconnect, on_reconnect_timer, backoff_next(&n->backoff), 0);
+}
+
+static void on_handshake(redisAsyncContext *ac, void *r, void *privdata)
+{
+    cl_node *n = privdata;
+    redisReply *reply = r;
+    n->outstanding--;
+    if (!reply || n->state != N_HANDSHAKE)
+        return;
+    n->last_progress_ms = now_ms(n->cl);
+    if (reply->type == REDIS_REPLY_ERROR) {
+        buf *l = log_begin(LOG_ERROR, "redis node handshake failed");
+        if (l) {
+            log_str(l, "node", n->name);
+            log_str(l, "detail", reply->str);
+            log_end(l);
+        }
+        redisAsyncDisconnect(ac);
+        return;
+    }
+    if (--n->handshake_left)
+        return;
+    n->state = N_READY;
+    backoff_reset(&n->backoff);
+    buf *l = log_begin(LOG_INFO, "redis node ready");
+    if (l) {
+        log_str(l, "node", n->name);
+        log_end(l);
+    }
+    if (n->cl->refresh_again || n->cl->covered < SLOT_COUNT)
+        refresh(n->cl);
+}
+
+/* AUTH with REDIS_USERNAME/REDIS_PASSWORD, and SCRIPT LOAD of every script; no SELECT (a
+ * cluster has database 0 only). Ready after the last answer. */
+static void handshake(cl_node *n)
+{
+    const config *cfg = &n->cl->app->cfg;
+    n->state = N_HANDSHAKE;
+    n->handshake_left = 0;
+    n->last_progress_ms = now_ms(n->cl);
+    if (cfg->redis_password && cfg->redis_password[0]) {
+        const char *argv[3];
+        size_t lens[3];
+        int argc = 0;
+        argv[argc] = "AUTH";
+        lens[argc++] = 4;
+        if (cfg->redis_username && cfg->redis_username[0]) {
+            argv[argc] = cfg->redis_username;
+            lens[argc++] = strlen(cfg->redis_username);
+        }
+        argv[argc] = cfg->redis_password;
+        lens[argc++] = strlen(cfg->redis_password);
+        if (send_argv(n->ac, on_handshake, n, argc, argv, lens) == REDIS_OK) {
+            n->handshake_left++;
+            n->outstanding++;
+        }
+    }
+    for (int s = 0; s < LUA_SCRIPT_COUNT; s++)
+        if (send_script_load(n->ac, on_handshake, n, s) == REDIS_OK) {
+            n->handshake_left++;
+            n->outstanding++;
+        }
+}
+
+static void node_on_connect(const redisAsyncContext *ac, int status)
+{
+    cl_node *n = ac->data;
+    if (status != REDIS_OK) {
+        n->ac = NULL; /* hiredis frees the context after this callback */
+        schedule_reconnect(n);
+        return;
+    }
+    handshake(n);
+}
+
+static void node_on_disconnect(const redisAsyncContext *ac, int status)
+{
+    cl_node *n = ac->data;
+    bool was_ready = n->state == N_READY;
+    n->ac = NULL;
+    n->disconnects++;
+    n->cl->stats.disconnects++;
+    n->outstanding = 0;
+    if (n->cl->closed) {
+        n->state = N_CLOSED;
+        return;
+    }
+    if (was_ready) {
+        buf *l = log_begin(LOG_WARN, "redis node disconnected");
+        if (l) {
+            log_str(l, "node", n->name);
+            if (status != REDIS_OK)
+                log_str(l, "detail", ac->errstr);
+            log_end(l);
+        }
+    }
+    schedule_reconnect(n);
+    refresh(n->cl);
+}
+
+static void node_on_resolved(void *data, int status, const char *numeric)
+{
+    cl_node *n = data;
+    if (n->cl->closed)
+        return;
+    if (status != 0) {
+        schedule_reconnect(n);
+        return;
+    }
+    n->ac = redis_uv_connect(n->cl->app->loop, numeric, n->port, n, &redis_reply_functions,
+                             node_on_connect, node_on_disconnect);
+    if (!n->ac)
+        schedule_reconnect(n);
+}
+
+static void node_connect(cl_node *n)
+{
+    if (n->cl->closed)
+        return;
+    n->state = N_CONNECTING;
+    n->reconnects++;
+    n->cl->stats.reconnects++;
+    n->resolver_used = true;
+    resolve_start(&n->resolver, n->cl->app->loop, n->host, node_on_resolved, n);
+}
+
+/* --- life --- */
+
+bool cluster_ready(const cluster *cl)
+{
+    if (cl->covered != SLOT_COUNT)
+        return false;
+    bool used[CLUSTER_MAX_NODES] = {false};
+    for (int s = 0; s < SLOT_COUNT; s++)
+        used[cl->map[s]] = true;
+    for (int i = 0; i < cl->nnodes; i++)
+        if (used[i] && cl->nodes[i]->state != N_READY)
+            return false;
+    return true;
+}
+
+size_t cluster_pending(const cluster *cl)
+{
+    return cl->pending;
+}
+
+const store_stats *cluster_stats(const cluster *cl)
+{
+    return &cl->stats;
+}
+
+static void render_metrics(buf *out, void *ctx)
+{
+    const cluster *cl = ctx;
+    metrics_gauge(out, "entityd_redis_cluster_slots_covered",
+                  "Hash slots the cluster slot map assigns to a primary (ready at 16384).",
+                  cl->covered);
+    metrics_counter(out, "entityd_redis_cluster_refreshes_total",
+                    "Slot map refreshes asked of the cluster (CLUSTER SLOTS).", cl->refreshes);
+    metrics_family(out, "entityd_redis_node_up", "gauge",
+                   "1 when the connection to this cluster node is ready.");
+    for (int i = 0; i < cl->nnodes; i++)
+        buf_printf(out, "entityd_redis_node_up{node=\"%s\"} %d\n", cl->nodes[i]->name,
+                   cl->nodes[i]->state == N_READY);
+    metrics_family(out, "entityd_redis_node_redirects_total", "counter",
+                   "MOVED and ASK answers from this cluster node, followed.");
+    for (int i = 0; i < cl->nnodes; i++)
+        buf_printf(out, "entityd_redis_node_redirects_total{node=\"%s\"} %llu\n",
+                   cl->nodes[i]->name, (unsigned long long)cl->nodes[i]->redirects);
+    metrics_family(out, "entityd_redis_node_connects_total", "counter",
+                   "Connection attempts to this cluster node.");
+    for (int i = 0; i < cl->nnodes; i++)
+        buf_printf(out, "entityd_redis_node_connects_total{node=\"%s\"} %llu\n", cl->nodes[i]->name,
+                   (unsigned long long)cl->nodes[i]->reconnects);
+}
+
+typedef struct seed {
+    char host[HOST_SIZE];
+    int port;
+} seed;
+
+/* "host:port[,host:port...]"; a host may be [IPv6] in brackets. Returns the count, or -1. */
+static int parse_seeds(const char *list, seed *out, char *err, size_t err_len)
+{
+    int count = 0;
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *colon = NULL;
+        for (const char *q = p; q < p + len; q++)
+            if (*q == ':')
+                colon = q;
+        const char *host = p;
+        size_t hlen = colon ? (size_t)(colon - p) : 0;
+        if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']')
+            host++, hlen -= 2;
+        long port = 0;
+        bool digits = colon && colon + 1 < p + len;
+        for (const char *q = colon ? colon + 1 : p + len; q < p + len && digits; q++) {
+            digits = *q >= '0' && *q <= '9' && port <= 65535;
+            port = port * 10 + (*q - '0');
+        }
+        if (!digits || hlen == 0 || hlen >= HOST_SIZE || port < 1 || port > 65535) {
+            snprintf(err, err_len, "REDIS_CLUSTER_NODES must be host:port[,host:port...]");
+            return -1;
+        }
+        if (count == CLUSTER_MAX_NODES) {
+            snprintf(err, err_len, "REDIS_CLUSTER_NODES lists more than %d nodes",
+                     CLUSTER_MAX_NODES);
+            return -1;
+        }
+        memcpy(out[count].host, host, hlen);
+        out[count].host[hlen] = '\0';
+        out[count++].port = (int)port;
+        p = end ? end + 1 : p + len;
+    }
+    if (!count)
+        snprintf(err, err_len, "REDIS_CLUSTER_NODES names no node");
+    return count ? count : -1;
+}
+
+int cluster_new(cluster **out, app *a, char *err, size_t err_len)
+{
+    static seed seeds[CLUSTER_MAX_NODES];
+    int count = parse_seeds(a->cfg.redis_cluster_nodes, seeds, err, err_len);
+    if (count < 0)
+        return -1;
+    cluster *cl = calloc(1, sizeof *cl);
+    if (!cl) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    cl->app = a;
+    for (int s = 0; s < SLOT_COUNT; s++)
+        cl->map[s] = NO_NODE;
+    uv_timer_init(a->loop, &cl->tick);
+    cl->tick.data = cl;
+    uv_timer_start(&cl->tick, on_tick, TICK_MS, TICK_MS);
+    /* A node the table has no room for is only a seed fewer: the others still find the map. */
+    for (int i = 0; i < count; i++)
+        node_get(cl, seeds[i].host, seeds[i].port);
+    metrics_register(render_metrics, cl);
+    *out = cl;
+    return 0;
+}
+
+void cluster_close(cluster *cl)
+{
+    if (cl->closed)
+        return;
+    cl->closed = true;
+    for (int i = 0; i < cl->nnodes; i++) {
+        cl_node *n = cl->nodes[i];
+        if (n->resolver_used)
+            resolve_cancel(&n->resolver);
+        if (n->ac) {
+            redisAsyncContext *ac = n->ac;
+            n->ac = NULL;
+            redisAsyncFree(ac); /* answers the ops it holds, STORE_UNAVAILABLE */
+        }
+        n->state = N_CLOSED;
+        uv_close((uv_handle_t *)&n->reconnect, NULL);
+    }
+    while (cl->head)
+        op_answer(cl->head, STORE_UNAVAILABLE, NULL);
+    uv_close((uv_handle_t *)&cl->tick, NULL);
+}
+
+void cluster_free(cluster *cl)
+{
+    if (!cl)
+        return;
+    for (int i = 0; i < cl->nnodes; i++)
+        free(cl->nodes[i]);
+    free(cl);
+}
