@@ -535,6 +535,15 @@ static void dispatch(cl_op *op)
         op_answer(op, STORE_UNAVAILABLE, NULL); /* freed by its last hold, if any */
 }
 
+/* Where a command's key is: argv[1], or for a script run as a plain command (EVALSHA sha
+ * numkeys key...) its first declared key; -1 when it has none. */
+static int cmd_key(const store_cmd *c)
+{
+    if (c->argc >= 3 && c->lens[0] == 7 && !memcmp(c->argv[0], "EVALSHA", 7))
+        return c->argc >= 4 && !(c->lens[2] == 1 && c->argv[2][0] == '0') ? 3 : -1;
+    return c->argc >= 2 ? 1 : -1;
+}
+
 /* The slot of a unit's keys, or -1 when they span slots (a bug of the caller). */
 static int unit_slot(int kind, int nkeys, int ncmds, const store_cmd *cmds)
 {
@@ -547,12 +556,17 @@ static int unit_slot(int kind, int nkeys, int ncmds, const store_cmd *cmds)
                 return -1;
         return s;
     }
-    if (cmds[0].argc < 2)
-        return -2;
-    int s = slot_of(cmds[0].argv[1], cmds[0].lens[1]);
-    for (int i = 1; i < ncmds; i++)
-        if (cmds[i].argc >= 2 && slot_of(cmds[i].argv[1], cmds[i].lens[1]) != s)
+    int s = -2;
+    for (int i = 0; i < ncmds; i++) {
+        int k = cmd_key(&cmds[i]);
+        if (k < 0)
+            continue;
+        int ks = slot_of(cmds[i].argv[k], cmds[i].lens[k]);
+        if (s == -2)
+            s = ks;
+        else if (ks != s)
             return -1;
+    }
     return s;
 }
 
