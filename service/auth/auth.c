@@ -574,8 +574,7 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
      * trip. Writes check it first, in parallel with the recovery. */
     /* The deferred check relies on one connection answering in order; in cluster mode the
      * revocation key lives on its own slot's node, so it is checked up front instead. */
-    ac->deferred =
-        (flags & AUTH_DEFERRED_REVOCATION) != 0 && !store_cluster_mode(req->app->store);
+    ac->deferred = (flags & AUTH_DEFERRED_REVOCATION) != 0 && !store_cluster_mode(req->app->store);
     ac->budget = (flags & AUTH_WRITE_BUDGET) != 0;
     ac->pending = (ac->cached ? 0 : 1) + (ac->deferred ? 0 : 1);
     /* A cached signature with its address names the caller already: its write budget is
