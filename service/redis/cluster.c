@@ -494,8 +494,11 @@ static void dispatch(cl_op *op)
     int cmds = 0, held = 0, rc = REDIS_OK;
     if (op->ask_node != NO_NODE && (rc = send_argv(ac, NULL, NULL, 1, asking, asking_len)) == 0)
         cmds++;
-    if (rc == REDIS_OK && op->reload && (rc = send_script_load(ac, NULL, NULL, op->script)) == 0)
-        cmds++;
+    /* After NOSCRIPT: every script, not only this one, so that the transactions that run one
+     * on this node (and cannot be resent with a source) find theirs too. */
+    for (int s = 0; rc == REDIS_OK && op->reload && s < LUA_SCRIPT_COUNT; s++)
+        if ((rc = send_script_load(ac, NULL, NULL, s)) == 0)
+            cmds++;
     op->reload = false;
     op->redirect = 0;
     if (!n->outstanding)

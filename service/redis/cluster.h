@@ -7,7 +7,7 @@
  * slots is a bug and is refused. MOVED updates the slot map (and refreshes it from CLUSTER
  * SLOTS, once per burst) and resends; ASK resends once to the target behind ASKING; TRYAGAIN,
  * CLUSTERDOWN and a primary not connected yet are retried with a short backoff, a few times;
- * NOSCRIPT loads the script on that node and resends. At most CLUSTER_MAX_HOPS redirects per
+ * NOSCRIPT loads every script on that node and resends. At most CLUSTER_MAX_HOPS redirects per
  * unit, and every resend keeps the unit's first deadline. A unit whose connection drops after
  * it was sent is answered STORE_UNAVAILABLE (Redis may or may not have run it): never resent. */
 #ifndef ENTITYD_CLUSTER_H

@@ -6,6 +6,7 @@ invariants read across every primary afterwards."""
 
 import os
 import sys
+import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -21,6 +22,12 @@ class ClusterFaultsTest(test_faults.FaultsTest):
         r = rcluster.RedisCluster(**kw)
         self.addCleanup(r.kill)
         return r
+
+    @unittest.skip('the threadpool under a flood of signature checks, with a 200 ms p99 bound: '
+                   'not a matter of the Redis mode, and six Redis servers on the same cores '
+                   'make its timing bound a measure of the machine (test_faults.py keeps it)')
+    def test_signature_flood_does_not_starve_unsigned_reads(self):
+        pass
 
 
 if __name__ == '__main__':
