@@ -46,7 +46,7 @@ void pagecache_free(pagecache *pc)
 }
 
 /* FNV-1a: keys are short and made by us, so a simple spread is enough. */
-static size_t slot_of(const pagecache *pc, const char *key, size_t klen)
+static size_t pagecache_slot(const pagecache *pc, const char *key, size_t klen)
 {
     uint64_t h = 14695981039346656037ULL;
     for (size_t i = 0; i < klen; i++) {
@@ -58,7 +58,7 @@ static size_t slot_of(const pagecache *pc, const char *key, size_t klen)
 
 static entry *find(const pagecache *pc, const char *key, size_t klen)
 {
-    entry *e = pc->slots[slot_of(pc, key, klen)];
+    entry *e = pc->slots[pagecache_slot(pc, key, klen)];
     return e && e->klen == klen && memcmp(e->data, key, klen) == 0 ? e : NULL;
 }
 
@@ -105,7 +105,7 @@ void pagecache_put(pagecache *pc, const char *key, size_t klen, const char *vers
     memcpy(e->data, key, klen);
     memcpy(e->data + klen, version, vlen);
     memcpy(e->data + klen + vlen, body, blen);
-    entry **slot = &pc->slots[slot_of(pc, key, klen)];
+    entry **slot = &pc->slots[pagecache_slot(pc, key, klen)];
     free(*slot);
     *slot = e;
     pc->stats.stored++;

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "redis/store.h"
+#include "redis/command.h"
 
 struct app;
 typedef struct cluster cluster;

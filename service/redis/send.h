@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "redis/store.h"
+#include "redis/command.h"
 
 #define SEND_TRACK   1 /* CLIENT CACHING yes in front: the read cache keeps the answer */
 #define SEND_ANY_CAP 2 /* never shed: bound to a command already sent (see store_read) */

@@ -7,22 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "redis/command.h"
+
 struct app;
 typedef struct store store;
-
-enum store_status {
-    STORE_OK = 0,      /* reply is Redis's answer (which may be an error reply) */
-    STORE_UNAVAILABLE, /* not connected, or the connection dropped: reply is NULL */
-    STORE_TIMEOUT,     /* no answer within REDIS_TIMEOUT_MS: reply is NULL; a late one is dropped */
-};
-
-/* Called exactly once per command. `reply` is valid only during the call. */
-typedef void (*store_cb)(void *data, int status, redisReply *reply);
-
-typedef struct store_stats {
-    uint64_t commands, errors, timeouts, reconnects, disconnects;
-    uint64_t shed; /* units refused for REDIS_MAX_PENDING, nothing sent */
-} store_stats;
 
 /* Parses REDIS_URL and starts connecting (retrying with backoff for as long as it runs).
  * Returns 0, or -1 with a sentence in err when the URL is malformed. */
@@ -58,13 +46,6 @@ void store_command(store *st, store_cb cb, void *data, int argc, const char **ar
  * heartbeat turns the read cache off, as it should). A few per second at most. */
 void store_control(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens);
-/* One command of a transaction. */
-typedef struct store_cmd {
-    int argc;
-    const char **argv;
-    const size_t *lens;
-} store_cmd;
-
 /* Sends MULTI, the commands and EXEC in one pipelined write: atomic, one round trip. cb gets
  * EXEC's reply (one reply per command). Scripts inside it run by SHA (store_script_sha); a
  * NOSCRIPT among the replies makes the store load its scripts again. */
@@ -94,9 +75,7 @@ void store_script_read(store *st, int flags, int script, store_cb cb, void *data
  * STORE_READ_RESERVE for room for it too: STORE_RESERVED_CMDS commands, more than any read of
  * the service sends (a users page with the role lookups, tracked, is 9). Returns true when cb
  * has already run (an answer from the cache, the store not ready, or the read shed). */
-#define STORE_READ_NO_HIT   1
-#define STORE_READ_RESERVE  2
-#define STORE_RESERVED_CMDS 16
+/* STORE_READ_NO_HIT, STORE_READ_RESERVE, STORE_RESERVED_CMDS: redis/command.h */
 bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
                 const size_t *lens);
 /* The same for a transaction (store_exec) of such reads. */
