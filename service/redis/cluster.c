@@ -898,58 +898,21 @@ static void render_metrics(buf *out, void *ctx)
                    (unsigned long long)cl->nodes[i]->reconnects);
 }
 
-typedef struct seed {
-    char host[HOST_SIZE];
-    int port;
-} seed;
-
-/* "host:port[,host:port...]"; a host may be [IPv6] in brackets. Returns the count, or -1. */
-static int parse_seeds(const char *list, seed *out, char *err, size_t err_len)
-{
-    int count = 0;
-    const char *p = list;
-    while (*p) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *colon = NULL;
-        for (const char *q = p; q < p + len; q++)
-            if (*q == ':')
-                colon = q;
-        const char *host = p;
-        size_t hlen = colon ? (size_t)(colon - p) : 0;
-        if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']')
-            host++, hlen -= 2;
-        long port = 0;
-        bool digits = colon && colon + 1 < p + len;
-        for (const char *q = colon ? colon + 1 : p + len; q < p + len && digits; q++) {
-            digits = *q >= '0' && *q <= '9' && port <= 65535;
-            port = port * 10 + (*q - '0');
-        }
-        if (!digits || hlen == 0 || hlen >= HOST_SIZE || port < 1 || port > 65535) {
-            snprintf(err, err_len, "REDIS_CLUSTER_NODES must be host:port[,host:port...]");
-            return -1;
-        }
-        if (count == CLUSTER_MAX_NODES) {
-            snprintf(err, err_len, "REDIS_CLUSTER_NODES lists more than %d nodes",
-                     CLUSTER_MAX_NODES);
-            return -1;
-        }
-        memcpy(out[count].host, host, hlen);
-        out[count].host[hlen] = '\0';
-        out[count++].port = (int)port;
-        p = end ? end + 1 : p + len;
-    }
-    if (!count)
-        snprintf(err, err_len, "REDIS_CLUSTER_NODES names no node");
-    return count ? count : -1;
-}
-
 int cluster_new(cluster **out, app *a, char *err, size_t err_len)
 {
-    static seed seeds[CLUSTER_MAX_NODES];
-    int count = parse_seeds(a->cfg.redis_cluster_nodes, seeds, err, err_len);
-    if (count < 0)
+    static resolve_endpoint seeds[CLUSTER_MAX_NODES];
+    int count = resolve_parse_list(a->cfg.redis_cluster_nodes, seeds, CLUSTER_MAX_NODES);
+    for (int i = 0; i < count; i++)
+        if (strlen(seeds[i].host) >= HOST_SIZE)
+            count = -1;
+    if (count == -2) {
+        snprintf(err, err_len, "REDIS_CLUSTER_NODES lists more than %d nodes", CLUSTER_MAX_NODES);
         return -1;
+    }
+    if (count < 0) {
+        snprintf(err, err_len, "REDIS_CLUSTER_NODES must be host:port[,host:port...]");
+        return -1;
+    }
     cluster *cl = calloc(1, sizeof *cl);
     if (!cl) {
         snprintf(err, err_len, "out of memory");

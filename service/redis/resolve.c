@@ -66,3 +66,36 @@ bool resolve_busy(const resolver *r)
 {
     return r->busy;
 }
+
+int resolve_parse_list(const char *list, resolve_endpoint *out, int max)
+{
+    int count = 0;
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *colon = NULL; /* the last one: an IPv6 host holds some too */
+        for (const char *q = p; q < p + len; q++)
+            if (*q == ':')
+                colon = q;
+        const char *host = p;
+        size_t hlen = colon ? (size_t)(colon - p) : 0;
+        if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']')
+            host++, hlen -= 2;
+        long port = 0;
+        bool digits = colon && colon + 1 < p + len;
+        for (const char *q = colon ? colon + 1 : p + len; q < p + len && digits; q++) {
+            digits = *q >= '0' && *q <= '9' && port <= 65535;
+            port = port * 10 + (*q - '0');
+        }
+        if (!digits || hlen == 0 || hlen >= RESOLVE_HOST_SIZE || port < 1 || port > 65535)
+            return -1;
+        if (count == max)
+            return -2;
+        memcpy(out[count].host, host, hlen);
+        out[count].host[hlen] = '\0';
+        out[count++].port = (int)port;
+        p = end ? end + 1 : p + len;
+    }
+    return count ? count : -1;
+}

@@ -34,4 +34,15 @@ void resolve_cancel(resolver *r);
 /* A resolution has started and not called back yet. */
 bool resolve_busy(const resolver *r);
 
+/* One "host:port" of a configured list (REDIS_CLUSTER_NODES, REDIS_SENTINELS). */
+#define RESOLVE_HOST_SIZE 256
+typedef struct resolve_endpoint {
+    char host[RESOLVE_HOST_SIZE]; /* an [IPv6] host without its brackets */
+    int port;
+} resolve_endpoint;
+
+/* Parses "host:port[,host:port...]" into out, at most max. Returns the count (at least 1), -1
+ * when the list is empty or an item is malformed, -2 when it holds more than max. */
+int resolve_parse_list(const char *list, resolve_endpoint *out, int max);
+
 #endif

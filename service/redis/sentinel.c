@@ -19,14 +19,11 @@
 #include "redis/resolve.h"
 
 #define MAX_SENTINELS  16
-#define HOST_SIZE      256
+#define HOST_SIZE      RESOLVE_HOST_SIZE
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
 
-typedef struct addr {
-    char host[HOST_SIZE];
-    int port;
-} addr;
+typedef resolve_endpoint addr;
 
 typedef struct lookup {
     redisAsyncContext *ac;
@@ -261,36 +258,13 @@ static void sub_connect(sentinel *s)
 
 static int parse(sentinel *s, const char *list, char *err, size_t err_len)
 {
-    const char *p = list;
-    while (*p) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *colon = NULL;
-        for (const char *q = p; q < p + len; q++)
-            if (*q == ':')
-                colon = q;
-        size_t hlen = colon ? (size_t)(colon - p) : 0;
-        long port = 0;
-        bool digits = colon && colon + 1 < p + len;
-        for (const char *q = colon ? colon + 1 : p + len; q < p + len && digits; q++) {
-            digits = *q >= '0' && *q <= '9' && port <= 65535;
-            port = port * 10 + (*q - '0');
-        }
-        if (!digits || hlen == 0 || hlen >= HOST_SIZE || port < 1 || port > 65535 ||
-            s->n == MAX_SENTINELS) {
-            snprintf(err, err_len, "REDIS_SENTINELS must be host:port[,host:port...] (at most %d)",
-                     MAX_SENTINELS);
-            return -1;
-        }
-        memcpy(s->addrs[s->n].host, p, hlen);
-        s->addrs[s->n].host[hlen] = '\0';
-        s->addrs[s->n++].port = (int)port;
-        p = end ? end + 1 : p + len;
-    }
-    if (!s->n) {
-        snprintf(err, err_len, "REDIS_SENTINELS names no sentinel");
+    int n = resolve_parse_list(list, s->addrs, MAX_SENTINELS);
+    if (n < 0) {
+        snprintf(err, err_len, "REDIS_SENTINELS must be host:port[,host:port...] (at most %d)",
+                 MAX_SENTINELS);
         return -1;
     }
+    s->n = n;
     return 0;
 }
 
