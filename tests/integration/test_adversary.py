@@ -271,7 +271,9 @@ class AdversaryTest(harness.ServiceTestCase):
         cs = self.checkers(svc, world, 3, scaled(90), versions, writes=True)
         eid = world.eids[0]
         get = request_bytes('GET', '/api/entities/%s?address=%s' % (eid, world.member.address))
-        slack = scaled(1.5)
+        # Deadlines are enforced by a 100 ms sweep on a loaded loop; in cluster mode six Redis
+        # servers share the two CPUs as well, and closes came up to 1.8 s late there.
+        slack = scaled(2.5)
         base_rss = clients.rss_kib(svc.pid)
         sampler = RssSampler(svc.pid).start()
         t0 = time.monotonic()
