@@ -11,7 +11,8 @@ no replicas, and a node timeout long enough that a 2 s DEBUG SLEEP is not taken 
   the single-Redis scenarios, the whole data set unreachable for a while;
 - one primary SIGKILLed and restarted 1 s later (appendfsync always on it): the other primaries
   keep serving, nothing acknowledged is lost;
-- replies delayed (under and past REDIS_TIMEOUT_MS), stalled from an EVALSHA, links cut at the
+- replies delayed (under and past REDIS_TIMEOUT_MS), stalled from an EVALSHA (8 s: past the
+  silent-link guard, so the node's connection is dropped and made again), links cut at the
   50th command and at an EVALSHA, on the proxy of the primary that holds the first entity of the
   data set. Aliases live in their own slots, usually on another primary: an update whose alias
   claim was answered by one node and whose entity script is lost or late on another is an
@@ -103,6 +104,9 @@ class ProxiedCluster(rcluster.RedisCluster):
         for p in self.proxies:
             if hasattr(p, 'release'):
                 p.release()
+                with p.lock:  # figures per test: a test asserts on its own cuts
+                    p.commands = p.connections = p.cuts = 0
+                    p.faults = {}
         for n in self.nodes:
             if n.proc is None:
                 n.start()
@@ -151,6 +155,23 @@ class ClusterRedisFaultsTest(test_redis_faults.RedisFaultsTest):
         test_redis_faults.log('\nfaulted node %d holds %d of %d entities' % (
             node.port, 1 + others.count(node), len(world.eids)))
         return r, svc, world, (r.proxy_of(node) if proxy else None)
+
+    def test_proxy_stall_from_evalsha(self):
+        # Held past cluster.c's silent-link guard (no reply for 5 s with commands outstanding:
+        # the node's connection is freed, its units answered 503, and it reconnects), which
+        # the 2.5 s of the single-Redis scenario do not reach: 3 s of margin for a slow loop.
+        r, svc, world, p = self.setup(proxy=True, env={'REDIS_TIMEOUT_MS': 500,
+                                                        'REDIS_MAX_PENDING': 64})
+
+        def fault():
+            p.stall(match=rb'^EVALSHA ')
+            self.assertTrue(p.wait_triggered(scaled(10)), 'no EVALSHA passed')
+            time.sleep(8.0)
+            p.release()
+        links = p.stats()['connections']
+        self.run_fault(r, svc, world, fault, max_pending=64,
+                       what='replies held 8 s from an EVALSHA')
+        self.assertGreater(p.stats()['connections'], links, 'the stalled link was kept')
 
     def test_redis_killed_and_restarted(self):
         # One primary (the first entity's) killed and restarted; the other two keep serving.
