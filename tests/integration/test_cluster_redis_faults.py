@@ -26,6 +26,7 @@ invariants of invariants.py read across every primary at the end of each test.""
 import os
 import sys
 import time
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -87,6 +88,18 @@ class ProxiedCluster(rcluster.RedisCluster):
             if port in (n.port, p.port):
                 return n
         raise KeyError(port)
+
+    def wait_slot(self, slot, node, timeout=None):
+        """Every live node's CLUSTER SLOTS says node (by its proxy's port) serves slot."""
+        want = self.proxy_of(node).port
+
+        def agreed():
+            for n in self.live():
+                if not any(r[0] <= slot <= r[1] and r[2][1] == want
+                           for r in n.cli('CLUSTER', 'SLOTS')):
+                    return False
+            return True
+        harness.wait_for(agreed, timeout or scaled(20), interval=0.05, what='slot %d agreed' % slot)
 
     def proxy_of(self, node):
         return self.proxies[self.nodes.index(node)]
@@ -186,6 +199,32 @@ class ClusterRedisFaultsTest(test_redis_faults.RedisFaultsTest):
             node.start()
             r.wait_ok()
         self.run_fault(r, svc, world, fault, what='one primary SIGKILLed, restarted 1 s later')
+
+    @unittest.skip('known to fail on Redis 7.0: during a live slot migration a script is '
+                   'checked command by command, and one that reaches a key missing on the '
+                   'migrating node (moved in an earlier MIGRATE batch, undeclared, or deleted '
+                   'by the script itself, as entity_update does with the owners set before '
+                   'SADD) is aborted after its first writes: an entity left without owners, '
+                   'its alias released while its record names it. Kept to show the fix')
+    def test_slot_moved_under_load(self):
+        # The slot of an entity with its many keys (one per idempotency key) moved to another
+        # primary and back three times, MIGRATE in batches as redis-cli reshard does, under
+        # the load.
+        r, svc, world, _ = self.setup(env={'REDIS_TIMEOUT_MS': 1000})
+        slot = rcluster.key_slot('ent:{%s}' % world.eids[0])
+        src = r.primary_of('ent:{%s}' % world.eids[0])
+        dst = next(n for n in r.primaries() if n is not src)
+
+        def window(a, b):
+            time.sleep(0.3)  # the slot migrating, no key moved yet: writes meet the states
+
+        def fault():
+            time.sleep(1.0)  # a few hundred keys in the slot by now
+            for _ in range(3):
+                r.migrate_slot(slot, dst, keys_first=window)
+                r.migrate_slot(slot, src, keys_first=window)
+        self.run_fault(r, svc, world, fault, expect_errors=False,
+                       what='a slot moved to another primary and back, three times')
 
 
 if __name__ == '__main__':
