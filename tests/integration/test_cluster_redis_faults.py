@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), 'adversary'))
 import harness  # noqa: E402
 import rcluster  # noqa: E402
 import test_redis_faults  # noqa: E402
+import clients  # noqa: E402
 from harness import scaled  # noqa: E402
 from resp_proxy import RespProxy  # noqa: E402
 from workload import World  # noqa: E402
@@ -192,12 +193,19 @@ class ClusterRedisFaultsTest(test_redis_faults.RedisFaultsTest):
         node = r.primary_of('ent:{%s}' % world.eids[0])
         node.cli('CONFIG', 'SET', 'appendfsync', 'always')
 
+        up = 'entityd_redis_node_up{node="127.0.0.1:%d"}' % r.proxy_of(node).port
+
         def fault():
             time.sleep(0.2)
             node.kill()
             time.sleep(1.0)
             node.start()
             r.wait_ok()
+            # The fault is over once the service is connected again: its reconnects back off
+            # to one every 2 s, and a cluster node takes a while to start (its data and then
+            # the cluster's agreement), so a retry may fall just before the node is back.
+            harness.wait_for(lambda: clients.metric(clients.fetch_metrics(svc.port), up) == 1,
+                             scaled(5), interval=0.05, what='the restarted node connected')
         self.run_fault(r, svc, world, fault, what='one primary SIGKILLed, restarted 1 s later')
 
     @unittest.skip('known to fail on Redis 7.0: during a live slot migration a script is '
