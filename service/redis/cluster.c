@@ -34,7 +34,8 @@
 #define BACKOFF_MIN_MS   50
 #define BACKOFF_MAX_MS   2000
 #define HOST_SIZE        64
-#define MAX_TRIES        6    /* retries of TRYAGAIN, CLUSTERDOWN or a primary not connected */
+#define MAX_TRIES        6    /* retries of CLUSTERDOWN or a primary not connected */
+#define MAX_MOVING_TRIES 64   /* of TRYAGAIN: the unit's deadline bounds them first */
 #define RETRY_BASE_MS    10   /* the first retry's wait, doubled for each one after */
 #define RETRY_MAX_MS     200  /* so six retries wait about 0.6 s in all */
 #define REFRESH_MIN_MS   100  /* between two CLUSTER SLOTS: a burst of MOVED asks once */
@@ -61,6 +62,7 @@ typedef struct cl_node {
     uint64_t last_progress_ms;
     uint64_t redirects, reconnects, disconnects;
     bool tracked; /* this connection's CLIENT TRACKING is confirmed (cluster_node_set_tracked) */
+    uint64_t scripts_stopped; /* scripts Redis stopped midway (script_stopped_midway) */
 } cl_node;
 
 typedef struct cl_op {
@@ -378,16 +380,42 @@ static void release(cl_op *op, cl_node *n)
 }
 
 /* Waits before the op is sent again; false when it has waited often enough already. */
-static bool park(cl_op *op)
+/* Schedules a retry. A slot being moved (TRYAGAIN, or a write script's ASK) is retried until the
+ * unit's deadline, since a move of a slot holding large keys takes longer than the usual tries;
+ * anything else MAX_TRIES times. False when no retry is left: the caller answers 503 now rather
+ * than 504 at the deadline. */
+static bool park(cl_op *op, bool slot_moving)
 {
     cluster *cl = op->cl;
-    if (op->tries >= MAX_TRIES)
+    if (op->tries >= (slot_moving ? MAX_MOVING_TRIES : MAX_TRIES))
         return false;
-    unsigned wait = RETRY_BASE_MS << op->tries;
+    unsigned wait = op->tries < 8 ? RETRY_BASE_MS << op->tries : RETRY_MAX_MS;
+    uint64_t at = now_ms(cl) + (wait < RETRY_MAX_MS ? wait : RETRY_MAX_MS);
+    if (slot_moving && at >= op->deadline_ms)
+        return false;
     op->tries++;
-    op->retry_at = now_ms(cl) + (wait < RETRY_MAX_MS ? wait : RETRY_MAX_MS);
+    op->retry_at = at;
     cl->parked++;
     return true;
+}
+
+/* A script that writes several keys of an entity is never sent behind ASKING: an ASK means its
+ * declared keys have left this node, but keys it finds by name may not have, and a write on the
+ * importing node would create them anew there (the move would then fail, or overwrite them). It
+ * waits for the move to end instead; single-key scripts and reads follow the ASK. */
+static bool ask_must_wait(const cl_op *op)
+{
+    return op->kind == CLUSTER_SCRIPT && op->nkeys > 1;
+}
+
+/* Redis 7.0's answer when a running script met a key of a moving slot missing on this node. The
+ * script stopped where it was, without undoing its writes; the entity scripts' moving_guard
+ * (lua/_prelude.lua) keeps this from happening, and should it happen anyway the outcome is
+ * unknown, like a lost connection's. */
+static bool script_stopped_midway(const redisReply *r)
+{
+    static const char text[] = "ERR Script attempted to access a non local key";
+    return r->len >= sizeof text - 1 && !memcmp(r->str, text, sizeof text - 1);
 }
 
 static bool slot_error(const redisReply *r, cl_op *op)
@@ -427,6 +455,12 @@ static bool follow(cl_op *op, cl_node *from)
         cl_node *to = node_get(cl, op->r_host, op->r_port);
         if (!to)
             return false;
+        if (op->redirect == SLOT_ERR_ASK && ask_must_wait(op)) {
+            if (!park(op, true))
+                return false;
+            op->redirect = 0;
+            return true;
+        }
         if (op->redirect == SLOT_ERR_MOVED) {
             int was = cl->map[op->r_slot];
             if (was == NO_NODE)
@@ -449,7 +483,7 @@ static bool follow(cl_op *op, cl_node *from)
             op->ask_node = NO_NODE;
             refresh(cl);
         }
-        if (!park(op))
+        if (!park(op, op->redirect == SLOT_ERR_TRYAGAIN))
             return false;
         op->redirect = 0;
         return true;
@@ -494,6 +528,12 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
             op_answer(op, STORE_UNAVAILABLE, NULL);
             return;
         }
+        if (op->kind == CLUSTER_SCRIPT && script_stopped_midway(reply)) {
+            n->scripts_stopped++;
+            refresh(cl);
+            op_answer(op, STORE_UNAVAILABLE, NULL);
+            return;
+        }
     }
     if (op->kind == CLUSTER_EXEC && reply->type == REDIS_REPLY_ARRAY) {
         for (size_t i = 0; i < reply->elements; i++)
@@ -531,7 +571,7 @@ static void dispatch(cl_op *op)
     if (!n || n->state != N_READY) {
         if (!n)
             refresh(cl);
-        if (!park(op))
+        if (!park(op, false))
             op_answer(op, STORE_UNAVAILABLE, NULL);
         return;
     }
@@ -1025,6 +1065,12 @@ static void render_metrics(buf *out, void *ctx)
     for (int i = 0; i < cl->nnodes; i++)
         buf_printf(out, "entityd_redis_node_connects_total{node=\"%s\"} %llu\n", cl->nodes[i]->name,
                    (unsigned long long)cl->nodes[i]->reconnects);
+    metrics_family(out, "entityd_redis_node_scripts_stopped_total", "counter",
+                   "Scripts this cluster node stopped midway, a slot moving (should stay 0: "
+                   "their outcome is unknown).");
+    for (int i = 0; i < cl->nnodes; i++)
+        buf_printf(out, "entityd_redis_node_scripts_stopped_total{node=\"%s\"} %llu\n",
+                   cl->nodes[i]->name, (unsigned long long)cl->nodes[i]->scripts_stopped);
 }
 
 int cluster_new(cluster **out, app *a, char *err, size_t err_len)

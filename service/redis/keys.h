@@ -51,6 +51,9 @@
  *                             string  contributions the member received in the current minute
  *                                     (CONTRIBUTIONS_PER_MEMBER_PER_MINUTE), PEXPIRE 60 s from
  *                                     the first; written by contrib_award.lua
+ *   ent:{c-…}:probe           never     never written: every write script asks EXISTS of it
+ *                                     first, which errors only while the slot moves between
+ *                                     cluster nodes (lua/_prelude.lua, moving_guard)
  *
  * Across entities (the one exception to the shared tag):
  *   alias:{<alias>}           string  "<entity id> <claimed at, s> <claim token>": the entity

@@ -157,18 +157,25 @@ class AliasUnknownOutcomeTest(harness.ServiceTestCase):
 
     def setUp(self):
         super().setUp()
-        self.r = self.redis(extra_args=['--enable-debug-command', 'local'])
-        self.proxy = StallProxy(self.r)
-        self.addCleanup(self.proxy.close)
-        self.svc = self.entityd(redis=None, env={'REDIS_URL': self.proxy.url,
-                                                 'REDIS_TIMEOUT_MS': TIMEOUT_MS,
-                                                 'READ_CACHE_MB': '0'})
+        self.start_redis()
         msg, _ = harness.current_message(self.svc.port)
         self.wa, self.wb = harness.Wallet.random(2)
         self.qa = 'address=%s&signature=%s' % self.wa.sign(msg)
         self.qb = 'address=%s&signature=%s' % self.wb.sign(msg)
         self.ea = self.create(self.qa, self.wa.address, 'old-a-%d' % os.getpid())
         self.eb = self.create(self.qb, self.wb.address, 'old-b-%d' % os.getpid())
+
+    def start_redis(self):
+        """Sets self.r, self.proxy (the one A's update passes) and self.svc."""
+        self.r = self.redis(extra_args=['--enable-debug-command', 'local'])
+        self.proxy = StallProxy(self.r)
+        self.addCleanup(self.proxy.close)
+        self.svc = self.entityd(redis=None, env={'REDIS_URL': self.proxy.url,
+                                                 'REDIS_TIMEOUT_MS': TIMEOUT_MS,
+                                                 'READ_CACHE_MB': '0'})
+
+    def alias(self, prefix):
+        return '%s-%d' % (prefix, os.getpid())
 
     def post(self, q, b):
         return harness.request(self.svc.port, 'POST', '/api/entities?' + q, body=b,
@@ -200,7 +207,8 @@ class AliasUnknownOutcomeTest(harness.ServiceTestCase):
         self.svc.wait_ready()  # after a dropped connection, entityd is connected again
         sb, _, bb = self.post(self.qb, body(self.wb.address, self.eb, communityURLAlias=alias))
         # Whatever Redis still holds back has run once a fresh command is answered.
-        harness.wait_for(lambda: self.r.cli('PING', timeout=scaled(5)) in ('PONG', b'PONG') and
+        node = self.proxy.redis  # the one A's update went to
+        harness.wait_for(lambda: node.cli('PING', timeout=scaled(5)) in ('PONG', b'PONG') and
                          time.monotonic() > self.proxy.hold_until, scaled(10), what='Redis')
         return (sa, ba), (sb, bb)
 
@@ -218,7 +226,7 @@ class AliasUnknownOutcomeTest(harness.ServiceTestCase):
 
     def test_late_script_keeps_the_claim(self):
         # Redis runs A's script after entityd answered 504, and after anything sent meanwhile.
-        alias = 'late-%d' % os.getpid()
+        alias = self.alias('late')
         (sa, ba), (sb, bb) = self.race('sleep', alias)
         self.assertEqual(sa, 504, ba)
         self.assertEqual(sb, 409, bb)
@@ -226,7 +234,7 @@ class AliasUnknownOutcomeTest(harness.ServiceTestCase):
 
     def test_late_answer_keeps_the_claim(self):
         # Redis runs A's script at once; only its answer comes after entityd's deadline.
-        alias = 'slow-%d' % os.getpid()
+        alias = self.alias('slow')
         (sa, ba), (sb, bb) = self.race('hold', alias)
         self.assertEqual(sa, 504, ba)
         self.assertEqual(sb, 409, bb)
@@ -236,7 +244,7 @@ class AliasUnknownOutcomeTest(harness.ServiceTestCase):
         # The connection drops with A's script unsent: A's write never happens, but entityd
         # cannot know. The claim stays until it is older than the grace period; then the
         # holder's record (not naming the alias) lets B take it over.
-        alias = 'lost-%d' % os.getpid()
+        alias = self.alias('lost')
         (sa, ba), (sb, bb) = self.race('drop', alias)
         self.assertEqual(sa, 503, ba)
         self.assertEqual(sb, 409, bb)
@@ -252,7 +260,7 @@ class AliasUnknownOutcomeTest(harness.ServiceTestCase):
 
     def test_refused_write_releases_its_claim(self):
         # A known failure (409 on a stale __v): the write did not happen, the claim goes at once.
-        alias = 'refused-%d' % os.getpid()
+        alias = self.alias('refused')
         st, _, b = self.post(self.qa, body(self.wa.address, self.ea, communityURLAlias=alias,
                                            __v=7))
         self.assertEqual(st, 409, b)

@@ -85,6 +85,9 @@ class Monitor:
 
 class RedisFaultsTest(harness.ServiceTestCase):
 
+    # REDIS_MAX_PENDING for the CLIENT PAUSE scenario (see test_client_pause_under_load).
+    pause_max_pending = 384
+
     def setup(self, env=None, appendonly=False, proxy=False):
         r = self.redis(extra_args=['--enable-debug-command', 'local'], appendonly=appendonly,
                        appendfsync='always' if appendonly else None)
@@ -179,7 +182,7 @@ class RedisFaultsTest(harness.ServiceTestCase):
         # the pause would be a failure to recover), and below what piles up in 5 s of pause
         # (so requests are shed meanwhile): about 470 commands with the progression reads and
         # awards in the mix, most of them one script each.
-        max_pending = 384
+        max_pending = self.pause_max_pending
         r, svc, world, _ = self.setup(env={'REDIS_MAX_PENDING': max_pending,
                                            'REDIS_TIMEOUT_MS': 1000})
         shed0 = clients.metric(clients.fetch_metrics(svc.port), SHED)

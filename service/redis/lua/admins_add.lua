@@ -1,6 +1,8 @@
 -- admins_add: owners add admins. KEYS: entity, owners, admins
 -- ARGV: caller, platform, events_max, now (ISO), most admins the entity may hold, address...
 -- (lowercase, deduplicated). Returns the sorted admins; FULL (nothing added) past the most. Writes an admin.added event {addresses (those added)} when any was.
+local moving = moving_guard(KEYS[1])
+if moving then return moving end
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'owners')
 if denied then return denied end

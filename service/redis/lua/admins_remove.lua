@@ -1,6 +1,8 @@
 -- admins_remove: owners remove an admin (removing one who is not is no error).
 -- KEYS: entity, owners, admins   ARGV: caller, platform, events_max, now (ISO), address.
 -- Returns the sorted admins. Writes an admin.removed event {address} when it was an admin.
+local moving = moving_guard(KEYS[1])
+if moving then return moving end
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'owners')
 if denied then return denied end

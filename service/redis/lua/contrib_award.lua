@@ -15,6 +15,8 @@
 -- contribution's index; the service names the field in the request's form), CONFLICT (the key
 -- was used for another request). Returns {'OK', Contribution JSONs as a JSON array} or
 -- {'REPLAY', the first answer's JSON array}. Progress, leaderboards and events: keys.h.
+local moving = moving_guard(KEYS[1])
+if moving then return moving end
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end

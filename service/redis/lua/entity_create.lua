@@ -1,6 +1,8 @@
 -- entity_create: a new entity with its owners, all or nothing.
 -- KEYS: entity, owners   ARGV: fields (JSON object of hash fields), owners (JSON array)
 -- Returns the entity's JSON.
+local moving = moving_guard(KEYS[1])
+if moving then return moving end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return fail('CONFLICT', 'An entity with this id exists.')
 end

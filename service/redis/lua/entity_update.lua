@@ -8,6 +8,8 @@
 -- Writes an entity.updated event {__v (the new one)}.
 -- The fields carry aliasClaim, the token of the alias claim, whenever they set the alias.
 -- Returns {entity JSON, the alias held before, the token of its claim ('' when unknown)}.
+local moving = moving_guard(KEYS[1])
+if moving then return moving end
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'owners')
 if denied then return denied end

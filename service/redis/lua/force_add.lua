@@ -9,6 +9,8 @@
 -- cached users pages are valid only under the version they were rendered from.
 -- A member is one compact entry, "<addedAt>:<address>:<addedBy>:<chain>", kept both as the
 -- hash value and as the order member; entityd renders the JSON (keys.h).
+local moving = moving_guard(KEYS[1])
+if moving then return moving end
 local role = role_of(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
