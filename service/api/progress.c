@@ -589,6 +589,52 @@ static bool valid_board_entry(const char *s, size_t len)
            s[18] == 'x' && lower_hex(s + 19, 40);
 }
 
+/* A page's cursor is the entry it ended with, written compactly: the entry's 16 digits, then
+ * its address's 40 hex digits, with nothing to decode (the hex of the whole entry, twice as
+ * long, was a good part of a deep page's cost: parsed, decoded and hashed on every read). */
+#define BOARD_CURSOR_LEN 56
+
+/* Reads the optional `cursor` into the board entry it names (NUL-ended; "" when absent), or
+ * answers 400 and returns false. The hex of a whole entry, which earlier releases issued, is
+ * taken too. */
+static bool board_cursor(request *req, char out[BOARD_ENTRY_LEN + 1])
+{
+    size_t len;
+    const char *cp = request_param(req, "cursor", &len);
+    out[0] = '\0';
+    if (!cp || !len)
+        return true;
+    bool ok = true;
+    if (len == BOARD_CURSOR_LEN) {
+        memcpy(out, cp, 16);
+        memcpy(out + 16, ":0x", 3);
+        memcpy(out + 19, cp + 16, 40);
+    } else {
+        ok =
+            len == 2 * BOARD_ENTRY_LEN && hex_decode(cp, len, (uint8_t *)out, BOARD_ENTRY_LEN) == 0;
+    }
+    if (!ok || !valid_board_entry(out, BOARD_ENTRY_LEN)) {
+        out[0] = '\0';
+        request_fail_field(req, "cursor", "cursor must be a nextCursor value from a page.");
+        return false;
+    }
+    out[BOARD_ENTRY_LEN] = '\0';
+    return true;
+}
+
+/* Appends the nextCursor member for a page that ended with `next`, or null after the last. */
+static void append_board_cursor(buf *b, const redisReply *next)
+{
+    if (!next || next->type != REDIS_REPLY_STRING || !valid_board_entry(next->str, next->len)) {
+        buf_append_str(b, ",\"nextCursor\":null}");
+        return;
+    }
+    buf_append_str(b, ",\"nextCursor\":\"");
+    buf_append(b, next->str, 16);
+    buf_append(b, next->str + 19, 40);
+    buf_append(b, "\"}", 2);
+}
+
 /* The value of a board entry: 9999999999999999 - its first 16 digits. */
 static uint64_t board_value(const char *entry)
 {
@@ -667,8 +713,7 @@ static void on_board(void *data, int status, redisReply *r)
         }
     }
     buf_append(b, "]", 1);
-    append_cursor(b, page->elements > (size_t)q->limit ? page->element[q->limit - 1] : NULL,
-                  BOARD_ENTRY_LEN);
+    append_board_cursor(b, page->elements > (size_t)q->limit ? page->element[q->limit - 1] : NULL);
     readcache_keep_rendered(req->app->reads, r, INT64_MAX, b->data, b->len);
     respond_send(req, 200, b);
 }
@@ -751,8 +796,7 @@ void leaderboard_get(request *req)
         request_fail_field(req, "by", "by must be xp or the id of one of the entity's skills.");
         return;
     }
-    if (!query_limit(req, 100, 20, &q->limit) ||
-        !query_cursor(req, BOARD_ENTRY_LEN, valid_board_entry, q->cursor))
+    if (!query_limit(req, 100, 20, &q->limit) || !board_cursor(req, q->cursor))
         return;
     req->state = q;
     board_send(req);
