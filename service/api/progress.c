@@ -172,7 +172,8 @@ static void run_script(request *req, int script, store_cb cb, int nkeys, const c
 }
 
 /* A progression read's key in the read cache (store_read_exec_as): the route's letter, then
- * every input its commands are built from, each after its length, so that no two inputs run
+ * every input its commands are built from (at most five, each at most 64 bytes: checked ids,
+ * addresses, a board entry, a limit), each after its length, so that no two inputs run
  * together. A hit then costs a lookup of about a hundred bytes, not of the framed transaction;
  * the caller's role still comes from the kept answer of this caller's own lookups. */
 typedef struct read_desc {
