@@ -372,8 +372,6 @@ class LeaseTest(LimitsBase):
         # were limited all the same.
         self.assertEqual(metric(text, 'entityd_rate_leases'), 4)
         self.assertEqual(metric(text, 'entityd_rate_lease_full_total'), 8)
-        for w in wallets:
-            self.assertIsNotNone(r.cli('GET', 'limit:{%s}' % w.address), w.address)
         for w in wallets[-2:]:
             for _ in range(119):
                 resp = self.add_skill(svc, w, 'c-none')
