@@ -38,6 +38,7 @@ struct limits {
     lease_table table;
     uv_timer_t sweep;
     int state;
+    bool leasing;              /* RATE_LEASE_MS > 0: the table is in use */
     bool sweeping;             /* the sweep timer is started */
     unsigned outstanding;      /* lease charges and hand-backs sent, not yet answered */
     void (*closed)(void *ctx); /* limits_close's callback, once outstanding is 0 */
@@ -226,7 +227,7 @@ static void on_sweep(uv_timer_t *t);
 void limits_take(request *req, int kind, const char *caller, limits_done done, void *data)
 {
     limits *lim = req->app->limits;
-    if (kind != LIMITS_WRITES || !lim || lim->state != LIMITS_OPEN) {
+    if (kind != LIMITS_WRITES || !lim || !lim->leasing || lim->state != LIMITS_OPEN) {
         take_one(req, kind, caller, done, data);
         return;
     }
@@ -270,7 +271,7 @@ void limits_take(request *req, int kind, const char *caller, limits_done done, v
 void limits_give(request *req, int kind, const char *caller)
 {
     limits *lim = req->app->limits;
-    lease *l = kind == LIMITS_WRITES && lim && lim->state == LIMITS_OPEN
+    lease *l = kind == LIMITS_WRITES && lim && lim->leasing && lim->state == LIMITS_OPEN
                    ? lease_find(&lim->table, caller)
                    : NULL;
     /* A lease taking one unit at a time hands it straight back, as a write without a lease
@@ -331,13 +332,14 @@ static void limits_render_leases(buf *out, void *ctx)
 int limits_new(limits **out, app *a)
 {
     *out = NULL;
-    if (a->cfg.rate_writes_per_minute <= 0 || a->cfg.rate_lease_ms <= 0)
+    if (a->cfg.rate_writes_per_minute <= 0)
         return 0;
     limits *lim = calloc(1, sizeof *lim);
     if (!lim)
         return -1;
     lim->app = a;
-    if (lease_table_init(&lim->table, (size_t)a->cfg.rate_lease_addresses) != 0) {
+    lim->leasing = a->cfg.rate_lease_ms > 0;
+    if (lim->leasing && lease_table_init(&lim->table, (size_t)a->cfg.rate_lease_addresses) != 0) {
         free(lim);
         return -1;
     }

@@ -19,8 +19,8 @@ typedef void (*limits_done)(request *req, void *data, int status, long long wait
 
 /* The write budget's leases (auth/lease.h): a process takes units from Redis ahead of its
  * writes, up to a sixteenth of the budget per address, and hands back what it has not spent
- * after RATE_LEASE_MS. Returns 0 with *out NULL when leases are off (no budget, or
- * RATE_LEASE_MS=0: every write charges its own unit), 0 with *out set, or -1 (out of memory). */
+ * after RATE_LEASE_MS (0: none taken ahead, every write charges its own unit). Returns 0 with
+ * *out NULL when there is no write budget, 0 with *out set, or -1 (out of memory). */
 typedef struct limits limits;
 int limits_new(limits **out, struct app *a);
 /* Hands every unit held back to Redis and closes the sweep timer; `closed` runs once that is
