@@ -364,7 +364,8 @@ void limits_close(limits *lim, void (*closed)(void *ctx), void *ctx)
     for (size_t i = 0; i < lim->table.high; i++)
         if (lim->table.slots[i].used && !lim->table.slots[i].asked)
             give_back_units(lim, &lim->table.slots[i]);
-    if (lim->outstanding == 0)
+    /* A hand-back the store answers at once (not connected) may have closed it already. */
+    if (lim->outstanding == 0 && !uv_is_closing((uv_handle_t *)&lim->sweep))
         uv_close((uv_handle_t *)&lim->sweep, closed_timer);
 }
 
