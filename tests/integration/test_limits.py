@@ -316,6 +316,16 @@ class LeaseTest(LimitsBase):
         self.assertEqual(a.stop(), 0)
         self.assertEqual(before - self.tat(r, w), held * 375000)
 
+    def test_shutdown_with_redis_gone_and_units_held(self):
+        r = self.redis()
+        a = self.entityd(redis=r, env={'RATE_WRITES_PER_MINUTE': '160', 'RATE_LEASE_MS': '10000'})
+        w = self.pool.pop()
+        eid = self.assertOk(self.create(a, w), 201)['data']['id']
+        self.assertGreater(self.burst_then_hold(a, w, eid, 30), 0)
+        r.kill()
+        # The hand-backs fail at once; the process still stops cleanly.
+        self.assertEqual(a.stop(), 0)
+
     def test_leases_never_over_admit_under_64_parallel_writes(self):
         r = self.redis()
         # 64 a minute (a lease of at most 4, a unit every 0.94 s), on two instances whose
