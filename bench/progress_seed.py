@@ -15,8 +15,8 @@ Addresses and scores come from a seeded PRNG. Everything goes through one `redis
                    [--seed S] [--samples K] [--cursors K]
 
 Then, from Redis: DIR/progress-members.txt (K sampled addresses), DIR/lb-cursors.txt (K cursors,
-the hex of the board entry at a random rank between N/4 and 3N/4: the nextCursor a client
-paging that deep would send), and DIR/expect.json (a few members' expected progress and the
+the board entry at a random rank between N/4 and 3N/4 as a nextCursor gives it, its 16 digits
+and its address's hex: what a client paging that deep would send), and DIR/expect.json (a few members' expected progress and the
 first page of the XP board, computed here, for the caller to check through the API). Prints one
 line of timings and Redis used_memory before and after each part (members, then progression).
 """
@@ -163,7 +163,7 @@ def main():
     for _ in range(a.cursors):
         rank = rnd.randrange(n // 4, 3 * n // 4)
         e = r.call("ZRANGE", E + ":lb:xp", str(rank), str(rank))
-        cursors.append(e[0].hex())
+        cursors.append((e[0][:16] + e[0][19:]).decode())
     with open(os.path.join(a.out, "lb-cursors.txt"), "w") as f:
         f.write("\n".join(cursors) + "\n")
 

@@ -10,6 +10,7 @@
 
 #include "api/dispatch.h"
 #include "auth/auth.h"
+#include "auth/limits.h"
 #include "cache/pagecache.h"
 #include "cache/readcache.h"
 #include "core/app.h"
@@ -48,10 +49,11 @@ static void on_worker_exit(int index)
     metrics_shared_clear((size_t)index);
 }
 
-static void on_drained(server *srv)
+/* The leases are handed back: now the store may close. */
+static void on_limits_closed(void *ctx)
 {
+    server *srv = ctx;
     app *a = &the_app;
-    log_event(LOG_INFO, "drained: closing", NULL);
     store_close(a->store);
     tracking_close(a->tracking);
     server_close(srv);
@@ -61,6 +63,14 @@ static void on_drained(server *srv)
     if (worker_index >= 0)
         uv_close((uv_handle_t *)&metrics_timer, NULL);
     log_close();
+}
+
+static void on_drained(server *srv)
+{
+    log_event(LOG_INFO, "drained: closing", NULL);
+    /* Units leased and not spent go back to Redis first, so that other instances may spend
+     * them at once rather than as the budget refills. */
+    limits_close(the_app.limits, on_limits_closed, srv);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -147,6 +157,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "entityd: %s\n", err);
         return 1;
     }
+    if (limits_new(&a->limits, a) != 0) {
+        fprintf(stderr, "entityd: cannot set up the write-budget leases: out of memory\n");
+        return 1;
+    }
     a->pages = pagecache_new((size_t)a->cfg.page_cache_size, PAGECACHE_MAX_BODY);
     if (a->cfg.read_cache_mb > 0) {
         a->reads = readcache_new((size_t)a->cfg.read_cache_mb << 20);
@@ -209,6 +223,7 @@ int main(int argc, char **argv)
     log_event(LOG_INFO, "stopped", NULL);
     log_finish(1000);
     store_free(a->store);
+    limits_free(a->limits);
     auth_free(a->auth);
     pagecache_free(a->pages);
     tracking_free(a->tracking);

@@ -171,6 +171,23 @@ static void run_script(request *req, int script, store_cb cb, int nkeys, const c
     auth_store_script_read(req, script, cb, nkeys, argc, argv, lens);
 }
 
+/* A progression read's key in the read cache (store_read_exec_as): the route's letter, then
+ * every input its commands are built from (at most five, each at most 64 bytes: checked ids,
+ * addresses, a board entry, a limit), each after its length, so that no two inputs run
+ * together. A hit then costs a lookup of about a hundred bytes, not of the framed transaction;
+ * the caller's role still comes from the kept answer of this caller's own lookups. */
+typedef struct read_desc {
+    size_t len;
+    char s[1 + 5 * (1 + 64)];
+} read_desc;
+
+static void desc_add(read_desc *d, const char *s, size_t len)
+{
+    d->s[d->len++] = (char)len;
+    memcpy(d->s + d->len, s, len);
+    d->len += len;
+}
+
 /* ---- GET /api/entities/{id}/members/{address}/progress ---- */
 
 /* Progress and leaderboard pages are one transaction each, the caller's role lookups inside
@@ -482,7 +499,11 @@ void progress_get(request *req)
     store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{10, argv, lens}};
     entity_role_lookup rl;
     entity_role_cmds(&rl, &k, req->caller, cmds + 1);
-    auth_store_exec(req, on_progress, 1 + ENTITY_ROLE_CMDS, cmds);
+    read_desc d = {1, {'P'}};
+    desc_add(&d, m->id, strlen(m->id));
+    desc_add(&d, m->addr, lens[9]);
+    desc_add(&d, req->caller, strlen(req->caller));
+    auth_store_exec_as(req, d.s, d.len, on_progress, 1 + ENTITY_ROLE_CMDS, cmds);
 }
 
 /* ---- GET /api/entities/{id}/members/{address}/contributions ---- */
@@ -569,6 +590,52 @@ static bool valid_board_entry(const char *s, size_t len)
            s[18] == 'x' && lower_hex(s + 19, 40);
 }
 
+/* A page's cursor is the entry it ended with, written compactly: the entry's 16 digits, then
+ * its address's 40 hex digits, with nothing to decode (the hex of the whole entry, twice as
+ * long, was a good part of a deep page's cost: parsed, decoded and hashed on every read). */
+#define BOARD_CURSOR_LEN 56
+
+/* Reads the optional `cursor` into the board entry it names (NUL-ended; "" when absent), or
+ * answers 400 and returns false. The hex of a whole entry, which earlier releases issued, is
+ * taken too. */
+static bool board_cursor(request *req, char out[BOARD_ENTRY_LEN + 1])
+{
+    size_t len;
+    const char *cp = request_param(req, "cursor", &len);
+    out[0] = '\0';
+    if (!cp || !len)
+        return true;
+    bool ok = true;
+    if (len == BOARD_CURSOR_LEN) {
+        memcpy(out, cp, 16);
+        memcpy(out + 16, ":0x", 3);
+        memcpy(out + 19, cp + 16, 40);
+    } else {
+        ok =
+            len == 2 * BOARD_ENTRY_LEN && hex_decode(cp, len, (uint8_t *)out, BOARD_ENTRY_LEN) == 0;
+    }
+    if (!ok || !valid_board_entry(out, BOARD_ENTRY_LEN)) {
+        out[0] = '\0';
+        request_fail_field(req, "cursor", "cursor must be a nextCursor value from a page.");
+        return false;
+    }
+    out[BOARD_ENTRY_LEN] = '\0';
+    return true;
+}
+
+/* Appends the nextCursor member for a page that ended with `next`, or null after the last. */
+static void append_board_cursor(buf *b, const redisReply *next)
+{
+    if (!next || next->type != REDIS_REPLY_STRING || !valid_board_entry(next->str, next->len)) {
+        buf_append_str(b, ",\"nextCursor\":null}");
+        return;
+    }
+    buf_append_str(b, ",\"nextCursor\":\"");
+    buf_append(b, next->str, 16);
+    buf_append(b, next->str + 19, 40);
+    buf_append(b, "\"}", 2);
+}
+
 /* The value of a board entry: 9999999999999999 - its first 16 digits. */
 static uint64_t board_value(const char *entry)
 {
@@ -647,8 +714,7 @@ static void on_board(void *data, int status, redisReply *r)
         }
     }
     buf_append(b, "]", 1);
-    append_cursor(b, page->elements > (size_t)q->limit ? page->element[q->limit - 1] : NULL,
-                  BOARD_ENTRY_LEN);
+    append_board_cursor(b, page->elements > (size_t)q->limit ? page->element[q->limit - 1] : NULL);
     readcache_keep_rendered(req->app->reads, r, INT64_MAX, b->data, b->len);
     respond_send(req, 200, b);
 }
@@ -702,7 +768,13 @@ static void board_send(request *req)
         cmds[n++] = (store_cmd){4, c1, c1lens};
         cmds[n++] = (store_cmd){4, c2, c2lens};
     }
-    auth_store_exec(req, on_board, n, cmds);
+    read_desc d = {1, {'B'}};
+    desc_add(&d, q->id, strlen(q->id));
+    desc_add(&d, q->by, bylen);
+    desc_add(&d, lim, ln);
+    desc_add(&d, q->cursor, cursor ? BOARD_ENTRY_LEN : 0);
+    desc_add(&d, req->caller, strlen(req->caller));
+    auth_store_exec_as(req, d.s, d.len, on_board, n, cmds);
 }
 
 void leaderboard_get(request *req)
@@ -725,8 +797,7 @@ void leaderboard_get(request *req)
         request_fail_field(req, "by", "by must be xp or the id of one of the entity's skills.");
         return;
     }
-    if (!query_limit(req, 100, 20, &q->limit) ||
-        !query_cursor(req, BOARD_ENTRY_LEN, valid_board_entry, q->cursor))
+    if (!query_limit(req, 100, 20, &q->limit) || !board_cursor(req, q->cursor))
         return;
     req->state = q;
     board_send(req);

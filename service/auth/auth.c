@@ -303,6 +303,13 @@ void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds
     store_read_exec(req->app->store, flags, cb, req, ncmds, cmds);
 }
 
+void auth_store_exec_as(request *req, const char *key, size_t key_len, store_cb cb, int ncmds,
+                        const store_cmd *cmds)
+{
+    int flags = send_deferred_revocation(req);
+    store_read_exec_as(req->app->store, flags, key, key_len, cb, req, ncmds, cmds);
+}
+
 void auth_store_script_read(request *req, int script, store_cb cb, int nkeys, int argc,
                             const char **argv, const size_t *lens)
 {

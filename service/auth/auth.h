@@ -68,6 +68,9 @@ const auth_stats *auth_get_stats(const auth *au);
  * for both, and Redis answers the check first. Either may come from the read cache, the check
  * always before the read; cb may run before this returns. */
 void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds);
+/* The same, kept in the read cache under a key of the handler's (store_read_exec_as). */
+void auth_store_exec_as(request *req, const char *key, size_t key_len, store_cb cb, int ncmds,
+                        const store_cmd *cmds);
 /* The same for a read that is one plain command. */
 /* The same for a read script (store_script_read): the deferred revocation check rides with it. */
 void auth_store_script_read(request *req, int script, store_cb cb, int nkeys, int argc,

@@ -3,7 +3,8 @@
  * store.h reads through the cache).
  *
  * An answer is stored under the exact bytes of the read (one command, or a transaction's
- * commands), with the keys it read. Each key hashes to a counter that every invalidation of
+ * commands), or under a shorter description of it its reader gives (store_read_exec_as), with
+ * the keys it read. Each key hashes to a counter that every invalidation of
  * that key (a message from Redis, or a write of ours) moves on; an answer is good while its
  * keys' counters are where they were when the read was SENT, so an invalidation that arrives
  * while a read is in flight keeps its answer out. Turning the cache off or on empties it and

@@ -13,6 +13,7 @@ struct auth;
 struct pagecache;
 struct readcache;
 struct tracking;
+struct limits;
 
 typedef struct app {
     uv_loop_t *loop;
@@ -23,6 +24,7 @@ typedef struct app {
     struct pagecache *pages;   /* NULL when PAGE_CACHE_SIZE is 0 */
     struct readcache *reads;   /* NULL when READ_CACHE_MB is 0 */
     struct tracking *tracking; /* the read cache's invalidations; NULL without the cache */
+    struct limits *limits;     /* write-budget leases; NULL: each write charges its own unit */
 } app;
 
 #endif

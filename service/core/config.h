@@ -32,6 +32,8 @@ typedef struct config {
     int64_t events_max;
     int64_t rate_writes_per_minute; /* 0: no write budget */
     int64_t entity_create_per_day;  /* 0: no creation quota */
+    int64_t rate_lease_ms;          /* 0: every write charges Redis for its own unit */
+    int64_t rate_lease_addresses;   /* addresses with a lease at once, per process */
     char *cors_origins;             /* "": no CORS headers at all */
     /* What one entity may hold (checked inside its write scripts) */
     int64_t max_members_per_entity;

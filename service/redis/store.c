@@ -464,8 +464,8 @@ static bool send_read(store *st, int send, store_cb cb, void *data, int ncmds,
                        : command(st, send, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
 }
 
-static bool read_through(store *st, int flags, store_cb cb, void *data, int ncmds,
-                         const store_cmd *cmds, bool transaction)
+static bool read_through(store *st, int flags, const char *key, size_t key_len, store_cb cb,
+                         void *data, int ncmds, const store_cmd *cmds, bool transaction)
 {
     readcache *rc = st->app->reads;
     /* A NO_HIT read follows a command of the same request already sent (its revocation
@@ -476,27 +476,31 @@ static bool read_through(store *st, int flags, store_cb cb, void *data, int ncmd
         send |= SEND_RESERVE;
     if (!readcache_enabled(rc) || st->state != ST_READY)
         return send_read(st, send, cb, data, ncmds, cmds, transaction);
-    buf_reset(&read_key, 1 << 20);
-    if (transaction)
-        buf_append_str(&read_key, "MULTI\r\n");
-    for (int i = 0; i < ncmds; i++)
-        frame(&read_key, cmds[i].argc, cmds[i].argv, cmds[i].lens);
+    if (!key) {
+        buf_reset(&read_key, 1 << 20);
+        if (transaction)
+            buf_append_str(&read_key, "MULTI\r\n");
+        for (int i = 0; i < ncmds; i++)
+            frame(&read_key, cmds[i].argc, cmds[i].argv, cmds[i].lens);
+        key = read_key.data;
+        key_len = read_key.len;
+    }
     if (!(flags & STORE_READ_NO_HIT)) {
-        const redisReply *hit = readcache_get(rc, read_key.data, read_key.len);
+        const redisReply *hit = readcache_get(rc, key, key_len);
         if (hit) {
             /* Handed out read-only: store callbacks only read replies. */
             cb(data, STORE_OK, (redisReply *)hit);
             return true;
         }
     }
-    read_op *ro = malloc(sizeof *ro + read_key.len);
+    read_op *ro = malloc(sizeof *ro + key_len);
     if (!ro)
         return send_read(st, send, cb, data, ncmds, cmds, transaction);
     ro->st = st;
     ro->cb = cb;
     ro->data = data;
-    ro->len = read_key.len;
-    memcpy(ro->read, read_key.data, read_key.len);
+    ro->len = key_len;
+    memcpy(ro->read, key, key_len);
     readcache_ticket_begin(rc, &ro->ticket);
     for (int i = 0; i < ncmds; i++)
         ticket_keys(rc, &ro->ticket, &cmds[i]);
@@ -508,13 +512,19 @@ bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const c
                 const size_t *lens)
 {
     store_cmd one = {argc, argv, lens};
-    return read_through(st, flags, cb, data, 1, &one, false);
+    return read_through(st, flags, NULL, 0, cb, data, 1, &one, false);
 }
 
 bool store_read_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
                      const store_cmd *cmds)
 {
-    return read_through(st, flags, cb, data, ncmds, cmds, true);
+    return read_through(st, flags, NULL, 0, cb, data, ncmds, cmds, true);
+}
+
+bool store_read_exec_as(store *st, int flags, const char *key, size_t key_len, store_cb cb,
+                        void *data, int ncmds, const store_cmd *cmds)
+{
+    return read_through(st, flags, key, key_len, cb, data, ncmds, cmds, true);
 }
 
 store_endpoint store_get_endpoint(const store *st)

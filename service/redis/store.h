@@ -83,6 +83,13 @@ bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const c
 /* The same for a transaction (store_exec) of such reads. */
 bool store_read_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
                      const store_cmd *cmds);
+/* The same, kept in the read cache under `key` instead of the commands' bytes, so that a hit
+ * frames, hashes and compares only the key. The key is the caller's description of the read:
+ * it names every input the commands are built from (two reads with one key must be the same
+ * commands), and begins with a byte other than '*' and 'M', with which framed reads begin.
+ * The keys the read depends on are still taken from the commands. */
+bool store_read_exec_as(store *st, int flags, const char *key, size_t key_len, store_cb cb,
+                        void *data, int ncmds, const store_cmd *cmds);
 
 /* Where the store connects, for the invalidation connection (tracking.h). */
 typedef struct store_endpoint {

@@ -230,6 +230,167 @@ class WriteBudgetTest(LimitsBase):
         self.assertEqual(self.skill_count(r, eid), len(ok))
 
 
+def metric(text, name):
+    """The value of an unlabelled sample in an exposition text."""
+    for line in text.splitlines():
+        if line.startswith(name + ' '):
+            return float(line.split()[1])
+    raise AssertionError('no sample %s' % name)
+
+
+class LeaseTest(LimitsBase):
+    """The write budget taken ahead in leases (RATE_LEASE_MS): a busy address's writes share one
+    charge, no instance is ever granted more than the budget holds, and units a process has not
+    spent go back to Redis when its lease is held out or the process stops."""
+
+    def metrics(self, svc):
+        _, _, body = self.req(svc, 'GET', '/metrics')
+        return body.decode()
+
+    def tat(self, r, w):
+        """The write budget's theoretical arrival time (µs of Redis's clock) of an address."""
+        v = r.cli('GET', 'limit:{%s}' % w.address)
+        return int(v.split(b':')[0])
+
+    def burst_then_hold(self, svc, w, eid, n):
+        """n writes one after the other; returns the units the lease holds after them."""
+        c = harness.Client(svc.port, timeout=scaled(10))
+        try:
+            for _ in range(n):
+                self.assertOk(self.add_skill(svc, w, eid, client=c), 201)
+        finally:
+            c.close()
+        return int(metric(self.metrics(svc), 'entityd_rate_lease_units'))
+
+    def test_unspent_units_go_back_after_the_hold(self):
+        r = self.redis()
+        # 160 a minute: a unit is 375 ms, a lease at most 10; held 3 s, so the test reads the
+        # lease before it goes back whatever the machine's speed.
+        env = {'RATE_WRITES_PER_MINUTE': '160', 'RATE_LEASE_MS': '3000'}
+        a = self.entityd(redis=r, env=env)
+        b = self.entityd(redis=r, env=dict(env, RATE_LEASE_MS='250'))
+        w = self.pool.pop()
+        started = time.monotonic()
+        eid = self.assertOk(self.create(a, w), 201)['data']['id']
+        held = self.burst_then_hold(a, w, eid, 30)
+        text = self.metrics(a)
+        # 31 writes, a handful of charges: each asked for twice as many units as the last.
+        self.assertEqual(metric(text, 'entityd_rate_lease_writes_total') +
+                         metric(text, 'entityd_rate_budget_charges_total'), 31)
+        self.assertLessEqual(metric(text, 'entityd_rate_budget_charges_total'), 10, text)
+        self.assertGreater(held, 0, text)
+        self.assertLessEqual(held, 10)
+        before = self.tat(r, w)
+        harness.wait_for(lambda: metric(self.metrics(a), 'entityd_rate_lease_units') == 0,
+                         scaled(10), interval=0.1, what='the lease handed back')
+        # Exactly the held units came back to the shared budget; nothing else was charged.
+        self.assertEqual(before - self.tat(r, w), held * 375000)
+        self.assertEqual(metric(self.metrics(a), 'entityd_rate_lease_returned_units_total'), held)
+        # The other instance spends them: it gets all that is left, never more.
+        ok, limited = 0, None
+        c = harness.Client(b.port, timeout=scaled(10))
+        try:
+            for _ in range(300):
+                resp = self.add_skill(b, w, eid, client=c)
+                if resp[0] != 201:
+                    limited = resp
+                    break
+                ok += 1
+        finally:
+            c.close()
+        elapsed = time.monotonic() - started
+        self.assertLimited(limited)
+        self.assertGreaterEqual(ok, 160 - 31)
+        self.assertLessEqual(31 + ok, 160 + int(elapsed / 0.375), elapsed)
+        self.assertEqual(self.skill_count(r, eid), 30 + ok)
+
+    def test_unspent_units_go_back_at_shutdown(self):
+        r = self.redis()
+        env = {'RATE_WRITES_PER_MINUTE': '160', 'RATE_LEASE_MS': '10000'}
+        a = self.entityd(redis=r, env=env)
+        w = self.pool.pop()
+        eid = self.assertOk(self.create(a, w), 201)['data']['id']
+        held = self.burst_then_hold(a, w, eid, 30)
+        self.assertGreater(held, 0)
+        before = self.tat(r, w)
+        self.assertEqual(a.stop(), 0)
+        self.assertEqual(before - self.tat(r, w), held * 375000)
+
+    def test_shutdown_with_redis_gone_and_units_held(self):
+        r = self.redis()
+        a = self.entityd(redis=r, env={'RATE_WRITES_PER_MINUTE': '160', 'RATE_LEASE_MS': '10000'})
+        w = self.pool.pop()
+        eid = self.assertOk(self.create(a, w), 201)['data']['id']
+        self.assertGreater(self.burst_then_hold(a, w, eid, 30), 0)
+        r.kill()
+        # The hand-backs fail at once; the process still stops cleanly.
+        self.assertEqual(a.stop(), 0)
+
+    def test_leases_never_over_admit_under_64_parallel_writes(self):
+        r = self.redis()
+        # 64 a minute (a lease of at most 4, a unit every 0.94 s), on two instances whose
+        # leases are warm before the burst.
+        env = {'RATE_WRITES_PER_MINUTE': '64', 'RATE_LEASE_MS': '2000'}
+        s1 = self.entityd(redis=r, env=env)
+        s2 = self.entityd(redis=r, env=env)
+        w = self.pool.pop()
+        started = time.monotonic()
+        eid = self.assertOk(self.create(s1, w), 201)['data']['id']
+        warm = 1
+        for svc in (s1, s2):
+            self.burst_then_hold(svc, w, eid, 8)
+            warm += 8
+        results = []
+        lock = threading.Lock()
+        go = threading.Event()
+
+        def worker(i):
+            go.wait(scaled(10))
+            resp = self.add_skill(s1 if i % 2 else s2, w, eid)
+            with lock:
+                results.append(resp)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(64)]
+        for t in threads:
+            t.start()
+        go.set()
+        for t in threads:
+            t.join(scaled(60))
+        elapsed = time.monotonic() - started
+        self.assertEqual(len(results), 64)
+        ok = [x for x in results if x[0] == 201]
+        limited = [x for x in results if x[0] == 429]
+        self.assertEqual(len(ok) + len(limited), 64, [x for x in results if x[0] not in (201, 429)])
+        self.assertGreater(len(limited), 0)
+        for x in limited:
+            self.assertLimited(x)
+        # Never more than the budget plus what refilled since the first write; at most one
+        # lease's leftover per instance unspent (it goes back after the hold).
+        self.assertLessEqual(warm + len(ok), 64 + int(elapsed / 0.9375), elapsed)
+        self.assertGreaterEqual(warm + len(ok), 64 - 2 * 3)
+        self.assertEqual(self.skill_count(r, eid), warm - 1 + len(ok))
+
+    def test_the_lease_table_stays_bounded(self):
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'RATE_WRITES_PER_MINUTE': '120', 'RATE_LEASE_MS': '10000',
+                                         'RATE_LEASE_ADDRESSES': '4'})
+        wallets = [self.pool.pop() for _ in range(12)]
+        for w in wallets:
+            self.assertOk(self.create(svc, w), 201)
+        text = self.metrics(svc)
+        # Four addresses hold a lease; the other eight were charged one write at a time, and
+        # were limited all the same.
+        self.assertEqual(metric(text, 'entityd_rate_leases'), 4)
+        self.assertEqual(metric(text, 'entityd_rate_lease_full_total'), 8)
+        for w in wallets[-2:]:
+            for _ in range(119):
+                resp = self.add_skill(svc, w, 'c-none')
+                if resp[0] == 429:
+                    break
+            self.assertLimited(self.add_skill(svc, w, 'c-none'))
+        self.assertLessEqual(metric(self.metrics(svc), 'entityd_rate_leases'), 4)
+
+
 class CreationQuotaTest(LimitsBase):
     def test_21st_creation_in_a_day_is_429(self):
         r = self.redis()

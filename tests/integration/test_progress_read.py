@@ -239,7 +239,7 @@ class ProgressReadTest(harness.ServiceTestCase):
             cursor = b['nextCursor']
             if cursor is None:
                 break
-            self.assertRegex(cursor, '^[0-9a-f]+$')
+            self.assertRegex(cursor, '^[0-9]{16}[0-9a-f]{40}$')
         self.assertEqual(pages, 4)
         self.assertEqual(seen, [{'rank': r, 'member': a, 'value': v}
                                 for r, (v, a) in zip(ranks, expect)])
@@ -258,6 +258,19 @@ class ProgressReadTest(harness.ServiceTestCase):
                                           (eid, bad)), 400, 'invalid_request', 'limit')
         self.assertEnvelope(self.call('m1', 'GET', '/api/entities/%s/leaderboard?cursor=zz' %
                                       eid), 400, 'invalid_request', 'cursor')
+        # A cursor is the entry the page ended with: its 16 digits and the address's hex. The
+        # hex of the whole entry, as earlier releases issued it, continues the same page.
+        b = self.ok('m1', '/api/entities/%s/leaderboard?limit=2' % eid)
+        c = b['nextCursor']
+        entry = ('%s:0x%s' % (c[:16], c[16:])).encode()
+        whole = self.ok('m1', '/api/entities/%s/leaderboard?limit=4' % eid)['data']
+        for cur in (c, entry.hex(), entry.hex().upper()):
+            page = self.ok('m1', '/api/entities/%s/leaderboard?limit=2&cursor=%s' % (eid, cur))
+            self.assertEqual(page['data'], whole[2:4], cur)
+        for bad in (c[:55], c + '0', c[:16] + c[16:].upper(), 'x' + c[1:], c[:15] + ':' + c[16:],
+                    entry.hex()[:-2], entry.hex().replace('3a', '3b', 1)):
+            self.assertEnvelope(self.call('m1', 'GET', '/api/entities/%s/leaderboard?cursor=%s' %
+                                          (eid, bad)), 400, 'invalid_request', 'cursor')
         self.assertEqual(len(self.ok('m1', '/api/entities/%s/leaderboard?limit=100' %
                                      eid)['data']), 7)
 

@@ -1622,6 +1622,39 @@ class CacheTest(ProgressionBase):
                         'B refusing the outsider')
         self.assertEqual(check_invariants(self.r), [])
 
+    def test_cached_answers_are_the_direct_reads(self):
+        """Each cached read is kept under its caller, member, board, limit and cursor: read
+        twice through A (the second from memory), every answer is the one an instance without
+        the read cache gives, also where callers of different roles read the same thing in a
+        private entity."""
+        eid, c, (s1, s2) = self.setup_entity(public=False, members=4, skills=2)
+        owner, admin, outsider = c['owner'], c['admin'], c['outsider']
+        mems = [c['member'], c['member2'], c['member3'], c['member4']]
+        for i, w in enumerate(mems):
+            self.award_ok(owner, eid, self.contrib(w.address, [s1, s2], [i % 2 + 1, 4 - i]))
+        direct = Api(self.entityd(redis=self.r, env={'READ_CACHE_MB': '0'}).port)
+        first = self.assertOk(direct.leaderboard(owner, eid, 'xp', '&limit=1'))
+        cursor = '&limit=1&cursor=' + first['nextCursor']
+        second = self.assertOk(direct.leaderboard(owner, eid, 'xp', cursor))
+        deeper = '&limit=2&cursor=' + second['nextCursor']
+        reads = []
+        for who in (owner, admin, mems[0], mems[1], outsider):
+            for m in (mems[0], mems[1], outsider):
+                reads.append(lambda api, who=who, m=m: api.progress(who, eid, m.address))
+            for by in ('xp', s1, s2):
+                for extra in ('', '&limit=1', '&limit=2', cursor, deeper):
+                    reads.append(lambda api, who=who, by=by, extra=extra:
+                                 api.leaderboard(who, eid, by, extra))
+        hits = read_cache_metrics(self.a.port)['entityd_read_cache_total{outcome="hit"}']
+        for turn in range(2):
+            for read in reads:
+                want, got = read(direct), read(self.api)
+                self.assertEqual((got[0], got[2]), (want[0], want[2]), turn)
+        self.assertGreater(read_cache_metrics(self.a.port)[
+            'entityd_read_cache_total{outcome="hit"}'], hits + len(reads) // 2)
+        # Every status came up: 200, 403 for the outsider, 404 for a non-member's progress.
+        self.assertEqual({read(direct)[0] for read in reads}, {200, 403, 404})
+
     def test_kept_progress_follows_the_clock(self):
         """A level met by the current rule but never recorded (its threshold lowered after the
         awards) is reached until its endsAt, then not: a progress answer kept in the cache

@@ -6,14 +6,18 @@
 --         time in microseconds of Redis's clock (0 when unused); one string, not a hash, so a
 --         charge is two commands besides TIME (each call from a script costs about a microsecond)
 -- ARGV[1] 'w' or 'c', ARGV[2] microseconds per unit (the window / units),
--- ARGV[3] burst (units that may be spent at once: the whole budget), ARGV[4] 'take' or 'give'.
--- take: returns 0 when admitted (and counts it), else the milliseconds until one unit is free
--- (nothing changed). give: hands back one unit taken by a request that was then refused.
+-- ARGV[3] burst (units that may be spent at once: the whole budget), ARGV[4] 'take' or 'give',
+-- ARGV[5] units n (at least 1).
+-- take: grants min(n, units free now) and returns {granted, wait}: wait is 0 when all n were
+-- granted, else the milliseconds until one more unit is free. A partial grant is what lets a
+-- process take units ahead of its writes (a lease) without ever granting more, over all
+-- processes, than the budget holds. give: hands back n units taken and not spent.
 -- Redis's clock, not the caller's, so every instance charges against the same time. The key
 -- expires when both limits have refilled.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[2])
+local n = math.max(math.floor(tonumber(ARGV[5]) or 1), 1)
 local w, c = 0, 0
 local v = redis.call('GET', KEYS[1])
 if v then
@@ -24,14 +28,24 @@ if v then
   end
 end
 local tat = ARGV[1] == 'c' and c or w
+local granted, wait = 0, 0
 if ARGV[4] == 'give' then
-  tat = math.max(tat - interval, 0)
+  tat = math.max(tat - interval * n, 0)
 else
   if tat < now then tat = now end
-  tat = tat + interval
-  local free_at = tat - interval * tonumber(ARGV[3])
-  if free_at > now then
-    return math.ceil((free_at - now) / 1000)
+  local burst = tonumber(ARGV[3])
+  granted = n
+  if interval > 0 then
+    -- units free now: those whose arrival time fits in the burst ahead of now
+    local free = math.floor((now + interval * burst - tat) / interval)
+    if free < granted then granted = free end
+  end
+  if granted <= 0 then
+    return {0, math.ceil((tat + interval - interval * burst - now) / 1000)}
+  end
+  tat = tat + interval * granted
+  if granted < n then
+    wait = math.ceil((tat + interval - interval * burst - now) / 1000)
   end
 end
 if ARGV[1] == 'c' then c = tat else w = tat end
@@ -41,4 +55,4 @@ if ttl <= 1 then
 else
   redis.call('SET', KEYS[1], string.format('%.0f:%.0f', w, c), 'PX', ttl)
 end
-return 0
+return {granted, wait}
