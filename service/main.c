@@ -162,11 +162,7 @@ int main(int argc, char **argv)
         return 1;
     }
     a->pages = pagecache_new((size_t)a->cfg.page_cache_size, PAGECACHE_MAX_BODY);
-    if (a->cfg.read_cache_mb > 0 && store_cluster_mode(a->store))
-        /* Client-side tracking follows one connection; across a cluster's nodes it does not
-         * yet (docs/DECISIONS.md), and a cache nothing invalidates would serve stale reads. */
-        log_event(LOG_INFO, "read cache off in cluster mode", NULL);
-    else if (a->cfg.read_cache_mb > 0) {
+    if (a->cfg.read_cache_mb > 0) {
         a->reads = readcache_new((size_t)a->cfg.read_cache_mb << 20);
         if (a->reads)
             a->tracking = tracking_new(a);

@@ -580,8 +580,11 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     /* Reads have nothing to undo: their revocation check rides with the data read, one round
      * trip. Writes check it first, in parallel with the recovery. */
     /* The deferred check relies on one connection answering in order; in cluster mode the
-     * revocation key lives on its own slot's node, so it is checked up front instead. */
-    ac->deferred = (flags & AUTH_DEFERRED_REVOCATION) != 0 && !store_cluster_mode(req->app->store);
+     * revocation key lives on its own slot's node, so it is checked up front instead, and for
+     * a read through the read cache (as the deferred check is): a repeated read then costs
+     * Redis nothing in cluster mode too. */
+    bool read = (flags & AUTH_DEFERRED_REVOCATION) != 0;
+    ac->deferred = read && !store_cluster_mode(req->app->store);
     ac->budget = (flags & AUTH_WRITE_BUDGET) != 0;
     ac->pending = (ac->cached ? 0 : 1) + (ac->deferred ? 0 : 1);
     /* A cached signature with its address names the caller already: its write budget is
@@ -623,5 +626,8 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     char key[KEYS_REVOKED_SIZE];
     const char *argv[2] = {"EXISTS", key};
     size_t lens[2] = {6, keys_revoked(key, ac->revocation_id)};
-    store_command(req->app->store, on_revocation, ac, 2, argv, lens);
+    if (read)
+        store_read(req->app->store, 0, on_revocation, ac, 2, argv, lens);
+    else
+        store_command(req->app->store, on_revocation, ac, 2, argv, lens);
 }

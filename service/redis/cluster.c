@@ -22,6 +22,7 @@
 #include "core/buf.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "cache/readcache.h"
 #include "redis/lua_scripts.h"
 #include "redis/redis_uv.h"
 #include "redis/reply.h"
@@ -60,6 +61,7 @@ typedef struct cl_node {
     size_t outstanding; /* callbacks hiredis holds on this connection */
     uint64_t last_progress_ms;
     uint64_t redirects, reconnects, disconnects;
+    bool tracked; /* this connection's CLIENT TRACKING is confirmed (cluster_node_set_tracked) */
     uint64_t scripts_stopped; /* scripts Redis stopped midway (script_stopped_midway) */
 } cl_node;
 
@@ -71,6 +73,8 @@ typedef struct cl_op {
     void *data;
     uint64_t deadline_ms, retry_at;
     int kind, script, nkeys, slot;
+    int flags;      /* SEND_* */
+    int fixed_node; /* NO_NODE, or the node an upkeep command goes to (cluster_node_control) */
     int hops, tries;
     int node;     /* the node holding it (holds > 0) */
     int ask_node; /* NO_NODE, or the ASK target it goes to behind ASKING */
@@ -101,6 +105,8 @@ struct cluster {
     uint64_t refreshes, redirects;
     store_stats stats;
     int handles_open;
+    cluster_listener listener;
+    void *listener_ctx;
 };
 
 static void node_connect(cl_node *n);
@@ -109,6 +115,34 @@ static void dispatch(cl_op *op);
 static uint64_t now_ms(const cluster *cl)
 {
     return uv_now(cl->app->loop);
+}
+
+static void notify(cluster *cl, int event, int node)
+{
+    if (cl->listener && !cl->closed)
+        cl->listener(cl->listener_ctx, event, node);
+}
+
+/* The keys a unit names, as the read cache's tickets take them (store.c's ticket_keys):
+ * argv[1], or a script's declared keys. Voids every kept answer that read one, and every read
+ * of one in flight: after a write of ours, or for a read that cannot be tracked. */
+static void forget_keys(const cl_op *op)
+{
+    readcache *rc = op->cl->app->reads;
+    if (!readcache_enabled(rc))
+        return;
+    for (int i = 0; i < op->ncmds; i++) {
+        const store_cmd *c = &op->cmds_copy[i];
+        if (c->argc >= 3 && c->lens[0] == 7 && !memcmp(c->argv[0], "EVALSHA", 7)) {
+            int nkeys = 0;
+            for (size_t k = 0; k < c->lens[2] && k < 3; k++)
+                nkeys = nkeys * 10 + (c->argv[2][k] - '0');
+            for (int k = 0; k < nkeys && 3 + k < c->argc; k++)
+                readcache_invalidate(rc, c->argv[3 + k], c->lens[3 + k]);
+        } else if (c->argc >= 2) {
+            readcache_invalidate(rc, c->argv[1], c->lens[1]);
+        }
+    }
 }
 
 /* RESP framing, as store.c does it (hiredis's formatter costs more). */
@@ -307,6 +341,7 @@ static void apply_slots(cluster *cl, const cl_node *from, const redisReply *repl
     int covered = 0;
     for (int s = 0; s < SLOT_COUNT; s++)
         covered += map[s] != NO_NODE;
+    bool changed = memcmp(cl->map, map, sizeof map) != 0;
     memcpy(cl->map, map, sizeof map);
     if (covered != cl->covered) {
         buf *l = log_begin(covered == SLOT_COUNT ? LOG_INFO : LOG_WARN, "redis cluster slot map");
@@ -316,6 +351,8 @@ static void apply_slots(cluster *cl, const cl_node *from, const redisReply *repl
         }
     }
     cl->covered = covered;
+    if (changed)
+        notify(cl, CLUSTER_MAP_CHANGED, NO_NODE);
 }
 
 static void on_slots(redisAsyncContext *ac, void *r, void *privdata)
@@ -425,10 +462,13 @@ static bool follow(cl_op *op, cl_node *from)
             return true;
         }
         if (op->redirect == SLOT_ERR_MOVED) {
-            if (cl->map[op->r_slot] == NO_NODE)
+            int was = cl->map[op->r_slot];
+            if (was == NO_NODE)
                 cl->covered++;
             cl->map[op->r_slot] = (int16_t)to->idx;
             op->ask_node = NO_NODE;
+            if (was != to->idx)
+                notify(cl, CLUSTER_MAP_CHANGED, to->idx);
             refresh(cl);
         } else {
             op->ask_node = to->idx;
@@ -460,6 +500,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
     release(op, n);
     if (reply)
         n->last_progress_ms = now_ms(cl);
+    if (reply && (op->flags & SEND_WRITES))
+        forget_keys(op); /* the write's own caller never reads what it replaced */
     if (!op->cb) {
         if (!op->holds)
             free(op);
@@ -517,10 +559,15 @@ static int any_ready(const cluster *cl)
 static void dispatch(cl_op *op)
 {
     cluster *cl = op->cl;
-    int ni = op->ask_node != NO_NODE ? op->ask_node
-             : op->slot >= 0         ? cl->map[op->slot]
-                                     : any_ready(cl);
+    int ni = op->fixed_node != NO_NODE ? op->fixed_node
+             : op->ask_node != NO_NODE ? op->ask_node
+             : op->slot >= 0           ? cl->map[op->slot]
+                                       : any_ready(cl);
     cl_node *n = ni != NO_NODE ? cl->nodes[ni] : NULL;
+    if (op->fixed_node != NO_NODE && n->state != N_READY) {
+        op_answer(op, STORE_UNAVAILABLE, NULL);
+        return;
+    }
     if (!n || n->state != N_READY) {
         if (!n)
             refresh(cl);
@@ -543,6 +590,19 @@ static void dispatch(cl_op *op)
     op->redirect = 0;
     if (!n->outstanding)
         n->last_progress_ms = now_ms(cl);
+    if (op->flags & SEND_TRACK) {
+        /* Behind ASKING the slot is moving and the answer comes from a node that may not own
+         * it; and a node whose tracking is not confirmed would never say the keys changed. */
+        static const char *caching[] = {"CLIENT", "CACHING", "yes"};
+        static const size_t caching_len[] = {6, 7, 3};
+        if (op->ask_node != NO_NODE || !n->tracked) {
+            op->flags &= ~SEND_TRACK;
+            forget_keys(op);
+        } else if (rc == REDIS_OK &&
+                   (rc = send_argv(ac, NULL, NULL, 3, caching, caching_len)) == 0) {
+            cmds++;
+        }
+    }
     if (op->kind == CLUSTER_EXEC) {
         static const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
         static const size_t multi_len[] = {5}, exec_len[] = {4};
@@ -634,7 +694,7 @@ static cl_op *op_new(cluster *cl, store_cb cb, void *data, int kind, int script,
     op->kind = kind;
     op->script = script;
     op->nkeys = nkeys;
-    op->node = op->ask_node = NO_NODE;
+    op->node = op->ask_node = op->fixed_node = NO_NODE;
     op->ncmds = ncmds;
     op->cmds_copy = (store_cmd *)(op + 1);
     /* Every command's argv and lens arrays first, so each stays aligned; the bytes after. */
@@ -691,6 +751,7 @@ bool cluster_send(cluster *cl, int flags, store_cb cb, void *data, int kind, int
         return true;
     }
     op->slot = slot;
+    op->flags = flags;
     op->deadline_ms = now_ms(cl) + (uint64_t)cl->app->cfg.redis_timeout_ms;
     list_push(cl, op);
     /* Held across the dispatch, which may answer it, to tell the caller whether cb ran. */
@@ -730,7 +791,7 @@ static void on_tick(uv_timer_t *t)
         cl->refresh_busy = false;
     /* cluster_ready walks the map: only asked once a periodic refresh would be due. */
     if ((cl->refresh_again && now - cl->refresh_last_ms >= REFRESH_MIN_MS) ||
-        (now - cl->refresh_last_ms >= REFRESH_IDLE_MS && !cluster_ready(cl)))
+        (now - cl->refresh_last_ms >= REFRESH_IDLE_MS && (cl->listener || !cluster_ready(cl))))
         refresh(cl);
     uint64_t stall = (uint64_t)cl->app->cfg.redis_timeout_ms * 2;
     if (stall < 5000)
@@ -792,6 +853,7 @@ static void on_handshake(redisAsyncContext *ac, void *r, void *privdata)
     }
     if (n->cl->refresh_again || n->cl->covered < SLOT_COUNT)
         refresh(n->cl);
+    notify(n->cl, CLUSTER_NODE_READY, n->idx);
 }
 
 /* AUTH with REDIS_USERNAME/REDIS_PASSWORD, and SCRIPT LOAD of every script; no SELECT (a
@@ -842,6 +904,7 @@ static void node_on_disconnect(const redisAsyncContext *ac, int status)
     cl_node *n = ac->data;
     bool was_ready = n->state == N_READY;
     n->ac = NULL;
+    n->tracked = false;
     n->disconnects++;
     n->cl->stats.disconnects++;
     n->outstanding = 0;
@@ -860,6 +923,7 @@ static void node_on_disconnect(const redisAsyncContext *ac, int status)
     }
     schedule_reconnect(n);
     refresh(n->cl);
+    notify(n->cl, CLUSTER_NODE_DOWN, n->idx);
 }
 
 static void node_on_resolved(void *data, int status, const char *numeric)
@@ -901,6 +965,71 @@ bool cluster_ready(const cluster *cl)
         if (used[i] && cl->nodes[i]->state != N_READY)
             return false;
     return true;
+}
+
+void cluster_set_listener(cluster *cl, cluster_listener fn, void *ctx)
+{
+    cl->listener = fn;
+    cl->listener_ctx = ctx;
+}
+
+int cluster_node_count(const cluster *cl)
+{
+    return cl->nnodes;
+}
+
+bool cluster_node_ready(const cluster *cl, int node)
+{
+    return cl->nodes[node]->state == N_READY;
+}
+
+const char *cluster_node_host(const cluster *cl, int node)
+{
+    return cl->nodes[node]->host;
+}
+
+int cluster_node_port(const cluster *cl, int node)
+{
+    return cl->nodes[node]->port;
+}
+
+bool cluster_owners(const cluster *cl, bool owns[CLUSTER_MAX_NODES])
+{
+    memset(owns, 0, CLUSTER_MAX_NODES * sizeof *owns);
+    for (int s = 0; s < SLOT_COUNT; s++)
+        if (cl->map[s] != NO_NODE)
+            owns[cl->map[s]] = true;
+    return cl->covered == SLOT_COUNT;
+}
+
+void cluster_node_set_tracked(cluster *cl, int node, bool tracked)
+{
+    cl->nodes[node]->tracked = tracked && cl->nodes[node]->state == N_READY;
+}
+
+void cluster_node_control(cluster *cl, int node, store_cb cb, void *data, int argc,
+                          const char **argv, const size_t *lens)
+{
+    store_cmd one = {argc, argv, lens};
+    if (cl->closed || node < 0 || node >= cl->nnodes || cl->nodes[node]->state != N_READY ||
+        send_refused(cl->pending, (size_t)cl->app->cfg.redis_max_pending, SEND_CONTROL, 1)) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    cl_op *op = op_new(cl, cb, data, CLUSTER_COMMAND, -1, 0, 1, &one);
+    if (!op) {
+        cb(data, STORE_UNAVAILABLE, NULL);
+        return;
+    }
+    op->slot = -2;
+    op->fixed_node = node;
+    op->flags = SEND_CONTROL;
+    op->deadline_ms = now_ms(cl) + (uint64_t)cl->app->cfg.redis_timeout_ms;
+    list_push(cl, op);
+    op->holds++;
+    dispatch(op);
+    if (!--op->holds && !op->cb)
+        free(op);
 }
 
 size_t cluster_pending(const cluster *cl)

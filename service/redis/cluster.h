@@ -44,4 +44,32 @@ const store_stats *cluster_stats(const cluster *cl);
 bool cluster_send(cluster *cl, int flags, store_cb cb, void *data, int kind, int script, int nkeys,
                   int ncmds, const store_cmd *cmds);
 
+/* --- for the read cache's per-node tracking (cluster_tracking.h) --- */
+
+/* What the cluster tells its listener: a node's connection is ready (its CLIENT TRACKING, if
+ * any, went with the old one), a node's connection went, or a slot changed owner. */
+enum cluster_event { CLUSTER_NODE_READY, CLUSTER_NODE_DOWN, CLUSTER_MAP_CHANGED };
+typedef void (*cluster_listener)(void *ctx, int event, int node);
+/* One listener. While one is set the slot map is also asked for every REFRESH_IDLE_MS, so that
+ * a change of owner is learnt even when every read is answered from memory. */
+void cluster_set_listener(cluster *cl, cluster_listener fn, void *ctx);
+
+/* Nodes are numbered from 0 and live until cluster_free; count only grows. */
+int cluster_node_count(const cluster *cl);
+bool cluster_node_ready(const cluster *cl, int node);
+const char *cluster_node_host(const cluster *cl, int node);
+int cluster_node_port(const cluster *cl, int node);
+/* owns[i] is set for every node the slot map gives slots to. Returns true when the map covers
+ * all 16384 slots. Walks the map: for events and timers, not per request. */
+bool cluster_owners(const cluster *cl, bool owns[CLUSTER_MAX_NODES]);
+/* Says that this node's current connection tracks reads (CLIENT TRACKING confirmed): tracked
+ * reads (SEND_TRACK) sent to it go behind CLIENT CACHING yes. Cleared when the connection
+ * goes. A tracked read sent where this does not hold, or behind ASKING, goes untracked and its
+ * keys are invalidated, so that its answer is never kept. */
+void cluster_node_set_tracked(cluster *cl, int node, bool tracked);
+/* Sends one command of the service's upkeep on this node's connection (not routed by key);
+ * STORE_UNAVAILABLE at once when that connection is not ready. cb runs exactly once. */
+void cluster_node_control(cluster *cl, int node, store_cb cb, void *data, int argc,
+                          const char **argv, const size_t *lens);
+
 #endif

@@ -8,10 +8,11 @@
 
 #include "redis/command.h"
 
-#define SEND_TRACK   1 /* CLIENT CACHING yes in front: the read cache keeps the answer */
-#define SEND_ANY_CAP 2 /* never shed: bound to a command already sent (see store_read) */
-#define SEND_RESERVE 4 /* room is kept for the read that follows (STORE_READ_RESERVE) */
-#define SEND_CONTROL 8 /* the service's upkeep (store_control): may use the room kept for it */
+#define SEND_TRACK   1  /* CLIENT CACHING yes in front: the read cache keeps the answer */
+#define SEND_ANY_CAP 2  /* never shed: bound to a command already sent (see store_read) */
+#define SEND_RESERVE 4  /* room is kept for the read that follows (STORE_READ_RESERVE) */
+#define SEND_CONTROL 8  /* the service's upkeep (store_control): may use the room kept for it */
+#define SEND_WRITES  16 /* a write script: its keys leave the read cache when its answer comes */
 
 /* Commands of REDIS_MAX_PENDING that requests leave to the upkeep: a heartbeat and a tracking
  * request fit when requests have filled the rest. */

@@ -537,7 +537,8 @@ static void send_script(store *st, int send, int script, store_cb cb, void *data
 {
     if (st->cl) {
         store_cmd one = {argc, argv, lens};
-        cluster_send(st->cl, send, cb, data, CLUSTER_SCRIPT, script, nkeys, 1, &one);
+        cluster_send(st->cl, send | (writes ? SEND_WRITES : 0), cb, data, CLUSTER_SCRIPT, script,
+                     nkeys, 1, &one);
         return;
     }
     if (st->state != ST_READY || shed(st, send, 1)) {
@@ -604,6 +605,11 @@ bool store_connected(const store *st)
 bool store_cluster_mode(const store *st)
 {
     return st->cl != NULL;
+}
+
+cluster *store_cluster(const store *st)
+{
+    return st->cl;
 }
 
 const store_stats *store_get_stats(const store *st)

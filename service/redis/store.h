@@ -31,9 +31,11 @@ const store_stats *store_get_stats(const store *st);
 size_t store_pending(const store *st);
 bool store_connected(const store *st);
 /* Cluster mode (REDIS_CLUSTER_NODES): units go to the node owning their first key's slot, so
- * two units sent one after the other may be answered in either order, and there is no read
- * cache (no client-side tracking across nodes yet). */
+ * two units sent one after the other may be answered in either order. */
 bool store_cluster_mode(const store *st);
+/* The cluster behind the store in cluster mode (for the read cache's per-node tracking,
+ * redis/cluster_tracking.h), else NULL. */
+struct cluster *store_cluster(const store *st);
 
 /* Sends one command; argv/lens are copied by hiredis before this returns. When the store is
  * not ready, or REDIS_MAX_PENDING commands are waiting for their answer (load shedding; the

@@ -12,6 +12,7 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "cache/readcache.h"
+#include "redis/cluster_tracking.h"
 #include "redis/redis_uv.h"
 #include "redis/resolve.h"
 #include "redis/store.h"
@@ -26,6 +27,7 @@ enum state { T_DOWN, T_CONNECTING, T_SUBSCRIBING, T_READY, T_CLOSED };
 
 struct tracking {
     app *app;
+    cluster_tracking *ct; /* cluster mode: the per-node tracking does it all */
     redisAsyncContext *ac;
     int state;
     long long id;      /* this connection's CLIENT ID, once known */
@@ -320,6 +322,15 @@ tracking *tracking_new(app *a)
     tracking *tr = calloc(1, sizeof *tr);
     if (!tr)
         return NULL;
+    tr->app = a;
+    if (store_cluster_mode(a->store)) {
+        tr->state = T_CLOSED; /* this connection is not used */
+        if (!(tr->ct = cluster_tracking_new(a, store_cluster(a->store)))) {
+            free(tr);
+            return NULL;
+        }
+        return tr;
+    }
     char id[IDS_SIZE];
     if (ids_new(id, 'c') != 0) {
         free(tr);
@@ -338,6 +349,8 @@ tracking *tracking_new(app *a)
 
 void tracking_close(tracking *tr)
 {
+    if (tr && tr->ct)
+        cluster_tracking_close(tr->ct);
     if (!tr || tr->state == T_CLOSED)
         return;
     tr->state = T_CLOSED;
@@ -356,10 +369,12 @@ void tracking_close(tracking *tr)
 
 void tracking_free(tracking *tr)
 {
+    if (tr)
+        cluster_tracking_free(tr->ct);
     free(tr);
 }
 
 const tracking_stats *tracking_get_stats(const tracking *tr)
 {
-    return &tr->stats;
+    return tr->ct ? cluster_tracking_get_stats(tr->ct) : &tr->stats;
 }

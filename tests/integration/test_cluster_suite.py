@@ -2,8 +2,8 @@
 (3 primaries, 3 replicas; rcluster.py) instead of one redis-server: the same requests, answers
 and stored state, with every entity's keys in its own slot and the alias and revocation keys in
 theirs. Left out: the tests that count the commands one Redis ran for a request (a cluster
-spreads them over nodes, and has no read cache to spare them), and the fault classes that stop
-or pause the one Redis (test_cluster.py has the cluster's own faults)."""
+spreads them over nodes; test_cluster_cache.py counts over every node), and the fault classes
+that stop or pause the one Redis (test_cluster.py has the cluster's own faults)."""
 
 import os
 import sys
