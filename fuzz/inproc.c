@@ -15,6 +15,7 @@
 
 #include "auth/auth.h"
 #include "core/buf.h"
+#include "core/config.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "api/dispatch.h"
@@ -54,25 +55,8 @@ void inproc_init(const char *max_body)
         return;
     done = true;
     /* Nothing from the caller's environment may change the service under test. */
-    static const char *const service_env[] = {"PORT",
-                                              "HOST",
-                                              "REDIS_URL",
-                                              "REDIS_TIMEOUT_MS",
-                                              "AUTH_SECRET",
-                                              "AUTH_DOMAIN",
-                                              "AUTH_EPOCH_SECONDS",
-                                              "PLATFORM_ADMINS",
-                                              "ENTITY_CREATION",
-                                              "MAX_BODY_BYTES",
-                                              "LOG_LEVEL",
-                                              "MAX_CONNECTIONS",
-                                              "HEADER_TIMEOUT_MS",
-                                              "IDLE_TIMEOUT_MS",
-                                              "SHUTDOWN_TIMEOUT_MS",
-                                              "SIG_CACHE_SIZE",
-                                              "DEV"};
-    for (size_t i = 0; i < sizeof service_env / sizeof service_env[0]; i++)
-        unsetenv(service_env[i]);
+    for (size_t i = 0; config_env_name(i); i++)
+        unsetenv(config_env_name(i));
     setenv("AUTH_SECRET", "fuzz-secret-0123456789abcdef", 1);
     /* Never connected: the store is closed below before the connect can finish. */
     setenv("REDIS_URL", "redis://127.0.0.1:1/0", 1);

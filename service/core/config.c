@@ -261,3 +261,8 @@ void config_free(config *cfg)
             *field = NULL;
         }
 }
+
+const char *config_env_name(size_t i)
+{
+    return i < sizeof opts / sizeof opts[0] ? opts[i].env : NULL;
+}

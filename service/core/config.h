@@ -62,5 +62,8 @@ int config_load(config *cfg, int argc, char **argv, char *err, size_t err_len);
 void config_free(config *cfg);
 /* Writes the --help text, generated from the table. */
 void config_print_help(FILE *out);
+/* The environment variable of the i-th setting, NULL past the last: what a test harness unsets
+ * to start from the defaults whatever its caller's environment holds. */
+const char *config_env_name(size_t i);
 
 #endif

@@ -11,7 +11,8 @@
 
 #include "core/config.h"
 
-/* Every variable the table reads: cleared before each test so the caller's environment is moot. */
+/* Settings the help test below expects --help to name (each test starts from the defaults:
+ * setup unsets every variable of the table, config_env_name). */
 static const char *const g_vars[] = {
     "PORT",
     "HOST",
@@ -51,8 +52,8 @@ static int setup(void **state)
 {
     static fixture f;
 
-    for (size_t i = 0; i < sizeof g_vars / sizeof g_vars[0]; i++)
-        unsetenv(g_vars[i]);
+    for (size_t i = 0; config_env_name(i); i++)
+        unsetenv(config_env_name(i));
     memset(&f, 0, sizeof f);
     *state = &f;
     return 0;
@@ -63,8 +64,8 @@ static int teardown(void **state)
     fixture *f = *state;
 
     config_free(&f->cfg);
-    for (size_t i = 0; i < sizeof g_vars / sizeof g_vars[0]; i++)
-        unsetenv(g_vars[i]);
+    for (size_t i = 0; config_env_name(i); i++)
+        unsetenv(config_env_name(i));
     return 0;
 }
 
