@@ -164,6 +164,18 @@ static void give_back_units(limits *lim, lease *l)
 
 static void charge_lease(limits *lim, lease *l);
 
+/* Queues a write behind the lease's next charge, in arrival order. */
+static void waiter_push(lease *l, struct lease_waiter *w)
+{
+    w->next = NULL;
+    if (l->tail)
+        l->tail->next = w;
+    else
+        l->head = w;
+    l->tail = w;
+    l->nwaiting++;
+}
+
 /* A lease charge's answer: its units go to the waiters in order, the rest stay in the lease. */
 static void on_lease_charge(void *data, int status, redisReply *reply)
 {
@@ -192,13 +204,7 @@ static void on_lease_charge(void *data, int status, redisReply *reply)
             w->done(w->req, w->data, STORE_OK, 0);
         } else if (all) {
             /* Joined after the charge was sent: the next charge is theirs. */
-            w->next = NULL;
-            if (l->tail)
-                l->tail->next = w;
-            else
-                l->head = w;
-            l->tail = w;
-            l->nwaiting++;
+            waiter_push(l, w);
         } else {
             w->done(w->req, w->data, STORE_OK, wait > 0 ? wait : 1);
         }
@@ -210,6 +216,7 @@ static void on_lease_charge(void *data, int status, redisReply *reply)
         give_back_units(lim, l);
     settle(lim);
 }
+
 /* Sends a lease's charge: its waiters' units, or the lease's size when that is more. */
 static void charge_lease(limits *lim, lease *l)
 {
@@ -258,12 +265,7 @@ void limits_take(request *req, int kind, const char *caller, limits_done done, v
         return;
     }
     *w = (struct lease_waiter){.lim = lim, .req = req, .done = done, .data = data};
-    if (l->tail)
-        l->tail->next = w;
-    else
-        l->head = w;
-    l->tail = w;
-    l->nwaiting++;
+    waiter_push(l, w);
     if (!l->asked)
         charge_lease(lim, l);
 }

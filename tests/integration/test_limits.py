@@ -63,6 +63,36 @@ class LimitsBase(harness.ServiceTestCase):
         keys = [k.decode() if isinstance(k, bytes) else k for k in r.cli('KEYS', 'ent:{c-*}')]
         return len([k for k in keys if k.endswith('}')])
 
+    def parallel_skill_adds(self, s1, s2, wallet, eid, n=64):
+        """n skill additions by one wallet at once, alternating between two instances. Each
+        answer is 201 or a 429 in the contract's shape. Returns (201s, 429s, seconds from the
+        release of the writers to the last answer)."""
+        results = []
+        lock = threading.Lock()
+        go = threading.Event()
+
+        def worker(i):
+            go.wait(scaled(10))
+            resp = self.add_skill(s1 if i % 2 else s2, wallet, eid)
+            with lock:
+                results.append(resp)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        started = time.monotonic()
+        go.set()
+        for t in threads:
+            t.join(scaled(60))
+        elapsed = time.monotonic() - started
+        self.assertEqual(len(results), n)
+        ok = [x for x in results if x[0] == 201]
+        limited = [x for x in results if x[0] == 429]
+        self.assertEqual(len(ok) + len(limited), n, [x for x in results if x[0] not in (201, 429)])
+        for x in limited:
+            self.assertLimited(x)
+        return ok, limited, elapsed
+
     def assertLimited(self, resp):
         status, headers, body = resp
         self.assertEnvelope(resp, 429, 'rate_limited')
@@ -199,30 +229,7 @@ class WriteBudgetTest(LimitsBase):
         a = self.pool.pop()
         eid = self.assertOk(self.create(s1, a), 201)['data']['id']  # 1 of 30
         self.auth(s1, a)
-        results = []
-        lock = threading.Lock()
-        go = threading.Event()
-
-        def worker(i):
-            go.wait(scaled(10))
-            resp = self.add_skill(s1 if i % 2 else s2, a, eid)
-            with lock:
-                results.append(resp)
-
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(64)]
-        for t in threads:
-            t.start()
-        started = time.monotonic()
-        go.set()
-        for t in threads:
-            t.join(scaled(60))
-        elapsed = time.monotonic() - started
-        self.assertEqual(len(results), 64)
-        ok = [x for x in results if x[0] == 201]
-        limited = [x for x in results if x[0] == 429]
-        self.assertEqual(len(ok) + len(limited), 64, [x for x in results if x[0] not in (201, 429)])
-        for x in limited:
-            self.assertLimited(x)
+        ok, limited, elapsed = self.parallel_skill_adds(s1, s2, a, eid)
         # 29 units were left; one more refills every 2 s while the burst runs.
         refilled = int(elapsed / 2.0)
         self.assertGreaterEqual(len(ok), 29)
@@ -340,30 +347,9 @@ class LeaseTest(LimitsBase):
         for svc in (s1, s2):
             self.burst_then_hold(svc, w, eid, 8)
             warm += 8
-        results = []
-        lock = threading.Lock()
-        go = threading.Event()
-
-        def worker(i):
-            go.wait(scaled(10))
-            resp = self.add_skill(s1 if i % 2 else s2, w, eid)
-            with lock:
-                results.append(resp)
-
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(64)]
-        for t in threads:
-            t.start()
-        go.set()
-        for t in threads:
-            t.join(scaled(60))
+        ok, limited, _ = self.parallel_skill_adds(s1, s2, w, eid)
         elapsed = time.monotonic() - started
-        self.assertEqual(len(results), 64)
-        ok = [x for x in results if x[0] == 201]
-        limited = [x for x in results if x[0] == 429]
-        self.assertEqual(len(ok) + len(limited), 64, [x for x in results if x[0] not in (201, 429)])
         self.assertGreater(len(limited), 0)
-        for x in limited:
-            self.assertLimited(x)
         # Never more than the budget plus what refilled since the first write; at most one
         # lease's leftover per instance unspent (it goes back after the hold).
         self.assertLessEqual(warm + len(ok), 64 + int(elapsed / 0.9375), elapsed)
