@@ -15,6 +15,7 @@
 #include "cache/readcache.h"
 #include "redis/redis_uv.h"
 #include "redis/resolve.h"
+#include "redis/tracking.h"
 
 enum state { T_DOWN, T_RESOLVING, T_CONNECTING, T_SUBSCRIBING, T_READY };
 
@@ -160,12 +161,6 @@ static void drop(ct_node *n, const char *why)
     schedule_retry(n);
 }
 
-static bool is(const redisReply *r, const char *s)
-{
-    size_t len = strlen(s);
-    return r->type == REDIS_REPLY_STRING && r->len == len && memcmp(r->str, s, len) == 0;
-}
-
 static void on_message(redisAsyncContext *ac, void *r, void *privdata)
 {
     (void)ac;
@@ -181,7 +176,7 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
     }
     const redisReply *kind = reply->element[0], *chan = reply->element[1],
                      *body = reply->element[2];
-    if (is(kind, "subscribe")) {
+    if (tracking_reply_is(kind, "subscribe")) {
         if (body->type == REDIS_REPLY_INTEGER && body->integer == 2 && n->id > 0) {
             n->state = T_READY;
             backoff_reset(&n->backoff);
@@ -189,23 +184,16 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
         }
         return;
     }
-    if (!is(kind, "message"))
+    if (!tracking_reply_is(kind, "message"))
         return;
     ct->stats.messages++;
-    if (is(chan, n->channel)) {
+    if (tracking_reply_is(chan, n->channel)) {
         n->heard_ms = now_ms(ct);
         return;
     }
-    if (!is(chan, INVALIDATE_CHANNEL))
+    if (!tracking_reply_is(chan, INVALIDATE_CHANNEL))
         return;
-    readcache *rc = ct->app->reads;
-    if (body->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i < body->elements; i++)
-            if (body->element[i]->type == REDIS_REPLY_STRING)
-                readcache_invalidate(rc, body->element[i]->str, body->element[i]->len);
-    } else {
-        readcache_flush(rc); /* a nil key list: that node's database was flushed */
-    }
+    tracking_invalidate(ct->app->reads, body); /* a nil list: that node was flushed */
 }
 
 static void on_id(redisAsyncContext *ac, void *r, void *privdata)

@@ -183,10 +183,21 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
-static bool is(const redisReply *r, const char *s)
+bool tracking_reply_is(const redisReply *r, const char *s)
 {
     size_t n = strlen(s);
     return r->type == REDIS_REPLY_STRING && r->len == n && memcmp(r->str, s, n) == 0;
+}
+
+void tracking_invalidate(readcache *rc, const redisReply *keys)
+{
+    if (keys->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < keys->elements; i++)
+            if (keys->element[i]->type == REDIS_REPLY_STRING)
+                readcache_invalidate(rc, keys->element[i]->str, keys->element[i]->len);
+    } else {
+        readcache_flush(rc);
+    }
 }
 
 static void on_message(redisAsyncContext *ac, void *r, void *privdata)
@@ -203,7 +214,7 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
     }
     const redisReply *kind = reply->element[0], *chan = reply->element[1],
                      *body = reply->element[2];
-    if (is(kind, "subscribe")) {
+    if (tracking_reply_is(kind, "subscribe")) {
         /* Both channels confirmed: up. */
         if (body->type == REDIS_REPLY_INTEGER && body->integer == 2 && tr->id > 0) {
             tr->state = T_READY;
@@ -213,23 +224,16 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
         }
         return;
     }
-    if (!is(kind, "message"))
+    if (!tracking_reply_is(kind, "message"))
         return;
     tr->stats.messages++;
-    if (is(chan, tr->channel)) {
+    if (tracking_reply_is(chan, tr->channel)) {
         tr->heard_ms = now_ms(tr);
         return;
     }
-    if (!is(chan, INVALIDATE_CHANNEL))
+    if (!tracking_reply_is(chan, INVALIDATE_CHANNEL))
         return;
-    readcache *rc = tr->app->reads;
-    if (body->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i < body->elements; i++)
-            if (body->element[i]->type == REDIS_REPLY_STRING)
-                readcache_invalidate(rc, body->element[i]->str, body->element[i]->len);
-    } else {
-        readcache_flush(rc); /* a nil key list: the whole database was flushed */
-    }
+    tracking_invalidate(tr->app->reads, body);
 }
 
 static void on_id(redisAsyncContext *ac, void *r, void *privdata)

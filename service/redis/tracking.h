@@ -32,4 +32,13 @@ void tracking_close(tracking *tr);
 void tracking_free(tracking *tr);
 const tracking_stats *tracking_get_stats(const tracking *tr);
 
+/* Shared with the per-node tracking of cluster mode (cluster_tracking.c). */
+struct redisReply;
+struct readcache;
+/* r is the simple string s. */
+bool tracking_reply_is(const struct redisReply *r, const char *s);
+/* Applies the key list of one __redis__:invalidate message: those keys' answers go; a nil list
+ * (the database was flushed) empties the cache. */
+void tracking_invalidate(struct readcache *rc, const struct redisReply *keys);
+
 #endif
