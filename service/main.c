@@ -21,6 +21,7 @@
 #include "core/workers.h"
 #include "http/http.h"
 #include "net/server.h"
+#include "redis/group.h"
 #include "redis/store.h"
 #include "redis/tracking.h"
 
@@ -54,6 +55,7 @@ static void on_limits_closed(void *ctx)
 {
     server *srv = ctx;
     app *a = &the_app;
+    group_close(a->groups);
     store_close(a->store);
     tracking_close(a->tracking);
     server_close(srv);
@@ -157,6 +159,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "entityd: %s\n", err);
         return 1;
     }
+    a->groups = group_new(a->loop, a->store);
+    if (!a->groups) {
+        fprintf(stderr, "entityd: cannot set up the script groups: out of memory\n");
+        return 1;
+    }
     if (limits_new(&a->limits, a) != 0) {
         fprintf(stderr, "entityd: cannot set up the write-budget leases: out of memory\n");
         return 1;
@@ -222,6 +229,7 @@ int main(int argc, char **argv)
     log_finish(1000);
     log_event(LOG_INFO, "stopped", NULL);
     log_finish(1000);
+    group_free(a->groups);
     store_free(a->store);
     limits_free(a->limits);
     auth_free(a->auth);

@@ -9,6 +9,7 @@
 
 struct server;
 struct store;
+struct group;
 struct auth;
 struct pagecache;
 struct readcache;
@@ -20,6 +21,7 @@ typedef struct app {
     config cfg;
     struct server *server;
     struct store *store;
+    struct group *groups; /* script calls sent together per loop turn (awards) */
     struct auth *auth;
     struct pagecache *pages;   /* NULL when PAGE_CACHE_SIZE is 0 */
     struct readcache *reads;   /* NULL when READ_CACHE_MB is 0 */

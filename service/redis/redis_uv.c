@@ -2,9 +2,13 @@
  *
  * hiredis asks for a writable event each time a command is queued. The stock adapter re-arms
  * epoll for it (two epoll_ctl calls per batch) and writes on the next wakeup. Here, while
- * connected, a queued command only schedules a flush in the loop's check phase, after every
+ * connected, a queued command only marks a flush due for the loop's check phase, after every
  * callback of this iteration has run: all the commands of the iteration leave in one write(),
- * with no epoll change. Only a write that cannot finish waits for a writable event. A socket
+ * with no epoll change. Only a write that cannot finish waits for a writable event. The check
+ * handle stays active (unreferenced, so it keeps no loop alive): libuv runs the check handles
+ * started last first, and one started during the check phase only in the next iteration, so a
+ * handle started on demand here would miss the commands that other check callbacks queue (the
+ * script groups, group.h) and leave them until the next wakeup. A socket
  * error reported by the poll is handed to hiredis as a read, so it sees the failure and
  * disconnects (the stock adapter ignores it). */
 #include "redis/redis_uv.h"
@@ -49,7 +53,8 @@ static void on_poll(uv_poll_t *h, int status, int events)
 static void on_check(uv_check_t *h)
 {
     redis_uv *r = h->data;
-    uv_check_stop(&r->check);
+    if (!r->flush_due)
+        return;
     r->flush_due = false;
     if (!r->ac)
         return;
@@ -75,10 +80,7 @@ static void add_write(void *p)
     redis_uv *r = p;
     bool connected = r->ac && (r->ac->c.flags & REDIS_CONNECTED);
     if (connected && !r->in_flush) {
-        if (!r->flush_due) {
-            r->flush_due = true;
-            uv_check_start(&r->check, on_check);
-        }
+        r->flush_due = true;
         return;
     }
     /* Connecting (the writable event completes the connect) or a partial write. */
@@ -118,6 +120,8 @@ int redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop)
         return REDIS_ERR;
     }
     uv_check_init(loop, &r->check);
+    uv_check_start(&r->check, on_check);
+    uv_unref((uv_handle_t *)&r->check);
     r->poll.data = r->check.data = r;
     r->open_handles = 2;
     r->ac = ac;
