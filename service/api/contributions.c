@@ -13,6 +13,7 @@
 #include "crypto/keccak.h"
 #include "core/ids.h"
 #include "core/isotime.h"
+#include "redis/group.h"
 #include "redis/keys.h"
 #include "redis/lua_scripts.h"
 #include "api/respond.h"
@@ -193,9 +194,19 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
         buf_append(items, ",", 1);
         buf_append(canon, ",", 1);
     }
-    buf_printf(items, "{\"id\":\"%s\",\"member\":\"%s\",\"skills\":", id, member);
-    buf_append(items, skills.data, skills.len);
-    buf_printf(items, ",\"xp\":%lld}", (long long)xp);
+    /* Numbers as strings, and no xp when it is 0: Redis 7.0 turns a number a script passes to
+     * a command into text with snprintf("%.17g"), a cost per argument the strings avoid. */
+    buf_printf(items, "{\"id\":\"%s\",\"member\":\"%s\",\"skills\":[", id, member);
+    for (size_t j = 0; j < nskills; j++) {
+        json_t *s = json_array_get(sv, j);
+        buf_printf(items, j ? ",[\"%s\",\"%lld\"]" : "[\"%s\",\"%lld\"]",
+                   json_string_value(json_object_get(s, "skillId")),
+                   (long long)json_integer_value(json_object_get(s, "score")));
+    }
+    buf_append(items, "]", 1);
+    if (xp > 0)
+        buf_printf(items, ",\"xp\":\"%lld\"", (long long)xp);
+    buf_append(items, "}", 1);
     /* The record as the API returns it; contrib_revoke.lua relies on its closing members. */
     buf *r = &a->records;
     buf_printf(r, "{\"id\":\"%s\",\"entityID\":\"%s\",", id, a->eid);
@@ -385,27 +396,22 @@ void contributions_post(request *req)
     if (key)
         keys_idem(idem, eid, key);
     keys_board(xp_board, eid, "xp");
-    const char *head[] = {k.entity,
-                          k.owners,
-                          k.admins,
-                          k.members,
-                          k.skills,
-                          k.contribs,
-                          key ? idem : k.entity,
-                          k.skill_order,
-                          k.level_order,
-                          xp_board};
     char per_minute[24];
     snprintf(per_minute, sizeof per_minute, "%lld",
              (long long)req->app->cfg.contributions_per_member_per_minute);
-    const char *args[] = {
-        req->caller,     auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
-        now_ms,          ev.at,
-        ev.max,          digest,
-        key ? "1" : "0", buf_cstr(&aa->items),
-        per_minute};
-    size_t nhead = sizeof head / sizeof head[0], nargs = sizeof args / sizeof args[0];
-    size_t nkeys = nhead + aa->nkeys, argc = nkeys + nargs + 2 * aa->n;
+    /* What every award to this entity shares (the group's part, group.h), then this award's. */
+    const char *shared[] = {k.entity, k.owners,   k.admins,      k.members,
+                            k.skills, k.contribs, k.skill_order, k.level_order,
+                            xp_board, ev.max,     per_minute};
+    const char *args[] = {req->caller,
+                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+                          now_ms,
+                          ev.at,
+                          digest,
+                          key ? "1" : "0",
+                          buf_cstr(&aa->items)};
+    size_t nshared = sizeof shared / sizeof shared[0], nargs = sizeof args / sizeof args[0];
+    size_t nkeys = 1 + aa->nkeys, argc = nshared + nkeys + nargs + 2 * aa->n;
     const char **argv = malloc(argc * sizeof *argv);
     size_t *lens = malloc(argc * sizeof *lens);
     if (!argv || !lens) {
@@ -417,8 +423,9 @@ void contributions_post(request *req)
         return;
     }
     size_t i = 0;
-    for (size_t j = 0; j < nhead; j++, i++)
-        argv[i] = head[j], lens[i] = strlen(head[j]);
+    for (size_t j = 0; j < nshared; j++, i++)
+        argv[i] = shared[j], lens[i] = strlen(shared[j]);
+    argv[i] = key ? idem : k.entity, lens[i] = strlen(argv[i]), i++;
     for (size_t at = 0; at < aa->keys.len; at += lens[i] + 1, i++)
         argv[i] = aa->keys.data + at, lens[i] = strlen(argv[i]);
     for (size_t j = 0; j < nargs; j++, i++)
@@ -427,9 +434,10 @@ void contributions_post(request *req)
         argv[i] = aa->records.data + aa->rec_at[j], lens[i] = aa->rec_at[j + 1] - aa->rec_at[j];
     for (size_t j = 0; j < aa->n; j++, i++)
         argv[i] = aa->events.data + aa->ev_at[j], lens[i] = aa->ev_at[j + 1] - aa->ev_at[j];
-    store_script(req->app->store, LUA_CONTRIB_AWARD, on_award, req, (int)nkeys, (int)argc, argv,
-                 lens);
-    /* store_script copied the arguments */
+    /* Awards to one entity in one loop turn share one script call (group.h). */
+    group_script(req->app->groups, LUA_CONTRIB_AWARD, on_award, req, 9, 2, (int)nkeys, (int)argc,
+                 argv, lens);
+    /* group_script copied the arguments */
     free(argv);
     free(lens);
     award_args_free(aa);

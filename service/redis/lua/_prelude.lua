@@ -171,13 +171,14 @@ local function prog_key(entity, addr)
 end
 
 -- Adds delta to one progress field ('xp' or 's:<skill id>') of a member and moves the member's
--- entry in that leaderboard (only values above 0 are listed). Returns the new value.
+-- entry in that leaderboard (only values above 0 are listed). Returns the new value. delta is
+-- best given as a string: Redis 7.0 turns a number argument into text with snprintf.
 local function prog_add(entity, addr, field, by, delta)
   local pk = prog_key(entity, addr)
   local after = redis.call('HINCRBY', pk, field, delta)
   local before = after - delta
   local lb = lb_key(entity, by)
   if before > 0 then redis.call('ZREM', lb, lb_member(before, addr)) end
-  if after > 0 then redis.call('ZADD', lb, 0, lb_member(after, addr)) end
+  if after > 0 then redis.call('ZADD', lb, '0', lb_member(after, addr)) end
   return after
 end

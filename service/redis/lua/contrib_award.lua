@@ -1,133 +1,180 @@
 -- contrib_award: awards contributions (one, or a batch of up to 100) as an owner or admin, all
--- or nothing. KEYS: entity, owners, admins, members, skills, contribs, idempotency key (the
--- entity key when the request has none), skill order, level order, then the progression keys
--- the award changes (each member's prog hash, the XP board, each skill's board): declared so
--- that the read cache drops them as soon as the answer is in; the script builds the same names
--- (prog_key, lb_key).
--- ARGV: caller, platform, now (ms), now (ISO), events_max, request digest ('' without a key),
---       idempotency key used ('1'/'0'), contributions (JSON array of {id, member, skills:
---       [{skillId, score}], xp}, validated by the service), the most contributions one
---       member may receive per minute ('0': no limit; past it 'RATE <seconds> <message>',
---       nothing written), then each contribution's Contribution JSON as the API returns it,
---       then each one's contribution.added event data (the service renders both: no JSON is
---       built here)
--- Every check runs before the first write. Errors: 'INVALID <i> <field> <message>' (i the
--- contribution's index; the service names the field in the request's form), CONFLICT (the key
--- was used for another request). Returns {'OK', Contribution JSONs as a JSON array} or
--- {'REPLAY', the first answer's JSON array}. Progress, leaderboards and events: keys.h.
+-- or nothing, for each of the awards to one entity that arrived in one loop turn (a group,
+-- service/redis/group.h): they run one after the other, and each gets the answer it would
+-- have had alone.
+-- KEYS: the group's: entity, owners, admins, members, skills, contribs, skill order, level
+-- order, XP board; then each award's: its idempotency key (the entity key when the request has
+-- none), then the progression keys it changes (each member's prog hash, each skill's board):
+-- declared so that the read cache drops them as soon as the answer is in; the script builds the
+-- same names (prog_key, lb_key).
+-- ARGV: the group's: events_max, the most contributions one member may receive per minute ('0':
+-- no limit; past it 'RATE <seconds> <message>', nothing written); the number of awards; then
+-- each award's key count, argument count and arguments: caller, platform, now (ms), now (ISO),
+-- request digest ('' without a key), idempotency key used ('1'/'0'), contributions (JSON array
+-- of {id, member, skills: [[skill id, score]], xp (absent when 0)}, numbers as strings,
+-- validated by the service), then each
+-- contribution's Contribution JSON as the API returns it, then each one's contribution.added
+-- event data (the service renders both: no JSON is built here).
+-- Every check of an award runs before its first write. Errors: 'INVALID <i> <field> <message>'
+-- (i the contribution's index; the service names the field in the request's form), CONFLICT
+-- (the key was used for another request). Answers one reply per award: {'OK', Contribution
+-- JSONs as a JSON array}, {'REPLAY', the first answer's JSON array} or the error.
+-- Progress, leaderboards and events: keys.h.
 local moving = moving_guard(KEYS[1])
 if moving then return moving end
-local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
-local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
-if denied then return denied end
-local E, now_ms, now_iso, maxlen, caller = KEYS[1], ARGV[3], ARGV[4], ARGV[5], ARGV[1]
-if ARGV[7] == '1' then
-  local held = redis.call('GET', KEYS[7])
-  if held then
-    local nl = string.find(held, '\n', 1, true)
-    if nl and string.sub(held, 1, nl - 1) == ARGV[6] then
-      return {'REPLAY', string.sub(held, nl + 1)}
+local E, maxlen, per_minute = KEYS[1], ARGV[1], tonumber(ARGV[2]) or 0
+
+-- What every award of the group asks the same way is asked once: the caller's role and gate,
+-- and the levels of the progression template.
+local gates = {}
+local function gate(caller, platform)
+  local at = caller .. platform
+  if gates[at] == nil then
+    local role = role_of(KEYS[2], KEYS[3], nil, caller)
+    gates[at] = write_gate(E, role, platform, 'staff') or false
+  end
+  return gates[at] or nil
+end
+
+-- Levels by XP then id: {id, XP, ends (ISO or ''), "<skill id> <score> ..."}. The lines are
+-- found and cut by plain searches: a pattern tried at every byte of the template (kilobytes:
+-- every level lists its skills) cost an award about 6% more in Redis.
+local all_levels
+local function levels_of_template()
+  if all_levels then return all_levels end
+  local tpl = redis.call('HGET', E, 'progtpl') or progtpl_build(KEYS[7], KEYS[8])
+  all_levels = {}
+  local at = string.sub(tpl, 1, 2) == 'L\t' and 0 or string.find(tpl, '\nL\t', 1, true)
+  while at do
+    local eol = string.find(tpl, '\n', at + 1, true) or #tpl + 1
+    local t1 = string.find(tpl, '\t', at + 3, true)
+    local t2 = t1 and string.find(tpl, '\t', t1 + 1, true)
+    local t3 = t2 and string.find(tpl, '\t', t2 + 1, true)
+    local t4 = t3 and string.find(tpl, '\t', t3 + 1, true)
+    if t4 and t4 < eol then
+      all_levels[#all_levels + 1] = {string.sub(tpl, at + 3, t1 - 1),
+        tonumber(string.sub(tpl, t1 + 1, t2 - 1)) or 0, string.sub(tpl, t2 + 1, t3 - 1),
+        string.sub(tpl, t4 + 1, eol - 1)}
     end
-    return fail('CONFLICT', 'The idempotencyKey was used for another request.')
+    at = string.find(tpl, '\nL\t', eol, true)
   end
+  return all_levels
 end
-local list = cjson.decode(ARGV[8])
-for i, c in ipairs(list) do
-  if redis.call('HEXISTS', KEYS[4], c.member) == 0 then
-    return fail('INVALID', (i - 1) .. ' member is not a member of this entity.')
+
+-- Levels newly reached by member m, whose XP is now xp (nil: not known here), judged against
+-- the member's prog hash; each is recorded with its time and a level.reached event. A level
+-- whose XP the member has not reached cannot be newly reached: most awards reach none, and
+-- then the hash is not read at all.
+local function judge_levels(m, xp, now_ms, now_iso, caller)
+  local levels = levels_of_template()
+  local pk = prog_key(E, m)
+  if not xp then xp = tonumber(redis.call('HGET', pk, 'xp') or '0') end
+  local open = {}
+  for _, lv in ipairs(levels) do
+    if lv[2] > xp then break end -- levels are in XP order
+    if not (lv[3] ~= '' and lv[3] <= now_iso) then open[#open + 1] = lv end
   end
-  for j, s in ipairs(c.skills) do
-    if redis.call('HEXISTS', KEYS[5], s.skillId) == 0 then
-      return fail('INVALID', (i - 1) .. ' skills[' .. (j - 1) ..
-        '].skillId is not a skill of this entity.')
-    end
-  end
-end
--- Awards per member and minute: a counter per member that expires a minute after the first
--- award it counts (a fixed window), in the entity's slot.
-local per_minute, counts = tonumber(ARGV[9] or '0') or 0, {}
-if per_minute > 0 then
-  for _, c in ipairs(list) do counts[c.member] = (counts[c.member] or 0) + 1 end
-  for m, n in pairs(counts) do
-    local used = tonumber(redis.call('GET', E .. ':awards:' .. m) or '0')
-    if used + n > per_minute then
-      local ttl = redis.call('PTTL', E .. ':awards:' .. m)
-      return fail('RATE', math.max(1, math.ceil(ttl / 1000)) .. ' ' .. m ..
-        ' may receive at most ' .. per_minute .. ' contributions per minute.')
-    end
-  end
-end
-local n = #list
-local stamp = string.format('%016d', tonumber(now_ms)) .. ':'
-local out, touched, order = {}, {}, {}
-for i, c in ipairs(list) do
-  redis.call('HSET', KEYS[6], c.id, ARGV[9 + i])
-  redis.call('ZADD', E .. ':contribs:of:' .. c.member, 0, stamp .. c.id)
-  if c.xp > 0 then prog_add(E, c.member, 'xp', 'xp', c.xp) end
-  for _, s in ipairs(c.skills) do
-    prog_add(E, c.member, 's:' .. s.skillId, s.skillId, s.score)
-  end
-  emit(E, maxlen, 'contribution.added', now_iso, caller, ARGV[9 + n + i])
-  out[i] = ARGV[9 + i]
-  if not touched[c.member] then
-    touched[c.member] = true
-    order[#order + 1] = c.member
-  end
-end
--- Levels newly reached by the members this award touched, in level order (XP, then id), judged
--- on the progression template (_prelude.lua) against each member's prog hash read once.
--- The level lines are found and cut by plain searches: a pattern tried at every byte of the
--- template (kilobytes: every level lists its skills) cost an award about 6% more in Redis.
-local tpl = redis.call('HGET', E, 'progtpl') or progtpl_build(KEYS[8], KEYS[9])
-local levels = {}
-local at = string.sub(tpl, 1, 2) == 'L\t' and 0 or string.find(tpl, '\nL\t', 1, true)
-while at do
-  local eol = string.find(tpl, '\n', at + 1, true) or #tpl + 1
-  local t1 = string.find(tpl, '\t', at + 3, true)
-  local t2 = t1 and string.find(tpl, '\t', t1 + 1, true)
-  local t3 = t2 and string.find(tpl, '\t', t2 + 1, true)
-  local t4 = t3 and string.find(tpl, '\t', t3 + 1, true)
-  if t4 and t4 < eol then
-    local ends = string.sub(tpl, t2 + 1, t3 - 1)
-    if not (ends ~= '' and ends <= now_iso) then
-      levels[#levels + 1] = {string.sub(tpl, at + 3, t1 - 1),
-        tonumber(string.sub(tpl, t1 + 1, t2 - 1)) or 0, string.sub(tpl, t4 + 1, eol - 1)}
-    end
-  end
-  at = string.find(tpl, '\nL\t', eol, true)
-end
-if #levels > 0 then
-  for _, m in ipairs(order) do
-    local pk = prog_key(E, m)
-    local flat = redis.call('HGETALL', pk)
-    local have = {}
-    for i = 1, #flat, 2 do have[flat[i]] = flat[i + 1] end
-    local xp = tonumber(have.xp or '0')
-    for _, lv in ipairs(levels) do
-      if not have['r:' .. lv[1]] and xp >= lv[2] then
-        local reached = true
-        for sid, score in string.gmatch(lv[3], '(%S+) (%S+)') do
-          if tonumber(have['s:' .. sid] or '0') < tonumber(score) then
-            reached = false
-            break
-          end
+  if #open == 0 then return end
+  local flat = redis.call('HGETALL', pk)
+  local have = {}
+  for i = 1, #flat, 2 do have[flat[i]] = flat[i + 1] end
+  for _, lv in ipairs(open) do
+    if not have['r:' .. lv[1]] then
+      local reached = true
+      for sid, score in string.gmatch(lv[4], '(%S+) (%S+)') do
+        if tonumber(have['s:' .. sid] or '0') < tonumber(score) then
+          reached = false
+          break
         end
-        if reached then
-          redis.call('HSET', pk, 'r:' .. lv[1], now_ms)
-          emit(E, maxlen, 'level.reached', now_iso, caller, '{"member":' .. jstr(m) ..
-            ',"level":' .. jstr(lv[1]) .. '}')
-        end
+      end
+      if reached then
+        redis.call('HSET', pk, 'r:' .. lv[1], now_ms)
+        emit(E, maxlen, 'level.reached', now_iso, caller, '{"member":' .. jstr(m) ..
+          ',"level":' .. jstr(lv[1]) .. '}')
       end
     end
   end
 end
-for m, n in pairs(counts) do
-  local rk = E .. ':awards:' .. m
-  redis.call('INCRBY', rk, n)
-  if redis.call('PTTL', rk) < 0 then redis.call('PEXPIRE', rk, 60000) end
+
+-- One award: idem is its idempotency key, a the index of its first argument.
+local function award(idem, a)
+  local caller, platform, now_ms, now_iso = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local digest, keyed = ARGV[a + 4], ARGV[a + 5] == '1'
+  local denied = gate(caller, platform)
+  if denied then return denied end
+  if keyed then
+    local held = redis.call('GET', idem)
+    if held then
+      local nl = string.find(held, '\n', 1, true)
+      if nl and string.sub(held, 1, nl - 1) == digest then
+        return {'REPLAY', string.sub(held, nl + 1)}
+      end
+      return fail('CONFLICT', 'The idempotencyKey was used for another request.')
+    end
+  end
+  local list = cjson.decode(ARGV[a + 6])
+  for i, c in ipairs(list) do
+    if redis.call('HEXISTS', KEYS[4], c.member) == 0 then
+      return fail('INVALID', (i - 1) .. ' member is not a member of this entity.')
+    end
+    for j, s in ipairs(c.skills) do
+      if redis.call('HEXISTS', KEYS[5], s[1]) == 0 then
+        return fail('INVALID', (i - 1) .. ' skills[' .. (j - 1) ..
+          '].skillId is not a skill of this entity.')
+      end
+    end
+  end
+  -- Awards per member and minute: a counter per member that expires a minute after the first
+  -- award it counts (a fixed window), in the entity's slot.
+  local counts = {}
+  if per_minute > 0 then
+    for _, c in ipairs(list) do counts[c.member] = (counts[c.member] or 0) + 1 end
+    for m, n in pairs(counts) do
+      local used = tonumber(redis.call('GET', E .. ':awards:' .. m) or '0')
+      if used + n > per_minute then
+        local ttl = redis.call('PTTL', E .. ':awards:' .. m)
+        return fail('RATE', math.max(1, math.ceil(ttl / 1000)) .. ' ' .. m ..
+          ' may receive at most ' .. per_minute .. ' contributions per minute.')
+      end
+    end
+  end
+  local n = #list
+  local stamp = string.format('%016d', tonumber(now_ms)) .. ':'
+  local out, touched, order, xp_of = {}, {}, {}, {}
+  for i, c in ipairs(list) do
+    local record = ARGV[a + 6 + i]
+    redis.call('HSET', KEYS[6], c.id, record)
+    redis.call('ZADD', E .. ':contribs:of:' .. c.member, '0', stamp .. c.id)
+    if c.xp then xp_of[c.member] = prog_add(E, c.member, 'xp', 'xp', c.xp) end
+    for _, s in ipairs(c.skills) do
+      prog_add(E, c.member, 's:' .. s[1], s[1], s[2])
+    end
+    emit(E, maxlen, 'contribution.added', now_iso, caller, ARGV[a + 6 + n + i])
+    out[i] = record
+    if not touched[c.member] then
+      touched[c.member] = true
+      order[#order + 1] = c.member
+    end
+  end
+  -- Levels newly reached by the members this award touched, in level order (XP, then id),
+  -- judged on the progression template (_prelude.lua).
+  for _, m in ipairs(order) do judge_levels(m, xp_of[m], now_ms, now_iso, caller) end
+  for m, c in pairs(counts) do
+    local rk = E .. ':awards:' .. m
+    redis.call('INCRBY', rk, c)
+    if redis.call('PTTL', rk) < 0 then redis.call('PEXPIRE', rk, 60000) end
+  end
+  local answer = '[' .. table.concat(out, ',') .. ']'
+  if keyed then
+    redis.call('SET', idem, digest .. '\n' .. answer, 'EX', 86400)
+  end
+  return {'OK', answer}
 end
-local answer = '[' .. table.concat(out, ',') .. ']'
-if ARGV[7] == '1' then
-  redis.call('SET', KEYS[7], ARGV[6] .. '\n' .. answer, 'EX', 86400)
+
+local replies, k, a = {}, 10, 4
+for i = 1, tonumber(ARGV[3]) do
+  local nkeys, nargs = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  replies[i] = award(KEYS[k], a + 2)
+  k, a = k + nkeys, a + 2 + nargs
 end
-return {'OK', answer}
+return replies
