@@ -65,15 +65,28 @@ int buf_append_uint(buf *b, unsigned long long v)
 
 int buf_printf(buf *b, const char *fmt, ...)
 {
+    /* Format straight into the room left: one pass when the text fits, as it mostly does; a
+     * second only after growing the buffer to the length the first one reported. */
+    if (buf_reserve(b, 0) != 0)
+        return -1;
+    size_t room = b->cap - b->len;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vsnprintf(b->data + b->len, room, fmt, ap);
     va_end(ap);
-    if (n < 0 || buf_reserve(b, (size_t)n) != 0)
+    if (n >= 0 && (size_t)n >= room) {
+        if (buf_reserve(b, (size_t)n) != 0) {
+            b->data[b->len] = '\0';
+            return -1;
+        }
+        va_start(ap, fmt);
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    if (n < 0) {
+        b->data[b->len] = '\0';
         return -1;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    }
     b->len += (size_t)n;
     return 0;
 }
