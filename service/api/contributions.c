@@ -37,6 +37,16 @@ static int fail(verr *e, const char *prefix, const char *field, const char *mess
     return -1;
 }
 
+/* `prefix` + `name` into f: what snprintf("%s%s") wrote, without its cost on every award. */
+static const char *field_name(char f[96], const char *prefix, const char *name)
+{
+    size_t p = strnlen(prefix, 95), n = strnlen(name, 95 - p);
+    memcpy(f, prefix, p);
+    memcpy(f + p, name, n);
+    f[p + n] = '\0';
+    return f;
+}
+
 static void json_str(buf *b, const char *s, size_t n)
 {
     buf_append(b, "\"", 1);
@@ -87,7 +97,7 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
     json_t *mv = json_object_get(c, "member");
     char member[43];
     char f[96];
-    snprintf(f, sizeof f, "%smember", prefix);
+    field_name(f, prefix, "member");
     if (!mv)
         return fail(e, prefix, "member", "is required.");
     if (!json_is_string(mv))
@@ -116,8 +126,8 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
             break;
         }
         json_t *id = json_object_get(s, "skillId"), *score = json_object_get(s, "score");
-        snprintf(sf, sizeof sf, "skills[%zu].skillId", j);
         if (!json_is_string(id) || !ids_valid(json_string_value(id), json_string_length(id), 's')) {
+            snprintf(sf, sizeof sf, "skills[%zu].skillId", j);
             rc = fail(e, prefix, sf, "must be a skill id (s- followed by a lowercase UUIDv4).");
             break;
         }
@@ -127,19 +137,24 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
             dup = json_is_string(other) && !strcmp(json_string_value(other), json_string_value(id));
         }
         if (dup) {
+            snprintf(sf, sizeof sf, "skills[%zu].skillId", j);
             rc = fail(e, prefix, sf, "names a skill already listed: skills must be distinct.");
             break;
         }
-        snprintf(sf, sizeof sf, "skills[%zu].score", j);
         if (!json_is_integer(score) || json_integer_value(score) < 1 ||
             json_integer_value(score) > CONTRIB_SCORE_MAX) {
+            snprintf(sf, sizeof sf, "skills[%zu].score", j);
             rc = fail(e, prefix, sf, "must be an integer from 1 to 1000000.");
             break;
         }
         if (j)
             buf_append(&skills, ",", 1);
-        buf_printf(&skills, "{\"skillId\":\"%s\",\"score\":%lld}", json_string_value(id),
-                   (long long)json_integer_value(score));
+        /* the id is checked above: nothing in it to escape */
+        buf_append_str(&skills, "{\"skillId\":\"");
+        buf_append(&skills, json_string_value(id), json_string_length(id));
+        buf_append_str(&skills, "\",\"score\":");
+        buf_append_uint(&skills, (unsigned long long)json_integer_value(score));
+        buf_append(&skills, "}", 1);
         sum += json_integer_value(score);
     }
     buf_append(&skills, "]", 1);
@@ -166,7 +181,7 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
 
     const char *title, *url = NULL;
     size_t tlen, ulen = 0;
-    snprintf(f, sizeof f, "%stitle", prefix);
+    field_name(f, prefix, "title");
     json_t *tv = json_object_get(c, "title");
     if (!tv) {
         buf_free(&skills);
@@ -179,7 +194,7 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
                     "must be a string of 1 to 200 characters (after trimming).");
     }
     json_t *uv = json_object_get(c, "url");
-    snprintf(f, sizeof f, "%surl", prefix);
+    field_name(f, prefix, "url");
     if (uv && !json_is_null(uv) && validate_text_value(uv, f, TEXT_URL, &url, &ulen, e) != 0) {
         buf_free(&skills);
         return -1;
@@ -194,29 +209,47 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
         buf_append(items, ",", 1);
         buf_append(canon, ",", 1);
     }
-    /* Numbers as strings, and no xp when it is 0: Redis 7.0 turns a number a script passes to
-     * a command into text with snprintf("%.17g"), a cost per argument the strings avoid. */
-    buf_printf(items, "{\"id\":\"%s\",\"member\":\"%s\",\"skills\":[", id, member);
+    /* Rendered with appends, not printf: the texts are checked ids, addresses and numbers,
+     * and the title and url, escaped. Numbers go as strings, and no xp when it is 0: Redis 7.0
+     * turns a number a script passes to a command into text with snprintf("%.17g"), a cost
+     * per argument the strings avoid. */
+    buf_append_str(items, "{\"id\":\"");
+    buf_append_str(items, id);
+    buf_append_str(items, "\",\"member\":\"");
+    buf_append_str(items, member);
+    buf_append_str(items, "\",\"skills\":[");
     for (size_t j = 0; j < nskills; j++) {
-        json_t *s = json_array_get(sv, j);
-        buf_printf(items, j ? ",[\"%s\",\"%lld\"]" : "[\"%s\",\"%lld\"]",
-                   json_string_value(json_object_get(s, "skillId")),
-                   (long long)json_integer_value(json_object_get(s, "score")));
+        json_t *s = json_array_get(sv, j), *sid = json_object_get(s, "skillId");
+        buf_append_str(items, j ? ",[\"" : "[\"");
+        buf_append(items, json_string_value(sid), json_string_length(sid));
+        buf_append_str(items, "\",\"");
+        buf_append_uint(items, (unsigned long long)json_integer_value(json_object_get(s, "score")));
+        buf_append_str(items, "\"]");
     }
     buf_append(items, "]", 1);
-    if (xp > 0)
-        buf_printf(items, ",\"xp\":\"%lld\"", (long long)xp);
+    if (xp > 0) {
+        buf_append_str(items, ",\"xp\":\"");
+        buf_append_uint(items, (unsigned long long)xp);
+        buf_append(items, "\"", 1);
+    }
     buf_append(items, "}", 1);
     /* The record as the API returns it; contrib_revoke.lua relies on its closing members. */
     buf *r = &a->records;
-    buf_printf(r, "{\"id\":\"%s\",\"entityID\":\"%s\",", id, a->eid);
+    buf_append_str(r, "{\"id\":\"");
+    buf_append_str(r, id);
+    buf_append_str(r, "\",\"entityID\":\"");
+    buf_append_str(r, a->eid);
+    buf_append_str(r, "\",");
     buf *out[2] = {canon, r};
     for (int k = 0; k < 2; k++) {
         buf *b = out[k];
-        buf_printf(b,
-                   k ? "\"member\":\"%s\",\"skills\":" : "{\"member\":\"%s\",\"skills\":", member);
+        buf_append_str(b, k ? "\"member\":\"" : "{\"member\":\"");
+        buf_append_str(b, member);
+        buf_append_str(b, "\",\"skills\":");
         buf_append(b, skills.data, skills.len);
-        buf_printf(b, ",\"xp\":%lld,\"title\":", (long long)xp);
+        buf_append_str(b, ",\"xp\":");
+        buf_append_uint(b, (unsigned long long)xp);
+        buf_append_str(b, ",\"title\":");
         json_str(b, title, tlen);
         buf_append_str(b, ",\"url\":");
         if (url)
@@ -225,14 +258,22 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
             buf_append_str(b, "null");
     }
     buf_append(canon, "}", 1);
-    buf_printf(r,
-               ",\"createdAt\":\"%s\",\"createdBy\":\"%s\",\"revoked\":false,\"revokedAt\":null,"
-               "\"revokedBy\":null,\"reason\":null}",
-               a->now_iso, a->caller);
-    buf_printf(&a->events, "{\"id\":\"%s\",\"member\":\"%s\",\"xp\":%lld,\"skills\":", id, member,
-               (long long)xp);
-    buf_append(&a->events, skills.data, skills.len);
-    buf_append(&a->events, "}", 1);
+    buf_append_str(r, ",\"createdAt\":\"");
+    buf_append_str(r, a->now_iso);
+    buf_append_str(r, "\",\"createdBy\":\"");
+    buf_append_str(r, a->caller);
+    buf_append_str(r,
+                   "\",\"revoked\":false,\"revokedAt\":null,\"revokedBy\":null,\"reason\":null}");
+    buf *ev = &a->events;
+    buf_append_str(ev, "{\"id\":\"");
+    buf_append_str(ev, id);
+    buf_append_str(ev, "\",\"member\":\"");
+    buf_append_str(ev, member);
+    buf_append_str(ev, "\",\"xp\":");
+    buf_append_uint(ev, (unsigned long long)xp);
+    buf_append_str(ev, ",\"skills\":");
+    buf_append(ev, skills.data, skills.len);
+    buf_append(ev, "}", 1);
     a->n++;
     a->rec_at[a->n] = r->len;
     a->ev_at[a->n] = a->events.len;
