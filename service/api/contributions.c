@@ -348,7 +348,7 @@ static void on_award(void *data, int status, redisReply *r)
 static void stamp(const request *req, char now_ms[24], entity_event_args *ev)
 {
     int64_t now = isotime_now_ms();
-    snprintf(now_ms, 24, "%lld", (long long)now);
+    buf_format_int(now_ms, (long long)now);
     entity_event_args_fill(req, now, ev);
 }
 

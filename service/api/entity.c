@@ -202,7 +202,7 @@ json_t *entity_addresses_body(request *req, size_t max, entity_addresses *out)
 
 void entity_event_args_fill(const request *req, int64_t now_ms, entity_event_args *a)
 {
-    snprintf(a->max, sizeof a->max, "%lld", (long long)req->app->cfg.events_max);
+    buf_format_int(a->max, (long long)req->app->cfg.events_max);
     isotime_format(now_ms, a->at);
 }
 

@@ -39,6 +39,16 @@ int buf_append_slow(buf *b, const void *data, size_t len)
     return 0;
 }
 
+/* The decimal digits of v, written backwards from end; returns where they start. */
+static char *digits_before(char *end, unsigned long long v)
+{
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
+}
+
 int buf_append_uint(buf *b, unsigned long long v)
 {
     /* Lengths in RESP framing and headers are mostly under 1000: no division loop for them. */
@@ -55,12 +65,22 @@ int buf_append_uint(buf *b, unsigned long long v)
         return buf_append(b, d, 3);
     }
     char tmp[24];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return buf_append(b, tmp + i, sizeof tmp - i);
+    char *start = digits_before(tmp + sizeof tmp, v);
+    return buf_append(b, start, (size_t)(tmp + sizeof tmp - start));
+}
+
+size_t buf_format_int(char out[BUF_INT_SIZE], long long v)
+{
+    char tmp[BUF_INT_SIZE];
+    /* the magnitude in unsigned arithmetic: -LLONG_MIN does not fit a long long */
+    unsigned long long m = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
+    char *start = digits_before(tmp + sizeof tmp, m);
+    if (v < 0)
+        *--start = '-';
+    size_t n = (size_t)(tmp + sizeof tmp - start);
+    memcpy(out, start, n);
+    out[n] = '\0';
+    return n;
 }
 
 int buf_printf(buf *b, const char *fmt, ...)

@@ -1,6 +1,7 @@
 /* buf: appending, printf, JSON escaping, consuming and resetting a growable buffer. */
 #include <stdarg.h>
 #include <setjmp.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -127,6 +128,34 @@ static void test_printf_long(void **state)
     memset(want + 5, '0', 999);
     want[1004] = '5';
     assert_buf(b, want, 1005);
+}
+
+/* buf_format_int writes what snprintf's "%lld" writes, the extremes included. */
+static void test_format_int(void **state)
+{
+    (void)state;
+    const long long vals[] = {0,
+                              1,
+                              -1,
+                              9,
+                              10,
+                              99,
+                              100,
+                              999,
+                              1000,
+                              -1000,
+                              1764160000000LL,
+                              1000000000,
+                              LLONG_MAX,
+                              LLONG_MIN,
+                              LLONG_MIN + 1};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        char got[BUF_INT_SIZE], want[BUF_INT_SIZE];
+        size_t n = buf_format_int(got, vals[i]);
+        snprintf(want, sizeof want, "%lld", vals[i]);
+        assert_string_equal(got, want);
+        assert_int_equal(n, strlen(want));
+    }
 }
 
 /* Escapes `in` into a fresh buffer and compares with `want`. */
@@ -315,6 +344,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reserve_overflow_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_printf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_printf_long, setup, teardown),
+        cmocka_unit_test(test_format_int),
         cmocka_unit_test_setup_teardown(test_json_escape_specials, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_escape_empty_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cstr_after_reserve_is_empty, setup, teardown),
