@@ -111,6 +111,25 @@ int buf_printf(buf *b, const char *fmt, ...)
     return 0;
 }
 
+/* Bytes a JSON string holds as they are: all but control characters, DEL, the quote and the
+ * backslash. One look-up a byte: titles and texts are escaped on every write. */
+static const char json_plain[257] = "0000000000000000" /* 00 */
+                                    "0000000000000000" /* 10 */
+                                    "1101111111111111" /* 20 */
+                                    "1111111111111111" /* 30 */
+                                    "1111111111111111" /* 40 */
+                                    "1111111111110111" /* 50 */
+                                    "1111111111111111" /* 60 */
+                                    "1111111111111110" /* 70 */
+                                    "1111111111111111" /* 80 */
+                                    "1111111111111111" /* 90 */
+                                    "1111111111111111" /* a0 */
+                                    "1111111111111111" /* b0 */
+                                    "1111111111111111" /* c0 */
+                                    "1111111111111111" /* d0 */
+                                    "1111111111111111" /* e0 */
+                                    "1111111111111111" /* f0 */;
+
 int buf_append_json_escaped(buf *b, const char *s, size_t len)
 {
     static const char hexd[] = "0123456789abcdef";
@@ -119,7 +138,7 @@ int buf_append_json_escaped(buf *b, const char *s, size_t len)
         return -1;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)
+        if (json_plain[c] == '1')
             continue;
         if (buf_append(b, s + run, i - run) != 0)
             return -1;
