@@ -59,8 +59,8 @@ int query_parse(arena *pool, const char *q, size_t len, req_param **out, size_t 
     if (len == 0)
         return QUERY_OK;
     size_t count = 1;
-    for (size_t i = 0; i < len; i++)
-        count += q[i] == '&';
+    for (const char *a = memchr(q, '&', len); a; a = memchr(a + 1, '&', len - (size_t)(a + 1 - q)))
+        count++;
     req_param *ps = arena_alloc(pool, count * sizeof *ps);
     if (!ps)
         return QUERY_ENOMEM;
