@@ -37,6 +37,37 @@ static void fresh_ids_are_valid_and_distinct(void **state)
     free(ids);
 }
 
+/* ids_valid takes exactly prefix-, lowercase hex in the 8-4-4-4-12 shape, version 4 and the
+ * RFC 4122 variant. */
+static void ids_valid_is_strict(void **state)
+{
+    (void)state;
+    const char *good = "s-0b6e2f1c-3d4a-4b5c-8d6e-7f8091a2b3c4";
+    assert_true(ids_valid(good, strlen(good), 's'));
+    assert_false(ids_valid(good, strlen(good), 'c'));
+    assert_false(ids_valid(good, strlen(good) - 1, 's'));
+    const struct {
+        size_t at;
+        char ch;
+    } edits[] = {
+        {1, '_'},  {2, 'A'},  {2, 'g'},  {2, '-'},  {10, '0'}, {15, '0'},  {20, 'a'},
+        {25, '1'}, {37, 'F'}, {16, '3'}, {21, 'c'}, {21, '7'}, {30, '\0'}, {5, '/'},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        char id[IDS_SIZE];
+        memcpy(id, good, IDS_SIZE);
+        id[edits[i].at] = edits[i].ch;
+        assert_false(ids_valid(id, IDS_SIZE - 1, 's'));
+    }
+    const char *variants = "89ab";
+    for (int i = 0; i < 4; i++) {
+        char id[IDS_SIZE];
+        memcpy(id, good, IDS_SIZE);
+        id[21] = variants[i];
+        assert_true(ids_valid(id, IDS_SIZE - 1, 's'));
+    }
+}
+
 /* The parent's pool is not the child's: the next id differs on both sides of a fork. */
 static void a_fork_does_not_share_the_pool(void **state)
 {
@@ -68,6 +99,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fresh_ids_are_valid_and_distinct),
+        cmocka_unit_test(ids_valid_is_strict),
         cmocka_unit_test(a_fork_does_not_share_the_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
