@@ -51,22 +51,33 @@ static char *digits_before(char *end, unsigned long long v)
 
 int buf_append_uint(buf *b, unsigned long long v)
 {
+    /* Written in place: RESP framing appends two numbers an argument. */
+    if (b->cap - b->len <= BUF_INT_SIZE && buf_reserve(b, BUF_INT_SIZE) != 0)
+        return -1;
+    char *d = b->data + b->len;
+    size_t n;
     /* Lengths in RESP framing and headers are mostly under 1000: no division loop for them. */
     if (v < 10) {
-        char d = (char)('0' + v);
-        return buf_append(b, &d, 1);
+        d[0] = (char)('0' + v);
+        n = 1;
+    } else if (v < 100) {
+        d[0] = (char)('0' + v / 10);
+        d[1] = (char)('0' + v % 10);
+        n = 2;
+    } else if (v < 1000) {
+        d[0] = (char)('0' + v / 100);
+        d[1] = (char)('0' + v / 10 % 10);
+        d[2] = (char)('0' + v % 10);
+        n = 3;
+    } else {
+        char tmp[BUF_INT_SIZE];
+        char *start = digits_before(tmp + sizeof tmp, v);
+        n = (size_t)(tmp + sizeof tmp - start);
+        memcpy(d, start, n);
     }
-    if (v < 100) {
-        char d[2] = {(char)('0' + v / 10), (char)('0' + v % 10)};
-        return buf_append(b, d, 2);
-    }
-    if (v < 1000) {
-        char d[3] = {(char)('0' + v / 100), (char)('0' + v / 10 % 10), (char)('0' + v % 10)};
-        return buf_append(b, d, 3);
-    }
-    char tmp[24];
-    char *start = digits_before(tmp + sizeof tmp, v);
-    return buf_append(b, start, (size_t)(tmp + sizeof tmp - start));
+    b->len += n;
+    b->data[b->len] = '\0';
+    return 0;
 }
 
 size_t buf_format_int(char out[BUF_INT_SIZE], long long v)

@@ -130,6 +130,37 @@ static void test_printf_long(void **state)
     assert_buf(b, want, 1005);
 }
 
+/* buf_append_uint appends what snprintf's "%llu" writes, in a fresh buffer and at the edge of
+ * a full one. */
+static void test_append_uint(void **state)
+{
+    buf *b = *state;
+    const unsigned long long vals[] = {
+        0, 7, 9, 10, 42, 99, 100, 512, 999, 1000, 65536, 1000000007ULL, ULLONG_MAX};
+    char want[4096];
+    size_t wlen = 0;
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        assert_int_equal(buf_append_uint(b, vals[i]), 0);
+        wlen += (size_t)snprintf(want + wlen, sizeof want - wlen, "%llu", vals[i]);
+        assert_int_equal(buf_append(b, ",", 1), 0);
+        want[wlen++] = ',';
+        want[wlen] = '\0';
+    }
+    assert_buf(b, want, wlen);
+    /* a buffer with one byte left before its NUL: the number still fits */
+    buf_free(b);
+    assert_int_equal(buf_reserve(b, 0), 0);
+    size_t fill = b->cap - 2;
+    char *pad = malloc(fill);
+    assert_non_null(pad);
+    memset(pad, 'x', fill);
+    assert_int_equal(buf_append(b, pad, fill), 0);
+    assert_int_equal(buf_append_uint(b, ULLONG_MAX), 0);
+    assert_int_equal(b->len, fill + 20);
+    assert_memory_equal(b->data + fill, "18446744073709551615", 21);
+    free(pad);
+}
+
 /* buf_format_int writes what snprintf's "%lld" writes, the extremes included. */
 static void test_format_int(void **state)
 {
@@ -344,6 +375,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reserve_overflow_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_printf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_printf_long, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_append_uint, setup, teardown),
         cmocka_unit_test(test_format_int),
         cmocka_unit_test_setup_teardown(test_json_escape_specials, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_escape_empty_input, setup, teardown),
