@@ -11,6 +11,8 @@ connection, stdlib only. Exits 1 (saying why) on any unexpected answer.
   progress_api.py member BASE ENTITY OWNER_AUTH
       one fresh member, force-added, then awarded one contribution of score 1 in each of the
       entity's skills (one request each, as the award benchmark does); prints its address
+  progress_api.py xp BASE ENTITY OWNER_AUTH XP FILE
+      one contribution of XP xp (no skills) to each member listed in FILE, 100 a request
 """
 import json
 import os
@@ -103,6 +105,15 @@ def main():
                      {"member": addr, "skills": [{"skillId": s["id"], "score": 1}],
                       "title": "memory award %d" % i}, want=201)
         print(addr)
+    elif cmd == "xp" and len(args) == 5:
+        base, eid, auth, xp, path = args
+        api = Api(base)
+        with open(path) as f:
+            addrs = [line.strip() for line in f if line.strip()]
+        for i in range(0, len(addrs), 100):
+            api.call("POST", "/api/entities/%s/contributions?%s" % (eid, auth),
+                     {"contributions": [{"member": a, "xp": int(xp), "title": "xp %d" % (i + j)}
+                                        for j, a in enumerate(addrs[i:i + 100])]}, want=201)
     else:
         die(__doc__)
 
