@@ -4,7 +4,9 @@
  * past REDIS_MAX_PENDING a command is refused at once and nothing is sent; a killed server
  * answers every pending command STORE_UNAVAILABLE once, and the store comes back by itself
  * with its scripts once the server does; store_close answers what is pending; the listener
- * hears each connection come and go. Every callback counts its calls.
+ * hears each connection come and go. Script groups (group.h, with the award script): the calls
+ * of one turn leave as one EVALSHA per shared part, each answered with its own reply; a full
+ * group opens another; a closed store answers each call once. Every callback counts its calls.
  *
  * The server is /usr/bin/redis-server on a free loopback port, stopped by its pid when the
  * group ends (and at exit, and with the test process by PR_SET_PDEATHSIG). Without that
@@ -36,6 +38,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "redis/group.h"
 #include "redis/lua_scripts.h"
 #include "redis/store.h"
 
@@ -462,6 +465,7 @@ static int teardown(void **state)
         sleeper = NULL;
     }
     if (T.open) {
+        group_close(T.a.groups);
         if (T.a.store)
             store_close(T.a.store);
         uint64_t end = now_msec() + 5000;
@@ -471,6 +475,8 @@ static int teardown(void **state)
         }
         if (uv_loop_alive(&T.loop))
             rc = -1;
+        group_free(T.a.groups);
+        T.a.groups = NULL;
         store_free(T.a.store);
         T.a.store = NULL;
         config_free(&T.a.cfg);
@@ -873,6 +879,165 @@ static void test_listener_hears_connection_come_and_go(void **state)
     assert_int_equal(R[0].calls + R[1].calls, 2);
 }
 
+/* --- script groups (group.h), with the award script, the one written for them --- */
+
+/* An entity the award script takes: the caller "0xowner" owns it; members m0..m3; one skill
+ * s1; no levels. */
+static void seed_award_entity(const char *e)
+{
+    raw_cmd(NULL, 0, "DEL %s %s:owners %s:members %s:skills %s:contribs %s:events", e, e, e, e, e,
+            e);
+    raw_cmd(NULL, 0, "HSET %s id x isEnabled 1 progtpl %s", e, "");
+    raw_cmd(NULL, 0, "SADD %s:owners 0xowner", e);
+    raw_cmd(NULL, 0, "HSET %s:members m0 1 m1 1 m2 1 m3 1", e);
+    raw_cmd(NULL, 0, "HSET %s:skills s1 1", e);
+}
+
+/* Queues one award of score 1 in s1 to member m of entity e, contribution id `id`. */
+static void group_award(rec *r, const char *e, const char *m, const char *id)
+{
+    char keys[9][64], items[160], record[64], prog[64];
+    const char *suffix[] = {"",          ":owners",       ":admins",       ":members", ":skills",
+                            ":contribs", ":skills:order", ":levels:order", ":lb:xp"};
+    for (int i = 0; i < 9; i++)
+        snprintf(keys[i], sizeof keys[i], "%s%s", e, suffix[i]);
+    snprintf(prog, sizeof prog, "%s:prog:%s", e, m);
+    snprintf(items, sizeof items, "[{\"id\":\"%s\",\"member\":\"%s\",\"skills\":[[\"s1\",\"1\"]]}]",
+             id, m);
+    snprintf(record, sizeof record, "{\"id\":\"%s\"}", id);
+    const char *argv[] = {keys[0],
+                          keys[1],
+                          keys[2],
+                          keys[3],
+                          keys[4],
+                          keys[5],
+                          keys[6],
+                          keys[7],
+                          keys[8],
+                          "100",
+                          "0", /* the shared part */
+                          e,
+                          prog, /* the call's keys */
+                          "0xowner",
+                          "0",
+                          "1700000000000",
+                          "2023-11-14T22:13:20.000Z",
+                          "",
+                          "0",
+                          items,
+                          record,
+                          "{}"};
+    size_t lens[sizeof argv / sizeof *argv];
+    for (size_t i = 0; i < sizeof argv / sizeof *argv; i++)
+        lens[i] = strlen(argv[i]);
+    group_script(T.a.groups, LUA_CONTRIB_AWARD, on_rec, r, 9, 2, 2,
+                 (int)(sizeof argv / sizeof *argv), argv, lens);
+}
+
+static long long evalsha_calls(void)
+{
+    redisReply *r = redisCommand(raw(), "INFO commandstats");
+    assert_non_null(r);
+    const char *at = strstr(r->str, "cmdstat_evalsha:calls=");
+    long long n = at ? strtoll(at + 22, NULL, 10) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+static void open_groups(void)
+{
+    open_store("3000", "64");
+    T.a.groups = group_new(&T.loop, st());
+    assert_non_null(T.a.groups);
+    seed_award_entity("ent:{g1}");
+    seed_award_entity("ent:{g2}");
+    raw_cmd(NULL, 0, "CONFIG RESETSTAT");
+}
+
+static void test_group_one_call_per_turn_each_its_own_answer(void **state)
+{
+    (void)state;
+    open_groups();
+    group_award(&R[0], "ent:{g1}", "m0", "k0");
+    group_award(&R[1], "ent:{g1}", "nobody", "k1");
+    group_award(&R[2], "ent:{g2}", "m1", "k2");
+    group_award(&R[3], "ent:{g1}", "m2", "k3");
+    /* Nothing is answered inside group_script, and nothing left before the check phase. */
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(R[i].calls, 0);
+    assert_int_equal(store_pending(st()), 0);
+    WAIT_FOR(R[0].calls && R[1].calls && R[2].calls && R[3].calls, 3000);
+    const char *ids[] = {"k0", NULL, "k2", "k3"};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(R[i].calls, 1);
+        assert_int_equal(R[i].status, STORE_OK);
+        if (!ids[i]) {
+            assert_int_equal(R[i].type, REDIS_REPLY_ERROR);
+            assert_string_equal(R[i].str, "INVALID 0 member is not a member of this entity.");
+            continue;
+        }
+        char want[64];
+        snprintf(want, sizeof want, "[{\"id\":\"%s\"}]", ids[i]);
+        assert_int_equal(R[i].type, REDIS_REPLY_ARRAY);
+        assert_int_equal(R[i].elements, 2);
+        assert_string_equal(R[i].estr[0], "OK");
+        assert_string_equal(R[i].estr[1], want);
+    }
+    /* One call per entity; what each wrote is there, the refused award wrote nothing. */
+    assert_int_equal(evalsha_calls(), 2);
+    assert_int_equal(raw_cmd(NULL, 0, "HLEN ent:{g1}:contribs"), 2);
+    assert_int_equal(raw_cmd(NULL, 0, "HLEN ent:{g2}:contribs"), 1);
+    assert_int_equal(raw_cmd(NULL, 0, "XLEN ent:{g1}:events"), 2);
+}
+
+static void test_group_full_opens_another(void **state)
+{
+    (void)state;
+    open_groups();
+    char ids[GROUP_MAX_CALLS + 1][16];
+    for (int i = 0; i <= GROUP_MAX_CALLS; i++) {
+        snprintf(ids[i], sizeof ids[i], "f%d", i);
+        group_award(&R[i], "ent:{g1}", "m3", ids[i]);
+    }
+    bool all = false;
+    uint64_t end = now_msec() + 3000;
+    while (!all && pump_step(end)) {
+        all = true;
+        for (int i = 0; i <= GROUP_MAX_CALLS; i++)
+            all = all && R[i].calls == 1;
+    }
+    assert_true(all);
+    for (int i = 0; i <= GROUP_MAX_CALLS; i++)
+        assert_string_equal(R[i].estr[0], "OK");
+    assert_int_equal(evalsha_calls(), 2);
+    char score[32] = "";
+    raw_cmd(score, sizeof score, "HGET ent:{g1}:prog:m3 s:s1");
+    assert_int_equal(atoi(score), GROUP_MAX_CALLS + 1);
+}
+
+static void test_group_closed_store_answers_each_call_once(void **state)
+{
+    (void)state;
+    open_groups();
+    group_award(&R[0], "ent:{g1}", "m0", "c0");
+    group_award(&R[1], "ent:{g1}", "m1", "c1");
+    store_close(st());
+    /* Closing the group sends what it holds: the closed store answers each call. */
+    group_close(T.a.groups);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(R[i].calls, 1);
+        assert_int_equal(R[i].status, STORE_UNAVAILABLE);
+    }
+    /* A call after the group closed leaves alone, at once. */
+    group_award(&R[2], "ent:{g1}", "m2", "c2");
+    assert_int_equal(R[2].calls, 1);
+    assert_int_equal(R[2].status, STORE_UNAVAILABLE);
+    pump(100);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(R[i].calls, 1);
+    assert_int_equal(raw_cmd(NULL, 0, "HLEN ent:{g1}:contribs"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -884,6 +1049,9 @@ int main(void)
         cmocka_unit_test_teardown(test_reconnect_after_server_killed, teardown),
         cmocka_unit_test_teardown(test_close_answers_pending_once, teardown),
         cmocka_unit_test_teardown(test_listener_hears_connection_come_and_go, teardown),
+        cmocka_unit_test_teardown(test_group_one_call_per_turn_each_its_own_answer, teardown),
+        cmocka_unit_test_teardown(test_group_full_opens_another, teardown),
+        cmocka_unit_test_teardown(test_group_closed_store_answers_each_call_once, teardown),
     };
     int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
     /* Every test skipped for want of a server: say so to meson too (77: skipped). */
