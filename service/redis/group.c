@@ -3,10 +3,10 @@
 #include "redis/group.h"
 
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "redis/store.h"
 
 /* One queued call: its callback and its own keys and arguments, copied behind it. */
@@ -97,7 +97,7 @@ static void batch_send(group *g, group_batch *b)
     }
     const char **argv = malloc((size_t)argc * sizeof *argv);
     size_t *lens = malloc((size_t)argc * sizeof *lens);
-    char counts[1 + 2 * GROUP_MAX_CALLS][12];
+    char counts[1 + 2 * GROUP_MAX_CALLS][BUF_INT_SIZE];
     if (!argv || !lens) {
         free(argv);
         free(lens);
@@ -110,15 +110,15 @@ static void batch_send(group *g, group_batch *b)
     for (int i = 0; i < b->nshared_args; i++, a++)
         argv[a] = b->shared[b->nshared_keys + i], lens[a] = b->shared_lens[b->nshared_keys + i];
     int c = 0;
-    lens[a] = (size_t)snprintf(counts[c], sizeof counts[c], "%d", b->ncalls);
+    lens[a] = buf_format_int(counts[c], b->ncalls);
     argv[a++] = counts[c++];
     for (int i = 0; i < b->ncalls; i++) {
         group_call *call = b->calls[i];
         for (int j = 0; j < call->nkeys; j++, k++)
             argv[k] = call->argv[j], lens[k] = call->lens[j];
-        lens[a] = (size_t)snprintf(counts[c], sizeof counts[c], "%d", call->nkeys);
+        lens[a] = buf_format_int(counts[c], call->nkeys);
         argv[a++] = counts[c++];
-        lens[a] = (size_t)snprintf(counts[c], sizeof counts[c], "%d", call->nargs);
+        lens[a] = buf_format_int(counts[c], call->nargs);
         argv[a++] = counts[c++];
         for (int j = 0; j < call->nargs; j++, a++)
             argv[a] = call->argv[call->nkeys + j], lens[a] = call->lens[call->nkeys + j];

@@ -550,7 +550,7 @@ static void send_script(store *st, int send, int script, store_cb cb, void *data
     size_t bytes = 0;
     for (int i = 0; i < argc; i++)
         bytes += lens[i];
-    size_t extra = (size_t)total * (sizeof(char *) + sizeof(size_t)) + bytes + 16;
+    size_t extra = (size_t)total * (sizeof(char *) + sizeof(size_t)) + bytes + BUF_INT_SIZE;
     store_op *op = op_new(st, cb, data, extra);
     if (!op) {
         cb(data, STORE_UNAVAILABLE, NULL);
@@ -560,7 +560,7 @@ static void send_script(store *st, int send, int script, store_cb cb, void *data
     op->lens = (size_t *)(op->argv + total);
     char *p = (char *)(op->lens + total);
     char *nk = p;
-    p += snprintf(nk, 16, "%d", nkeys) + 1;
+    p += buf_format_int(nk, nkeys) + 1;
     op->argv[0] = "EVALSHA";
     op->lens[0] = 7;
     op->argv[1] = st->shas[script];
