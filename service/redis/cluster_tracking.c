@@ -13,9 +13,9 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "cache/readcache.h"
+#include "redis/invalidation.h"
 #include "redis/redis_uv.h"
 #include "redis/resolve.h"
-#include "redis/tracking.h"
 
 enum state { T_DOWN, T_RESOLVING, T_CONNECTING, T_SUBSCRIBING, T_READY };
 
@@ -176,7 +176,7 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
     }
     const redisReply *kind = reply->element[0], *chan = reply->element[1],
                      *body = reply->element[2];
-    if (tracking_reply_is(kind, "subscribe")) {
+    if (invalidation_reply_is(kind, "subscribe")) {
         if (body->type == REDIS_REPLY_INTEGER && body->integer == 2 && n->id > 0) {
             n->state = T_READY;
             backoff_reset(&n->backoff);
@@ -184,16 +184,16 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
         }
         return;
     }
-    if (!tracking_reply_is(kind, "message"))
+    if (!invalidation_reply_is(kind, "message"))
         return;
     ct->stats.messages++;
-    if (tracking_reply_is(chan, n->channel)) {
+    if (invalidation_reply_is(chan, n->channel)) {
         n->heard_ms = now_ms(ct);
         return;
     }
-    if (!tracking_reply_is(chan, INVALIDATE_CHANNEL))
+    if (!invalidation_reply_is(chan, INVALIDATE_CHANNEL))
         return;
-    tracking_invalidate(ct->app->reads, body); /* a nil list: that node was flushed */
+    invalidation_apply(ct->app->reads, body); /* a nil list: that node was flushed */
 }
 
 static void on_id(redisAsyncContext *ac, void *r, void *privdata)

@@ -18,7 +18,7 @@
 #define ENTITYD_CLUSTER_TRACKING_H
 
 #include "redis/cluster.h"
-#include "redis/tracking.h"
+#include "redis/invalidation.h"
 
 struct app;
 typedef struct cluster_tracking cluster_tracking;

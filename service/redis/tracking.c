@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "cache/readcache.h"
 #include "redis/cluster_tracking.h"
+#include "redis/invalidation.h"
 #include "redis/redis_uv.h"
 #include "redis/resolve.h"
 #include "redis/store.h"
@@ -183,23 +184,6 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
-bool tracking_reply_is(const redisReply *r, const char *s)
-{
-    size_t n = strlen(s);
-    return r->type == REDIS_REPLY_STRING && r->len == n && memcmp(r->str, s, n) == 0;
-}
-
-void tracking_invalidate(readcache *rc, const redisReply *keys)
-{
-    if (keys->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i < keys->elements; i++)
-            if (keys->element[i]->type == REDIS_REPLY_STRING)
-                readcache_invalidate(rc, keys->element[i]->str, keys->element[i]->len);
-    } else {
-        readcache_flush(rc);
-    }
-}
-
 static void on_message(redisAsyncContext *ac, void *r, void *privdata)
 {
     (void)ac;
@@ -214,7 +198,7 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
     }
     const redisReply *kind = reply->element[0], *chan = reply->element[1],
                      *body = reply->element[2];
-    if (tracking_reply_is(kind, "subscribe")) {
+    if (invalidation_reply_is(kind, "subscribe")) {
         /* Both channels confirmed: up. */
         if (body->type == REDIS_REPLY_INTEGER && body->integer == 2 && tr->id > 0) {
             tr->state = T_READY;
@@ -224,16 +208,16 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
         }
         return;
     }
-    if (!tracking_reply_is(kind, "message"))
+    if (!invalidation_reply_is(kind, "message"))
         return;
     tr->stats.messages++;
-    if (tracking_reply_is(chan, tr->channel)) {
+    if (invalidation_reply_is(chan, tr->channel)) {
         tr->heard_ms = now_ms(tr);
         return;
     }
-    if (!tracking_reply_is(chan, INVALIDATE_CHANNEL))
+    if (!invalidation_reply_is(chan, INVALIDATE_CHANNEL))
         return;
-    tracking_invalidate(tr->app->reads, body);
+    invalidation_apply(tr->app->reads, body);
 }
 
 static void on_id(redisAsyncContext *ac, void *r, void *privdata)

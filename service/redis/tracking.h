@@ -11,15 +11,10 @@
 #ifndef ENTITYD_TRACKING_H
 #define ENTITYD_TRACKING_H
 
-#include <stdbool.h>
-#include <stdint.h>
+#include "redis/invalidation.h"
 
 struct app;
 typedef struct tracking tracking;
-
-typedef struct tracking_stats {
-    uint64_t messages, reconnects, silences;
-} tracking_stats;
 
 /* Starts connecting (a->store must exist; a->reads is the cache it drives). NULL when out of
  * memory: the cache then stays off. */
@@ -31,14 +26,5 @@ void tracking_close(tracking *tr);
 /* After the loop has stopped. */
 void tracking_free(tracking *tr);
 const tracking_stats *tracking_get_stats(const tracking *tr);
-
-/* Shared with the per-node tracking of cluster mode (cluster_tracking.c). */
-struct redisReply;
-struct readcache;
-/* r is the simple string s. */
-bool tracking_reply_is(const struct redisReply *r, const char *s);
-/* Applies the key list of one __redis__:invalidate message: those keys' answers go; a nil list
- * (the database was flushed) empties the cache. */
-void tracking_invalidate(struct readcache *rc, const struct redisReply *keys);
 
 #endif
