@@ -1021,6 +1021,21 @@ def current_message(port):
 # --------------------------------------------------------------------------------------------
 # test base class and runner
 
+class Signer:
+    """Signs each wallet's sign-in message once (signing is slow) and gives the address and
+    signature query of a wallet."""
+
+    def __init__(self, message):
+        self.message = message
+        self.creds = {}
+
+    def query(self, w):
+        c = self.creds.get(w.address)
+        if c is None:
+            c = self.creds[w.address] = w.sign(self.message)
+        return auth_query(*c)
+
+
 class ServiceTestCase(unittest.TestCase):
     """Checks every entityd started in this process for sanitizer reports after each test, and
     stops the instances a test started (self.entityd(...)) expecting a clean exit 0."""

@@ -33,14 +33,10 @@ class AwardGroupTest(harness.ServiceTestCase):
         cls.svc = cls.class_entityd(redis=cls.r, env={'RATE_WRITES_PER_MINUTE': '0',
                                                       'REDIS_TIMEOUT_MS': '1000'})
         cls.port = cls.svc.port
-        cls.message, _ = harness.current_message(cls.port)
-        cls._creds = {}
+        cls.signer = harness.Signer(harness.current_message(cls.port)[0])
 
     def auth(self, w):
-        c = self._creds.get(w.address)
-        if c is None:
-            c = self._creds[w.address] = w.sign(self.message)
-        return harness.auth_query(*c)
+        return self.signer.query(w)
 
     def req(self, method, path, body=None):
         return harness.request(self.port, method, path, body=body, timeout=scaled(10))

@@ -33,8 +33,7 @@ class ContribWriteTest(harness.ServiceTestCase):
         cls.svc = cls.class_entityd(redis=cls.r, env={'PLATFORM_ADMINS': cls.platform.address,
                                                       'EVENTS_MAX': '100'})
         cls.port = cls.svc.port
-        cls.message, _ = harness.current_message(cls.port)
-        cls._creds = {}
+        cls.signer = harness.Signer(harness.current_message(cls.port)[0])
 
     # ---- helpers ----
 
@@ -42,10 +41,7 @@ class ContribWriteTest(harness.ServiceTestCase):
         return [self.pool.pop() for _ in range(n)]
 
     def auth(self, w):
-        c = self._creds.get(w.address)
-        if c is None:
-            c = self._creds[w.address] = w.sign(self.message)
-        return harness.auth_query(*c)
+        return self.signer.query(w)
 
     def req(self, method, path, body=None):
         return harness.request(self.port, method, path, body=body, timeout=scaled(10))
