@@ -29,7 +29,8 @@ group *group_new(uv_loop_t *loop, struct store *st);
 /* Queues one call of `script`: argv holds the shared keys (nshared_keys), the shared arguments
  * (nshared_args), then the call's own keys (nkeys) and arguments (the rest, up to argc); all
  * are copied. Calls whose script and shared part are byte for byte the same share a group. cb
- * runs exactly once, never before this returns, with the call's own reply. */
+ * runs exactly once, with the call's own reply; never before this returns, except after
+ * group_close (the call then leaves alone, at once, and a closed store answers it there). */
 void group_script(group *g, int script, store_cb cb, void *data, int nshared_keys, int nshared_args,
                   int nkeys, int argc, const char **argv, const size_t *lens);
 /* Sends what is queued now and closes the check handle; a later call is sent alone, at once.
