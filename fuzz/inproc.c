@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "api/dispatch.h"
+#include "redis/group.h"
 #include "redis/store.h"
 
 static uv_loop_t loop;
@@ -101,8 +102,13 @@ void inproc_init(const char *max_body)
         DIE("auth_new: %s", err);
     if (store_new(&the_app.store, &the_app, err, sizeof err) != 0)
         DIE("store_new: %s", err);
-    /* Closed: every command is answered STORE_UNAVAILABLE (503) before store_command returns. */
+    /* Closed: every command is answered STORE_UNAVAILABLE (503) before store_command returns;
+     * with the group closed too, so is every award (each leaves alone, at once). */
     store_close(the_app.store);
+    the_app.groups = group_new(&loop, the_app.store);
+    if (!the_app.groups)
+        DIE("group_new");
+    group_close(the_app.groups);
     uv_run(&loop, UV_RUN_DEFAULT);
 }
 
