@@ -30,8 +30,11 @@ class AwardGroupTest(harness.ServiceTestCase):
     def setUpClass(cls):
         cls.pool = harness.Wallet.random(WALLETS)
         cls.r = cls.class_redis(extra_args=['--enable-debug-command', 'local'])
+        # No read cache: its heartbeat is a PUBLISH on the store's connection, which CLIENT
+        # PAUSE WRITE holds back too, and the sign-in checks behind it would time out.
         cls.svc = cls.class_entityd(redis=cls.r, env={'RATE_WRITES_PER_MINUTE': '0',
-                                                      'REDIS_TIMEOUT_MS': '1000'})
+                                                      'REDIS_TIMEOUT_MS': '1000',
+                                                      'READ_CACHE_MB': '0'})
         cls.port = cls.svc.port
         cls.signer = harness.Signer(harness.current_message(cls.port)[0])
 
@@ -81,6 +84,9 @@ class AwardGroupTest(harness.ServiceTestCase):
             conns.append(c)
         self.r.cli('CONFIG', 'RESETSTAT')
         self.svc.send_signal(signal.SIGSTOP)
+        # The stop takes effect when the process next leaves the kernel: until it shows as
+        # stopped, a request written now could still be read alone, a turn before the others.
+        harness.wait_for(lambda: self.state(self.svc.pid) == 'T', scaled(5), what='entityd stopped')
         try:
             for c, (path, body) in zip(conns, calls):
                 c.send(harness.http_request_bytes('POST', path, {
@@ -91,6 +97,11 @@ class AwardGroupTest(harness.ServiceTestCase):
         finally:
             self.svc.send_signal(signal.SIGCONT)
         return conns
+
+    @staticmethod
+    def state(pid):
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0]
 
     def answers(self, conns):
         out = []
