@@ -11,8 +11,9 @@ connection, stdlib only. Exits 1 (saying why) on any unexpected answer.
   progress_api.py member BASE ENTITY OWNER_AUTH
       one fresh member, force-added, then awarded one contribution of score 1 in each of the
       entity's skills (one request each, as the award benchmark does); prints its address
-  progress_api.py xp BASE ENTITY OWNER_AUTH XP FILE
-      one contribution of XP xp (no skills) to each member listed in FILE, 100 a request
+  progress_api.py xp BASE ENTITY OWNER_AUTH XP SCORE FILE
+      one contribution to each member listed in FILE, 100 a request: XP xp, and SCORE in each
+      of the entity's skills
 """
 import json
 import os
@@ -105,14 +106,17 @@ def main():
                      {"member": addr, "skills": [{"skillId": s["id"], "score": 1}],
                       "title": "memory award %d" % i}, want=201)
         print(addr)
-    elif cmd == "xp" and len(args) == 5:
-        base, eid, auth, xp, path = args
+    elif cmd == "xp" and len(args) == 6:
+        base, eid, auth, xp, score, path = args
         api = Api(base)
+        skills = api.call("GET", "/api/skills?entityID=%s&%s" % (eid, auth))["data"]["skills"]
+        given = [{"skillId": s["id"], "score": int(score)} for s in skills[:32]]
         with open(path) as f:
             addrs = [line.strip() for line in f if line.strip()]
         for i in range(0, len(addrs), 100):
             api.call("POST", "/api/entities/%s/contributions?%s" % (eid, auth),
-                     {"contributions": [{"member": a, "xp": int(xp), "title": "xp %d" % (i + j)}
+                     {"contributions": [{"member": a, "xp": int(xp), "skills": given,
+                                         "title": "xp %d" % (i + j)}
                                         for j, a in enumerate(addrs[i:i + 100])]}, want=201)
     else:
         die(__doc__)

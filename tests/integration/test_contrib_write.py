@@ -313,6 +313,24 @@ class ContribWriteTest(harness.ServiceTestCase):
         reached = [e['data'] for e in self.events(eid) if e['type'] == 'level.reached']
         self.assertEqual(reached, [{'member': a, 'level': 'l1'}, {'member': a, 'level': 'l2'}])
 
+    def test_a_level_of_many_skills_is_judged_whole(self):
+        # 70 skills in one level: reached only with all 70, over three awards.
+        eid, owner, _, _, (m1,), sids = self.setup_entity(members=1, skills=70)
+        a = m1.address.lower()
+        self.assertOk(self.req('POST', '/api/entities/%s/levels/big/update?%s' %
+                               (eid, self.auth(owner)),
+                               {'name': 'big', 'XP': 0, 'skillIds': sids, 'scores': [1] * 70}),
+                      201)
+        for part in (sids[:32], sids[32:64]):
+            self.assertOk(self.award(owner, eid, {'member': a, 'title': 'part', 'skills': [
+                {'skillId': sid, 'score': 1} for sid in part]}), 201)
+            self.assertNotIn('r:big', self.prog(eid, a))
+        self.assertOk(self.award(owner, eid, {'member': a, 'title': 'last', 'skills': [
+            {'skillId': sid, 'score': 1} for sid in sids[64:]]}), 201)
+        self.assertIn('r:big', self.prog(eid, a))
+        reached = [e['data'] for e in self.events(eid) if e['type'] == 'level.reached']
+        self.assertEqual(reached, [{'member': a, 'level': 'big'}])
+
     def test_events_of_existing_writes(self):
         eid, owner, admin, stranger, ms, sids = self.setup_entity(members=1, skills=1)
         types = [(e['type'], e['data']) for e in self.events(eid)]

@@ -64,7 +64,7 @@ end
 -- Levels newly reached by member m, whose XP is now xp (nil: not known here), judged against
 -- the member's prog hash; each is recorded with its time and a level.reached event. A level
 -- whose XP the member has not reached cannot be newly reached: most awards reach none, and
--- then the hash is not read at all.
+-- then the hash is not read at all; nor its scores when those levels are reached already.
 local function judge_levels(m, xp, now_ms, now_iso, caller)
   local levels = levels_of_template()
   local pk = prog_key(E, m)
@@ -75,6 +75,19 @@ local function judge_levels(m, xp, now_ms, now_iso, caller)
     if not (lv[3] ~= '' and lv[3] <= now_iso) then open[#open + 1] = lv end
   end
   if #open == 0 then return end
+  -- A member between two levels has reached every level its XP meets: asking only whether it
+  -- has reached them (a missing field is false) spares reading its scores.
+  if #open <= 64 then
+    local names = {}
+    for i, lv in ipairs(open) do names[i] = 'r:' .. lv[1] end
+    local got = redis.call('HMGET', pk, unpack(names))
+    local todo = {}
+    for i, lv in ipairs(open) do
+      if not got[i] then todo[#todo + 1] = lv end
+    end
+    if #todo == 0 then return end
+    open = todo
+  end
   local flat = redis.call('HGETALL', pk)
   local have = {}
   for i = 1, #flat, 2 do have[flat[i]] = flat[i + 1] end
