@@ -56,6 +56,19 @@ class LimitsBase(harness.ServiceTestCase):
             return client.request('POST', path, body)
         return self.req(svc, 'POST', path, body)
 
+    def skills_until_limited(self, svc, w, eid, most):
+        """Adds skills on one keep-alive connection until one is refused (at most `most`).
+        Returns (how many were admitted, the first refusal or None)."""
+        c = harness.Client(svc.port, timeout=scaled(10))
+        try:
+            for n in range(most):
+                resp = self.add_skill(svc, w, eid, client=c)
+                if resp[0] != 201:
+                    return n, resp
+            return most, None
+        finally:
+            c.close()
+
     def skill_count(self, r, eid):
         return int(r.cli('HLEN', 'ent:{%s}:skills' % eid))
 
@@ -108,17 +121,8 @@ class WriteBudgetTest(LimitsBase):
         a, b = self.pool.pop(), self.pool.pop()
         started = time.monotonic()
         eid = self.assertOk(self.create(svc, a), 201)['data']['id']  # write 1
-        admitted, limited = 1, None
-        c = harness.Client(svc.port, timeout=scaled(10))
-        try:
-            for _ in range(200):
-                resp = self.add_skill(svc, a, eid, client=c)
-                if resp[0] != 201:
-                    limited = resp
-                    break
-                admitted += 1
-        finally:
-            c.close()
+        added, limited = self.skills_until_limited(svc, a, eid, 200)
+        admitted = 1 + added
         elapsed = time.monotonic() - started
         retry = self.assertLimited(limited)
         self.assertLessEqual(retry, 60)
@@ -294,17 +298,7 @@ class LeaseTest(LimitsBase):
         self.assertEqual(before - self.tat(r, w), held * 375000)
         self.assertEqual(metric(self.metrics(a), 'entityd_rate_lease_returned_units_total'), held)
         # The other instance spends them: it gets all that is left, never more.
-        ok, limited = 0, None
-        c = harness.Client(b.port, timeout=scaled(10))
-        try:
-            for _ in range(300):
-                resp = self.add_skill(b, w, eid, client=c)
-                if resp[0] != 201:
-                    limited = resp
-                    break
-                ok += 1
-        finally:
-            c.close()
+        ok, limited = self.skills_until_limited(b, w, eid, 300)
         elapsed = time.monotonic() - started
         self.assertLimited(limited)
         self.assertGreaterEqual(ok, 160 - 31)
