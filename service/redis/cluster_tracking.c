@@ -19,12 +19,11 @@
 
 enum state { T_DOWN, T_RESOLVING, T_CONNECTING, T_SUBSCRIBING, T_READY };
 
-#define INVALIDATE_CHANNEL "__redis__:invalidate"
-#define TICK_MS            100
-#define HEARTBEAT_MS       1000
-#define SILENCE_MS         3000 /* no heartbeat back for this long: the node is not trusted */
-#define BACKOFF_MIN_MS     50
-#define BACKOFF_MAX_MS     10000
+#define TICK_MS        100
+#define HEARTBEAT_MS   1000
+#define SILENCE_MS     3000 /* no heartbeat back for this long: the node is not trusted */
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 10000
 
 typedef struct ct_node {
     cluster_tracking *ct;
@@ -169,31 +168,24 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
     redisReply *reply = r;
     if (!reply || ct->closed)
         return;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3) {
-        if (reply->type == REDIS_REPLY_ERROR)
-            drop(n, reply->str);
-        return;
-    }
-    const redisReply *kind = reply->element[0], *chan = reply->element[1],
-                     *body = reply->element[2];
-    if (invalidation_reply_is(kind, "subscribe")) {
-        if (body->type == REDIS_REPLY_INTEGER && body->integer == 2 && n->id > 0) {
+    /* A nil key list (that node was flushed) empties the whole cache. */
+    switch (invalidation_read(ct->app->reads, reply, n->channel, &ct->stats)) {
+    case INVALIDATION_ERROR:
+        drop(n, reply->str);
+        break;
+    case INVALIDATION_SUBSCRIBED:
+        if (n->id > 0) {
             n->state = T_READY;
             backoff_reset(&n->backoff);
             point(n);
         }
-        return;
-    }
-    if (!invalidation_reply_is(kind, "message"))
-        return;
-    ct->stats.messages++;
-    if (invalidation_reply_is(chan, n->channel)) {
+        break;
+    case INVALIDATION_HEARTBEAT:
         n->heard_ms = now_ms(ct);
-        return;
+        break;
+    default:
+        break;
     }
-    if (!invalidation_reply_is(chan, INVALIDATE_CHANNEL))
-        return;
-    invalidation_apply(ct->app->reads, body); /* a nil list: that node was flushed */
 }
 
 static void on_id(redisAsyncContext *ac, void *r, void *privdata)

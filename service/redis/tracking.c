@@ -20,11 +20,10 @@
 
 enum state { T_DOWN, T_CONNECTING, T_SUBSCRIBING, T_READY, T_CLOSED };
 
-#define INVALIDATE_CHANNEL "__redis__:invalidate"
-#define HEARTBEAT_MS       1000
-#define SILENCE_MS         3000 /* no heartbeat back for this long: the connection is not trusted */
-#define BACKOFF_MIN_MS     50
-#define BACKOFF_MAX_MS     10000 /* an ACL refusing SUBSCRIBE logs once per retry */
+#define HEARTBEAT_MS   1000
+#define SILENCE_MS     3000 /* no heartbeat back for this long: the connection is not trusted */
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 10000 /* an ACL refusing SUBSCRIBE logs once per retry */
 
 struct tracking {
     app *app;
@@ -191,33 +190,24 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
     redisReply *reply = r;
     if (!reply || tr->state == T_CLOSED)
         return;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3) {
-        if (reply->type == REDIS_REPLY_ERROR)
-            drop_connection(tr, reply->str);
-        return;
-    }
-    const redisReply *kind = reply->element[0], *chan = reply->element[1],
-                     *body = reply->element[2];
-    if (invalidation_reply_is(kind, "subscribe")) {
-        /* Both channels confirmed: up. */
-        if (body->type == REDIS_REPLY_INTEGER && body->integer == 2 && tr->id > 0) {
+    switch (invalidation_read(tr->app->reads, reply, tr->channel, &tr->stats)) {
+    case INVALIDATION_ERROR:
+        drop_connection(tr, reply->str);
+        break;
+    case INVALIDATION_SUBSCRIBED: /* both channels confirmed: up */
+        if (tr->id > 0) {
             tr->state = T_READY;
             backoff_reset(&tr->backoff);
             uv_timer_start(&tr->timer, on_timer, HEARTBEAT_MS, HEARTBEAT_MS);
             point_store(tr);
         }
-        return;
-    }
-    if (!invalidation_reply_is(kind, "message"))
-        return;
-    tr->stats.messages++;
-    if (invalidation_reply_is(chan, tr->channel)) {
+        break;
+    case INVALIDATION_HEARTBEAT:
         tr->heard_ms = now_ms(tr);
-        return;
+        break;
+    default:
+        break;
     }
-    if (!invalidation_reply_is(chan, INVALIDATE_CHANNEL))
-        return;
-    invalidation_apply(tr->app->reads, body);
 }
 
 static void on_id(redisAsyncContext *ac, void *r, void *privdata)
