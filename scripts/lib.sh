@@ -34,3 +34,23 @@ build_dir() {
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
+
+# ensure_node_tools: the Node packages the integration tests run (tests/node: the EAS SDK,
+# siwe, ganache, Safe's contract artifacts, ethers), installed with npm ci only when
+# tests/node/node_modules is missing or the lock file changed. Node.js itself comes from
+# Debian's packages when missing.
+ensure_node_tools() {
+  local dir=tests/node
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    ensure_packages nodejs npm || return 1
+  fi
+  local stamp=$dir/node_modules/.entityd-lock.sha256
+  local sum
+  sum=$(sha256sum "$dir/package-lock.json" "$dir/package.json" | sha256sum | cut -d' ' -f1)
+  if [ ! -d "$dir/node_modules" ] || [ "$(cat "$stamp" 2>/dev/null || true)" != "$sum" ]; then
+    echo "installing the tests' Node packages (npm ci in $dir)" >&2
+    npm ci --prefix "$dir" --legacy-peer-deps --no-audit --no-fund --ignore-scripts \
+      --loglevel=error >&2 || return 1
+    echo "$sum" >"$stamp"
+  fi
+}
