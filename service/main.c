@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "api/attester.h"
 #include "api/dispatch.h"
 #include "auth/auth.h"
 #include "auth/limits.h"
@@ -138,12 +139,21 @@ int main(int argc, char **argv)
         return 2;
     }
     log_set_level(log_level_parse(a->cfg.log_level));
+    /* The attester's key is checked before anything starts: a bad key file stops the process
+     * like a bad setting. */
+    bool dev_key;
+    if (attester_new(&a->attester, &a->cfg, &dev_key, err, sizeof err) != 0) {
+        fprintf(stderr, "entityd: %s\n", err);
+        config_free(&a->cfg);
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     int port = (int)a->cfg.port, workers = workers_parse(a->cfg.workers);
     if (workers > 1) {
         rc = supervise(a, workers, &port);
         if (rc >= 0) {
+            attester_free(a->attester);
             config_free(&a->cfg);
             return rc;
         }
@@ -155,6 +165,12 @@ int main(int argc, char **argv)
     if (a->cfg.dev && !*a->cfg.auth_secret)
         log_event(LOG_WARN, "dev mode: using a fixed, public AUTH_SECRET; never in production",
                   NULL);
+    if (dev_key)
+        log_event(LOG_WARN,
+                  "dev mode: attestations are signed with a fixed, public key; they prove nothing",
+                  attester_address(a->attester));
+    else if (a->attester)
+        log_event(LOG_INFO, "attestations enabled", attester_address(a->attester));
     if (auth_new(&a->auth, a, err, sizeof err) != 0 || store_new(&a->store, a, err, sizeof err)) {
         fprintf(stderr, "entityd: %s\n", err);
         return 1;
@@ -233,6 +249,7 @@ int main(int argc, char **argv)
     store_free(a->store);
     limits_free(a->limits);
     auth_free(a->auth);
+    attester_free(a->attester); /* wipes the key */
     pagecache_free(a->pages);
     tracking_free(a->tracking);
     readcache_free(a->reads);

@@ -40,5 +40,8 @@ void events_get(request *req);
 /* contributions.c */
 void contributions_post(request *req);
 void contribution_revoke(request *req);
+/* attestations.c: levels reached as EAS off-chain attestations */
+void attestations_config_get(request *req);
+void attestations_get(request *req);
 
 #endif

@@ -13,6 +13,7 @@
 #include "auth/auth.h"
 #include "api/entity.h"
 #include "api/handlers.h"
+#include "api/progress.h"
 #include "crypto/hex.h"
 #include "core/ids.h"
 #include "core/isotime.h"
@@ -192,11 +193,6 @@ static void desc_add(read_desc *d, const char *s, size_t len)
 
 /* Progress and leaderboard pages are one transaction each, the caller's role lookups inside
  * (CONTRACT §5: one round trip, also on a private entity), read through the read cache. */
-typedef struct member_req {
-    char id[IDS_SIZE];
-    char addr[43];
-    long limit;
-} member_req;
 
 /* The read rule over {id, isEnabled, public, ...} and the caller's role; or the member
  * themself on an enabled entity. */
@@ -407,21 +403,10 @@ static void on_progress(void *data, int status, redisReply *r)
 {
     request *req = data;
     member_req *m = req->state;
-    /* {{id, isEnabled, public, known, prog, rank, template}, roles} */
-    if (read_reply(req, status, r, 1 + ENTITY_ROLE_CMDS, 7, !strcmp(req->caller, m->addr)) !=
-        ENTITY_READ_OK)
+    const redisReply *f = progress_read_check(req, status, r, 0, m);
+    if (!f)
         return;
-    const redisReply *f = r->element[0], *known = f->element[3], *prog = f->element[4],
-                     *rank = f->element[5], *tpl = f->element[6];
-    if (known->type != REDIS_REPLY_STRING || prog->type != REDIS_REPLY_ARRAY ||
-        rank->type != REDIS_REPLY_INTEGER || tpl->type != REDIS_REPLY_STRING) {
-        request_fail_internal(req, "progress: unexpected reply");
-        return;
-    }
-    if (strcmp(known->str, "1") != 0) {
-        request_fail(req, 404, "not_found", "No such member.", NULL);
-        return;
-    }
+    const redisReply *prog = f->element[4], *rank = f->element[5], *tpl = f->element[6];
     /* A repeated read: the answer and its rendering both kept by the read cache. */
     int64_t now = isotime_now_ms(), until = INT64_MAX;
     size_t kept_len;
@@ -467,16 +452,11 @@ static void on_progress(void *data, int status, redisReply *r)
     respond_send(req, 200, b);
 }
 
-void progress_get(request *req)
+bool progress_read_send(request *req, char letter, const store_cmd *extra, int nextra, store_cb cb,
+                        member_req *m)
 {
-    member_req *m = arena_alloc(&req->pool, sizeof *m);
-    if (!m) {
-        request_fail_internal(req, "out of memory");
-        return;
-    }
     if (!path_member(req, m->id, m->addr))
-        return;
-    req->state = m;
+        return false;
     entity_keys k;
     keys_entity(&k, m->id);
     char prog[KEYS_PROG_SIZE], board[KEYS_BOARD_SIZE];
@@ -496,14 +476,46 @@ void progress_get(request *req)
                      k.skill_order_len,
                      k.level_order_len,
                      strlen(m->addr)};
-    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{10, argv, lens}};
+    store_cmd cmds[1 + ENTITY_ROLE_CMDS + PROGRESS_READ_EXTRA_MAX] = {{10, argv, lens}};
     entity_role_lookup rl;
     entity_role_cmds(&rl, &k, req->caller, cmds + 1);
-    read_desc d = {1, {'P'}};
+    for (int i = 0; i < nextra && i < PROGRESS_READ_EXTRA_MAX; i++)
+        cmds[1 + ENTITY_ROLE_CMDS + i] = extra[i];
+    read_desc d = {1, {letter}};
     desc_add(&d, m->id, strlen(m->id));
     desc_add(&d, m->addr, lens[9]);
     desc_add(&d, req->caller, strlen(req->caller));
-    auth_store_exec_as(req, d.s, d.len, on_progress, 1 + ENTITY_ROLE_CMDS, cmds);
+    auth_store_exec_as(req, d.s, d.len, cb, 1 + ENTITY_ROLE_CMDS + nextra, cmds);
+    return true;
+}
+
+const redisReply *progress_read_check(request *req, int status, redisReply *r, int nextra,
+                                      const member_req *m)
+{
+    /* {{id, isEnabled, public, known, prog, rank, template}, roles, extra} */
+    if (read_reply(req, status, r, (size_t)(1 + ENTITY_ROLE_CMDS + nextra), 7,
+                   !strcmp(req->caller, m->addr)) != ENTITY_READ_OK)
+        return NULL;
+    const redisReply *f = r->element[0], *known = f->element[3], *prog = f->element[4],
+                     *rank = f->element[5], *tpl = f->element[6];
+    if (known->type != REDIS_REPLY_STRING || prog->type != REDIS_REPLY_ARRAY ||
+        rank->type != REDIS_REPLY_INTEGER || tpl->type != REDIS_REPLY_STRING) {
+        request_fail_internal(req, "progress: unexpected reply");
+        return NULL;
+    }
+    if (strcmp(known->str, "1") != 0) {
+        request_fail(req, 404, "not_found", "No such member.", NULL);
+        return NULL;
+    }
+    return f;
+}
+
+void progress_get(request *req)
+{
+    member_req *m = request_state(req, sizeof *m);
+    if (!m)
+        return;
+    progress_read_send(req, 'P', NULL, 0, on_progress, m);
 }
 
 /* ---- GET /api/entities/{id}/members/{address}/contributions ---- */

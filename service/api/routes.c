@@ -34,6 +34,9 @@ const route router_routes[] = {
     {HTTP_GET, "/api/skills", skills_get, AUTH_REQUIRED, ROUTE_READ_WITH_REVOCATION},
     {HTTP_POST, "/api/skills", skills_post, AUTH_REQUIRED, ROUTE_WRITE},
     {HTTP_POST, "/api/skills/multiple", skills_post_multiple, AUTH_REQUIRED, ROUTE_WRITE},
+    {HTTP_GET, "/api/attestations/config", attestations_config_get, AUTH_NONE, 0},
+    {HTTP_GET, "/api/entities/{id}/members/{address}/attestations", attestations_get, AUTH_REQUIRED,
+     ROUTE_READ_WITH_REVOCATION},
 };
 
 const size_t router_routes_count = sizeof router_routes / sizeof router_routes[0];

@@ -466,7 +466,7 @@ static void on_revocation(void *data, int status, redisReply *reply)
 /* Pool threads run at a lower priority than the loop: with more pool threads than cores, a
  * burst of signature checks would otherwise starve the loop, and every unsigned request and
  * probe with it. Each pool thread lowers itself once (Linux: per-thread nice). */
-static void lower_thread_priority(void)
+void auth_lower_thread_priority(void)
 {
     static _Thread_local bool lowered;
     if (lowered)
@@ -478,7 +478,7 @@ static void lower_thread_priority(void)
 static void work_recover(uv_work_t *w)
 {
     auth_ctx *ac = w->data;
-    lower_thread_priority();
+    auth_lower_thread_priority();
     for (int i = 0; i < ac->tries; i++) {
         ac->rec_ok[i] = sig_recover(ac->ctx, &ac->sig, ac->hashes[i], ac->rec[i]) == 0;
         /* With an address, stop at the first epoch that matches it. */

@@ -100,6 +100,18 @@ static const opt opts[] = {
      "ACL user for every cluster node or the sentinels' primary"},
     {"REDIS_PASSWORD", OPT_STR, OFF(redis_password), "", 0, 0,
      "password for every cluster node or the sentinels' primary"},
+    {"ATTESTATION_KEY_FILE", OPT_STR, OFF(attestation_key_file), "", 0, 0,
+     "file holding the secp256k1 key that signs level attestations (64 hex digits, mode 0600 "
+     "or 0400); none: attestations are off (--dev: a fixed, public key)"},
+    {"ATTESTATION_CHAIN_ID", OPT_INT, OFF(attestation_chain_id), "1", 1, 9007199254740991,
+     "chain id of the attestations' EIP-712 domain"},
+    {"ATTESTATION_EAS_ADDRESS", OPT_STR, OFF(attestation_eas_address),
+     "0xA1207F3BBa224E2c9c3c6D5aF63D0eb1582Ce587", 0, 0,
+     "the EAS contract of the attestations' EIP-712 domain"},
+    {"ATTESTATION_EAS_VERSION", OPT_STR, OFF(attestation_eas_version), "0.26", 0, 0,
+     "that EAS contract's version (its EIP-712 domain version)"},
+    {"ATTESTATION_CACHE_SIZE", OPT_INT, OFF(attestation_cache_size), "16384", 0, 16777216,
+     "signed attestations kept in memory (0 disables the cache)"},
     {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
      "development mode: a fixed AUTH_SECRET when none is set (never in production)"},
 };

@@ -47,6 +47,12 @@ typedef struct config {
     char *redis_password;
     char *redis_sentinels;
     char *redis_sentinel_master;
+    /* Level attestations (CONTRACT §10); the key file "": off, unless dev */
+    char *attestation_key_file;
+    int64_t attestation_chain_id;
+    char *attestation_eas_address;
+    char *attestation_eas_version;
+    int64_t attestation_cache_size;
     bool dev;
 } config;
 
