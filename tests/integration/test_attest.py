@@ -7,6 +7,7 @@ loop (GET entity's p99 beside 64 connections asking cold attestations)."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -339,6 +340,101 @@ class AttestStartTest(harness.ServiceTestCase):
             c = self.assertOk(harness.request(svc.port, 'GET', '/api/attestations/config'))
             self.assertEqual(c['data']['attester'], KEY_ADDRESS)
             self.assertNotIn(KEY, svc.stdout() + svc.stderr())
+
+
+def probe(port, path, seconds):
+    """Latencies (s) of sequential GETs of path on one keep-alive connection for `seconds`,
+    read raw so that the client adds as little as it can."""
+    import socket
+    s = socket.create_connection(('127.0.0.1', port), timeout=scaled(10))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    req = ('GET %s HTTP/1.1\r\nHost: x\r\n\r\n' % path).encode()
+    out = []
+    end = time.monotonic() + seconds
+    try:
+        while time.monotonic() < end:
+            t0 = time.perf_counter()
+            s.sendall(req)
+            buf = b''
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise AssertionError('connection closed')
+                buf += chunk
+                head, sep, body = buf.partition(b'\r\n\r\n')
+                if sep:
+                    length = int(head.lower().split(b'content-length:')[1].split(b'\r\n')[0])
+                    if len(body) >= length:
+                        break
+            out.append(time.perf_counter() - t0)
+            assert head.startswith(b'HTTP/1.1 200'), head
+    finally:
+        s.close()
+    return out
+
+
+def p99(xs):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * 0.99))]
+
+
+class AttestLoopTest(AttestBase):
+    """Signing never blocks the loop: 64 connections asking cold attestations (no cache: each
+    read signs 5) leave GET entity on another connection within 2x its p99 without them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.start(env={'ATTESTATION_CACHE_SIZE': '0'})
+
+    def test_signing_never_blocks_the_loop(self):
+        eid = self.entity()
+        for i in range(5):
+            self.level(eid, 'lv-%d' % i, 'Level %d' % i)
+        members = ['0x' + os.urandom(20).hex() for _ in range(64)]
+        for i, m in enumerate(members):
+            self.r.cli('HSET', 'ent:{%s}:prog:%s' % (eid, m), 'xp', '10',
+                       *sum([['r:lv-%d' % j, str(1700000000000 + 1000 * (i + j))]
+                             for j in range(5)], []))
+        auth = 'address=%s&signature=%s' % (self.w['outsider'].address, self.sig['outsider'])
+        paths = ['/api/entities/%s/members/%s/attestations?%s' % (eid, m, auth) for m in members]
+        d = self.assertOk(harness.request(self.port, 'GET', paths[0]))['data']
+        self.assertEqual(len(d), 5)
+        pfile = os.path.join(harness.tmpdir('attest-load-'), 'paths.json')
+        with open(pfile, 'w') as f:
+            json.dump(paths, f)
+        entity = '/api/entities/%s?address=%s' % (eid, self.w['outsider'].address)
+        probe(self.port, entity, 0.2)  # warm
+        # The load's client runs below the loop's priority (nice 10, as the pool's threads), so
+        # that the probe measures the loop, not a client taking its core. The probe's windows
+        # alternate with the load stopped and running, so that the shared machine's drifts
+        # fall on both alike.
+        load = subprocess.Popen([NODE, LOAD, str(self.port), pfile, '64',
+                                 str(int(scaled(120) * 1000))],
+                                stdout=subprocess.PIPE, text=True, cwd=harness.REPO,
+                                preexec_fn=lambda: os.nice(10))
+        base, loaded, signed = [], [], 0
+        try:
+            self.assertEqual(load.stdout.readline().strip(), 'started')
+            for _ in range(4):
+                load.send_signal(signal.SIGSTOP)
+                time.sleep(0.2)  # the requests in flight answered
+                base += probe(self.port, entity, 0.6)
+                load.send_signal(signal.SIGCONT)
+                time.sleep(0.2)  # every connection asking again
+                before = metric(self.port, 'entityd_attestations_signed_total')
+                loaded += probe(self.port, entity, 0.6)
+                signed += metric(self.port, 'entityd_attestations_signed_total') - before
+        finally:
+            load.kill()
+            load.wait(scaled(10))
+        # the load was signing all along the probe's loaded windows
+        self.assertGreater(signed, 5 * 64)
+        b, l = p99(base), p99(loaded)
+        sys.stderr.write('GET entity p99: %.3f ms alone, %.3f ms beside cold attestations '
+                         '(%d signed meanwhile)\n' % (b * 1e3, l * 1e3, signed))
+        # 2x, with a floor of 1 ms for the shared 2-core machine's scheduling noise: signing
+        # on the loop would hold each probe behind up to 64 x 5 signatures (about 15 ms)
+        self.assertLessEqual(l, 2 * max(b, scaled(0.001)))
 
 
 if __name__ == '__main__':
