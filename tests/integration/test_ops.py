@@ -1270,6 +1270,32 @@ class ManifestTest(harness.ServiceTestCase):
         for name in list(self.config) + list(env):
             self.assertIn(name, known, '%s is not an entityd setting' % name)
 
+    def test_attester_key_from_a_secret(self):
+        """The attester's key: a Secret mounted for the init container, which copies it with
+        mode 0400 into a memory volume that entityd reads (ATTESTATION_KEY_FILE)."""
+        env = {e['name']: e for e in self.container.get('env', [])}
+        path = env['ATTESTATION_KEY_FILE']['value']
+        vols = {v['name']: v for v in self.pod['volumes']}
+        mounts = {m['name']: m for m in self.container['volumeMounts']}
+        key_vol = [n for n, m in mounts.items() if path.startswith(m['mountPath'] + '/')]
+        self.assertEqual(len(key_vol), 1, 'ATTESTATION_KEY_FILE is on no mounted volume')
+        self.assertIs(mounts[key_vol[0]].get('readOnly'), True)
+        self.assertEqual(vols[key_vol[0]]['emptyDir'].get('medium'), 'Memory')
+        init = self.pod['initContainers'][0]
+        cmd = init['command']
+        self.assertEqual(cmd[:3], ['install', '-m', '0400'])
+        self.assertEqual(cmd[-1], path)
+        secret_vols = [v for v in self.pod['volumes'] if 'secret' in v]
+        self.assertEqual(len(secret_vols), 1)
+        sv = secret_vols[0]
+        self.assertIn('defaultMode', sv['secret'])
+        self.assertEqual(sv['secret']['defaultMode'] & 0o007, 0, 'others may read the Secret')
+        init_mounts = {m['name']: m for m in init['volumeMounts']}
+        self.assertTrue(cmd[3].startswith(init_mounts[sv['name']]['mountPath'] + '/'))
+        self.assertEqual(self.pod['securityContext'].get('fsGroup'),
+                         self.pod['securityContext'].get('runAsGroup'))
+        self.assertIs(init['securityContext'].get('readOnlyRootFilesystem'), True)
+
     def kubelet_env(self, secrets, overrides):
         """The container environment as the kubelet builds it: envFrom first, then env in
         order with $(VAR) expanded from what is defined so far."""
@@ -1298,9 +1324,14 @@ class ManifestTest(harness.ServiceTestCase):
         grace = self.pod['terminationGracePeriodSeconds'] - self.prestop_seconds()
         for password in ('ops-manifest-pw-19ab', ''):
             r = self.redis(password=password or None)
+            # the init container's copy of the attester's key: mode 0400
+            key = os.path.join(harness.tmpdir('ops-key-'), 'key')
+            with open(key, 'w') as f:
+                f.write(os.urandom(32).hex() + '\n')
+            os.chmod(key, 0o400)
             env = self.kubelet_env(
                 {'AUTH_SECRET': harness.TEST_SECRET, 'REDIS_PASSWORD': password},
-                {'REDIS_ADDRESS': '127.0.0.1:%d/0' % r.port})
+                {'REDIS_ADDRESS': '127.0.0.1:%d/0' % r.port, 'ATTESTATION_KEY_FILE': key})
             self.assertEqual(env['REDIS_URL'], 'redis://:%s@127.0.0.1:%d/0' % (password, r.port))
             for k in ('PORT', 'HOST'):  # loopback and a free port in tests
                 env.pop(k, None)
@@ -1308,6 +1339,7 @@ class ManifestTest(harness.ServiceTestCase):
             for probe in ('livenessProbe', 'readinessProbe'):
                 path = self.container[probe]['httpGet']['path']
                 self.assertEqual(svc.request('GET', path)[0], 200, path)
+            self.assertEqual(svc.request('GET', '/api/attestations/config')[0], 200)
             t0 = time.monotonic()
             self.assertEqual(svc.stop(timeout=grace), 0)
             self.assertLess(time.monotonic() - t0, grace)
