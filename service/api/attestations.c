@@ -11,7 +11,9 @@
 #include "api/progress.h"
 #include "api/respond.h"
 #include "core/app.h"
+#include "cache/readcache.h"
 #include "core/ids.h"
+#include "core/isotime.h"
 #include "redis/keys.h"
 
 static bool enabled(request *req)
@@ -90,7 +92,9 @@ static int by_reached_then_id(const void *a, const void *b)
     return x->level_id_len < y->level_id_len ? -1 : x->level_id_len > y->level_id_len;
 }
 
-static void answer(request *req, const attest_req *q)
+/* The answer; with `r` (the read's reply, still at hand), kept beside it in the read cache, so
+ * that the same read again renders nothing. */
+static void answer(request *req, const attest_req *q, const redisReply *r)
 {
     buf *b = respond_scratch();
     buf_append_str(b, "{\"success\":true,\"data\":[");
@@ -100,6 +104,8 @@ static void answer(request *req, const attest_req *q)
         buf_append(b, q->items[i].json, q->items[i].json_len);
     }
     buf_append_str(b, "]}");
+    if (r)
+        readcache_keep_rendered(req->app->reads, r, INT64_MAX, b->data, b->len);
     respond_send(req, 200, b);
 }
 
@@ -110,7 +116,7 @@ static void on_signed(void *ctx, int status)
         request_fail_internal(req, "attestations: signing failed");
         return;
     }
-    answer(req, req->state);
+    answer(req, req->state, NULL);
 }
 
 /* Copies len bytes into the pool: the reply they come from is gone once signing runs. */
@@ -133,6 +139,15 @@ static void on_attestations(void *data, int status, redisReply *r)
                      *name = r->element[1 + ENTITY_ROLE_CMDS];
     if (name->type != REDIS_REPLY_STRING && name->type != REDIS_REPLY_NIL) {
         request_fail_internal(req, "attestations: unexpected reply");
+        return;
+    }
+    /* A repeated read: the answer kept beside the read cache's answer (the same facts, so the
+     * same attestations). */
+    size_t kept_len;
+    const char *kept = readcache_rendered(req->app->reads, r, isotime_now_ms(), &kept_len);
+    if (kept) {
+        slice part = {kept, kept_len};
+        request_reply_parts(req, 200, &part, 1);
         return;
     }
     /* Level lines of the template (lua/_prelude.lua, progtpl_build):
@@ -177,7 +192,7 @@ static void on_attestations(void *data, int status, redisReply *r)
     if (rc < 0)
         request_fail_internal(req, "attestations: cannot sign");
     else if (rc == 1)
-        answer(req, q);
+        answer(req, q, r);
 }
 
 void attestations_get(request *req)

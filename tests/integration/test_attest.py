@@ -267,7 +267,7 @@ class AttestTest(AttestBase):
             self.assertEqual(self.assertOk(self.attestations('m1', eid, 'm1', port=port))['data'],
                              first)
         self.assertEqual(metric(port, 'entityd_attestations_signed_total'), mid)
-        self.assertGreaterEqual(metric(port, 'entityd_attestation_cache_hits_total'), 15)
+        self.assertGreaterEqual(metric(port, 'entityd_attestation_cache_hits_total'), 5)
         # another caller reading the same member: the same signed facts, nothing signed
         self.assertOk(self.attestations('owner', eid, 'm1', port=port))
         self.assertEqual(metric(port, 'entityd_attestations_signed_total'), mid)
