@@ -269,7 +269,13 @@ static size_t sign_one(const attester *at, const job *j, task *t)
     if (!data)
         return 0;
     eas_level_data(&t->f, data);
-    eas_attest m = {.time = t->f.reached_at, .revocable = true, .data = data, .data_len = data_len};
+    uint8_t dh[32];
+    keccak256(data, data_len, dh);
+    eas_attest m = {.time = t->f.reached_at,
+                    .revocable = true,
+                    .data = data,
+                    .data_len = data_len,
+                    .data_hash = dh};
     memcpy(m.schema, at->schema, 32);
     memcpy(m.recipient, j->recipient, 20);
     eas_salt(at->secret, at->chain_id, at->contract, &m, m.salt);

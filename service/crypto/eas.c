@@ -6,8 +6,33 @@
 #include "crypto/hex.h"
 #include "crypto/keccak.h"
 
-#define EIP712_DOMAIN_TYPE                                                                         \
-    "EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
+/* keccak256 of the EIP712Domain type (name, version, chainId, verifyingContract) and of
+ * EAS_ATTEST_TYPE: constants (test_eas checks them). */
+static const uint8_t domain_type_hash[32] = {
+    0x8b, 0x73, 0xc3, 0xc6, 0x9b, 0xb8, 0xfe, 0x3d, 0x51, 0x2e, 0xcc, 0x4c, 0xf7, 0x59, 0xcc, 0x79,
+    0x23, 0x9f, 0x7b, 0x17, 0x9b, 0x0f, 0xfa, 0xca, 0xa9, 0xa7, 0x5d, 0x52, 0x2b, 0x39, 0x40, 0x0f};
+static const uint8_t attest_type_hash[32] = {
+    0x25, 0x8b, 0x75, 0x7f, 0xc3, 0x7a, 0x66, 0x99, 0xa9, 0x84, 0xf4, 0xbe, 0x01, 0x25, 0x81, 0x22,
+    0xf8, 0x34, 0x20, 0x03, 0x74, 0xb3, 0x4b, 0x44, 0x57, 0xb6, 0xdb, 0x0d, 0xd0, 0xf7, 0x11, 0x32};
+
+const uint8_t *eip712_domain_type_hash(void)
+{
+    return domain_type_hash;
+}
+
+const uint8_t *eas_attest_type_hash(void)
+{
+    return attest_type_hash;
+}
+
+/* keccak256(data), or the hash the caller gave. */
+static const uint8_t *data_hash(const eas_attest *m, uint8_t buf[32])
+{
+    if (m->data_hash)
+        return m->data_hash;
+    keccak256(m->data, m->data_len, buf);
+    return buf;
+}
 
 /* A 32-byte ABI word holding an unsigned integer, big-endian, left-padded with zeros. */
 static void word_uint(uint64_t v, uint8_t w[32])
@@ -43,8 +68,7 @@ void eip712_domain_separator(const char *name, size_t name_len, const char *vers
     uint8_t h[32], w[32];
     struct keccak256_ctx k;
     keccak256_init(&k);
-    keccak256(EIP712_DOMAIN_TYPE, sizeof EIP712_DOMAIN_TYPE - 1, h);
-    keccak256_update(&k, h, 32);
+    keccak256_update(&k, domain_type_hash, 32);
     keccak256(name, name_len, h);
     keccak256_update(&k, h, 32);
     keccak256(version, version_len, h);
@@ -110,8 +134,7 @@ void eas_attest_struct_hash(const eas_attest *m, uint8_t out[32])
     uint8_t h[32], w[32];
     struct keccak256_ctx k;
     keccak256_init(&k);
-    keccak256(EAS_ATTEST_TYPE, sizeof EAS_ATTEST_TYPE - 1, h);
-    keccak256_update(&k, h, 32);
+    keccak256_update(&k, attest_type_hash, 32);
     update_uint(&k, 2);
     keccak256_update(&k, m->schema, 32);
     word_address(m->recipient, w);
@@ -120,8 +143,7 @@ void eas_attest_struct_hash(const eas_attest *m, uint8_t out[32])
     update_uint(&k, m->expiration_time);
     update_uint(&k, m->revocable ? 1 : 0);
     keccak256_update(&k, m->ref_uid, 32);
-    keccak256(m->data, m->data_len, h); /* EIP-712: a bytes member is its hash */
-    keccak256_update(&k, h, 32);
+    keccak256_update(&k, data_hash(m, h), 32); /* EIP-712: a bytes member is its hash */
     keccak256_update(&k, m->salt, 32);
     keccak256_final(&k, out);
 }
@@ -177,8 +199,7 @@ void eas_salt(const uint8_t secret[32], uint64_t chain_id, const uint8_t contrac
     update_uint(&k, m->expiration_time);
     update_uint(&k, m->revocable ? 1 : 0);
     keccak256_update(&k, m->ref_uid, 32);
-    keccak256(m->data, m->data_len, h);
-    keccak256_update(&k, h, 32);
+    keccak256_update(&k, data_hash(m, h), 32);
     keccak256_final(&k, out);
 }
 

@@ -47,7 +47,12 @@ size_t eas_level_data_size(const eas_level_fields *f);
 /* Writes that encoding to out, which holds eas_level_data_size(f) bytes; returns its length. */
 size_t eas_level_data(const eas_level_fields *f, uint8_t *out);
 
-/* An off-chain attestation's message (version 2). data is borrowed. */
+/* keccak256 of the EIP712Domain type and of EAS_ATTEST_TYPE (32 bytes, static). */
+const uint8_t *eip712_domain_type_hash(void);
+const uint8_t *eas_attest_type_hash(void);
+
+/* An off-chain attestation's message (version 2). data is borrowed; data_hash, when not NULL,
+ * is keccak256(data) already computed (it enters both the salt and the struct hash). */
 typedef struct eas_attest {
     uint8_t schema[32];
     uint8_t recipient[20];
@@ -56,6 +61,7 @@ typedef struct eas_attest {
     uint8_t ref_uid[32];
     const uint8_t *data;
     size_t data_len;
+    const uint8_t *data_hash;
     uint8_t salt[32];
 } eas_attest;
 

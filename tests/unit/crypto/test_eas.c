@@ -65,6 +65,11 @@ static void test_schema_uid(void **state)
     uint8_t th[32];
     keccak256(EAS_ATTEST_TYPE, strlen(EAS_ATTEST_TYPE), th);
     assert_hex32(th, fixture_str(g_fixture, "attest_type_hash"), "type hash", "Attest");
+    assert_memory_equal(eas_attest_type_hash(), th, 32);
+    static const char domain_type[] =
+        "EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)";
+    keccak256(domain_type, strlen(domain_type), th);
+    assert_memory_equal(eip712_domain_type_hash(), th, 32);
 }
 
 /* Every vector, end to end: data, domain, salt, struct hash, digest, UID and signature. */
@@ -126,6 +131,15 @@ static void test_vectors(void **state)
         assert_hex32(digest, fixture_str(v, "digest"), "digest", name);
         eas_offchain_uid(&m, uid);
         assert_hex32(uid, fixture_str(v, "uid"), "uid", name);
+        /* the same with the data's hash given */
+        uint8_t dh[32], sh2[32], salt2[32];
+        keccak256(data, want_len, dh);
+        m.data_hash = dh;
+        eas_attest_struct_hash(&m, sh2);
+        eas_salt(secret, chain, contract, &m, salt2);
+        assert_memory_equal(sh2, sh, 32);
+        assert_memory_equal(salt2, m.salt, 32);
+        m.data_hash = NULL;
 
         eth_sig sig;
         assert_int_equal(sig_sign(g_ctx, key, digest, &sig), 0);
