@@ -67,8 +67,8 @@ int keyfile_load(const secp256k1_context *ctx, const char *path, uint8_t key[32]
     }
     if (st.st_mode & (S_IRWXG | S_IRWXO)) {
         snprintf(err, err_len,
-                 "ATTESTATION_KEY_FILE %s has mode %04o: a private key must not be readable by "
-                 "group or others (chmod 600 or 400)",
+                 "ATTESTATION_KEY_FILE %s has mode %04o: a private key must not be readable (or "
+                 "writable) by group or others (chmod 600 or 400)",
                  path, (unsigned)(st.st_mode & 07777));
         close(fd);
         return -1;
