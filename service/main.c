@@ -46,6 +46,14 @@ static void on_metrics_timer(uv_timer_t *t)
     metrics_shared_publish();
 }
 
+/* The attester's key is wiped however the process ends after it was read (a start that fails
+ * later returns from main too). */
+static void wipe_attester(void)
+{
+    attester_free(the_app.attester);
+    the_app.attester = NULL;
+}
+
 static void on_worker_exit(int index)
 {
     metrics_shared_clear((size_t)index);
@@ -138,6 +146,7 @@ int main(int argc, char **argv)
         config_free(&a->cfg);
         return 2;
     }
+    atexit(wipe_attester);
     log_set_level(log_level_parse(a->cfg.log_level));
     /* The attester's key is checked before anything starts: a bad key file stops the process
      * like a bad setting. */
@@ -153,7 +162,6 @@ int main(int argc, char **argv)
     if (workers > 1) {
         rc = supervise(a, workers, &port);
         if (rc >= 0) {
-            attester_free(a->attester);
             config_free(&a->cfg);
             return rc;
         }
@@ -249,7 +257,7 @@ int main(int argc, char **argv)
     store_free(a->store);
     limits_free(a->limits);
     auth_free(a->auth);
-    attester_free(a->attester); /* wipes the key */
+    wipe_attester();
     pagecache_free(a->pages);
     tracking_free(a->tracking);
     readcache_free(a->reads);
