@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import rcluster  # noqa: E402
 import test_auth  # noqa: E402
+import test_attest  # noqa: E402
 import test_authz  # noqa: E402
 import test_contrib_write  # noqa: E402
 import test_entities  # noqa: E402
@@ -65,6 +66,10 @@ class ClusterContribWriteTest(OnCluster, test_contrib_write.ContribWriteTest):
 
 
 class ClusterProgressReadTest(OnCluster, test_progress_read.ProgressReadTest):
+    pass
+
+
+class ClusterAttestTest(OnCluster, test_attest.AttestTest):
     pass
 
 
