@@ -113,7 +113,8 @@ static const opt opts[] = {
     {"ATTESTATION_CACHE_SIZE", OPT_INT, OFF(attestation_cache_size), "16384", 0, 16777216,
      "signed attestations kept in memory (0 disables the cache)"},
     {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
-     "development mode: a fixed AUTH_SECRET when none is set (never in production)"},
+     "development mode: a fixed AUTH_SECRET when none is set, and a fixed, public attestation "
+     "key without ATTESTATION_KEY_FILE (never in production)"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])
