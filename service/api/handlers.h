@@ -40,5 +40,7 @@ void events_get(request *req);
 /* contributions.c */
 void contributions_post(request *req);
 void contribution_revoke(request *req);
+/* entity_delete.c */
+void entity_delete(request *req);
 
 #endif

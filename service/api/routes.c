@@ -34,6 +34,7 @@ const route router_routes[] = {
     {HTTP_GET, "/api/skills", skills_get, AUTH_REQUIRED, ROUTE_READ_WITH_REVOCATION},
     {HTTP_POST, "/api/skills", skills_post, AUTH_REQUIRED, ROUTE_WRITE},
     {HTTP_POST, "/api/skills/multiple", skills_post_multiple, AUTH_REQUIRED, ROUTE_WRITE},
+    {HTTP_DELETE, "/api/entities/{id}", entity_delete, AUTH_REQUIRED, ROUTE_WRITE},
 };
 
 const size_t router_routes_count = sizeof router_routes / sizeof router_routes[0];

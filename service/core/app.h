@@ -15,6 +15,7 @@ struct pagecache;
 struct readcache;
 struct tracking;
 struct limits;
+struct erasure;
 
 typedef struct app {
     uv_loop_t *loop;
@@ -27,6 +28,7 @@ typedef struct app {
     struct readcache *reads;   /* NULL when READ_CACHE_MB is 0 */
     struct tracking *tracking; /* the read cache's invalidations; NULL without the cache */
     struct limits *limits;     /* write-budget leases; NULL: each write charges its own unit */
+    struct erasure *erasure;   /* the background erasure of deleted entities */
 } app;
 
 #endif

@@ -47,6 +47,11 @@ typedef struct config {
     char *redis_password;
     char *redis_sentinels;
     char *redis_sentinel_master;
+    /* The background erasure of deleted entities (jobs/erasure.h) */
+    int64_t erase_step_keys;
+    int64_t erase_pause_ms;
+    int64_t erase_poll_ms;
+    int64_t erase_lease_ms;
     bool dev;
 } config;
 
