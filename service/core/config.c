@@ -100,7 +100,7 @@ static const opt opts[] = {
      "ACL user for every cluster node or the sentinels' primary"},
     {"REDIS_PASSWORD", OPT_STR, OFF(redis_password), "", 0, 0,
      "password for every cluster node or the sentinels' primary"},
-    {"ERASE_STEP_KEYS", OPT_INT, OFF(erase_step_keys), "1000", 10, 100000,
+    {"ERASE_STEP_KEYS", OPT_INT, OFF(erase_step_keys), "250", 10, 100000,
      "keys one step of a deleted entity's erasure scans (SCAN COUNT); bounds each step's time"},
     {"ERASE_PAUSE_MS", OPT_INT, OFF(erase_pause_ms), "2", 0, 60000,
      "pause between two steps of an erasure, leaving Redis to the requests"},
