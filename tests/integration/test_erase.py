@@ -184,6 +184,24 @@ class EraseTest(harness.ServiceTestCase):
         self.assertGreaterEqual(self.metric(self.port, 'entityd_erasure_keys_total') or 0,
                                 len(before) - 1)
 
+    def test_other_instance_with_warm_caches_answers_404(self):
+        """Another instance's read cache and users page cache held the entity's answers: the
+        delete through this instance reaches them (Redis's invalidation of the renamed hash)."""
+        other = self.entityd(redis=self.r, env=self.env_for(ERASE_POLL_MS='3600000'))
+        eid, owner, admin, _, ms, sids = self.setup_entity(members=2)
+        reads = [r for r in self.routes(eid, owner, ms[0], sids[0]) if r[0] == 'GET']
+        for _ in range(3):  # cached on the second read
+            for method, path, body in reads:
+                self.assertEqual(self.req(method, path, body, port=other.port)[0], 200, path)
+        hits = self.metric(other.port, 'entityd_read_cache_total{outcome="hit"}')
+        pages = self.metric(other.port, 'entityd_users_page_cache_total{outcome="hit"}')
+        self.assertGreater(hits or 0, 0)
+        self.assertGreater(pages or 0, 0)
+        self.assertEqual(self.delete(owner, eid)[0], 200)
+        for method, path, body in reads:
+            self.assertEnvelope(self.req(method, path, body, port=other.port), 404, 'not_found')
+        self.wait_erased(eid)
+
     def test_v_compare_and_set(self):
         eid, owner, _, _, ms, _ = self.setup_entity(members=1)
         v = self.assertOk(self.req('GET', '/api/entities/%s?%s' % (
