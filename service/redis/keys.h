@@ -58,8 +58,8 @@
  *                                     entity hash renamed by entity_delete.lua (so its alias
  *                                     and claim token stay), plus deletedAt, deletedAtMs,
  *                                     deletedBy, the erasure's progress (cursor: SCAN cursor,
- *                                     pass, passErased, erased) and its lease (leaseOwner,
- *                                     leaseUntil ms); erase_step.lua deletes it last
+ *                                     pass, passErased, erased, scanCount) and its lease
+ * (leaseOwner, leaseUntil ms); erase_step.lua deletes it last
  *
  * Across entities (the one exception to the shared tag):
  *   alias:{<alias>}           string  "<entity id> <claimed at, s> <claim token>": the entity

@@ -1,6 +1,7 @@
 -- erase_step: one bounded step of an entity's erasure (entity_delete.lua wrote the record).
 -- KEYS: erasure record
--- ARGV: entity key ("ent:{c-…}"), this worker's lease token, lease length (ms), SCAN COUNT
+-- ARGV: entity key ("ent:{c-…}"), this worker's lease token, lease length (ms), the keys a step
+--       should unlink (ERASE_STEP_KEYS: the SCAN COUNT, adapted below)
 -- The record's lease (leaseOwner, leaseUntil: Redis TIME in ms) is taken and renewed by each
 -- step, in the step itself: a step of a worker whose lease another took over is refused, so no
 -- two workers erase one entity at once, and a worker that died is replaced once its lease ends.
@@ -26,7 +27,15 @@ local f = redis.call('HMGET', rec, 'leaseOwner', 'leaseUntil', 'cursor', 'pass',
 if f[1] and f[1] ~= ARGV[2] and (tonumber(f[2]) or 0) > now then return {'BUSY'} end
 local cursor, pass = f[3] or '0', tonumber(f[4]) or 1
 local pass_erased, erased = tonumber(f[5]) or 0, tonumber(f[6]) or 0
-local r = redis.call('SCAN', cursor, 'MATCH', E .. '*', 'COUNT', ARGV[4])
+-- The step's cost is mostly its UNLINKs (a few µs a key); a bucket scanned that holds no key
+-- of the entity costs a fraction of that. So the COUNT adapts to the share of the entity's keys
+-- the last step met, to unlink about ARGV[4] keys a step: an entity that is a small part of
+-- its node (and the final pass, which finds nothing) is scanned in fewer steps. It at most
+-- doubles per step and stays within 1 to 16 times ARGV[4]; keys hash evenly over the buckets,
+-- so the next step meets about the share the last one met.
+local base = tonumber(ARGV[4])
+local count = tonumber(redis.call('HGET', rec, 'scanCount')) or base
+local r = redis.call('SCAN', cursor, 'MATCH', E .. '*', 'COUNT', tostring(count))
 local found, batch, n = r[2], {}, 0
 for _, k in ipairs(found) do
   if k ~= rec then
@@ -45,7 +54,9 @@ if r[1] == '0' and pass_erased == 0 then
   return {'DONE', n, erased, a[1] or '', a[2] or ''}
 end
 if r[1] == '0' then pass, pass_erased = pass + 1, 0 end
+local want = #found > 0 and math.floor(count * base / #found) or count * 2
+count = math.max(base, math.min(want, count * 2, base * 16))
 redis.call('HSET', rec, 'leaseOwner', ARGV[2], 'leaseUntil', tostring(now + tonumber(ARGV[3])),
   'cursor', r[1], 'pass', tostring(pass), 'passErased', tostring(pass_erased),
-  'erased', string.format('%d', erased))
+  'erased', string.format('%d', erased), 'scanCount', tostring(count))
 return {'MORE', n, erased}
