@@ -31,7 +31,7 @@ local pass_erased, erased = tonumber(f[5]) or 0, tonumber(f[6]) or 0
 -- of the entity costs a fraction of that. So the COUNT adapts to the share of the entity's keys
 -- the last step met, to unlink about ARGV[4] keys a step: an entity that is a small part of
 -- its node (and the final pass, which finds nothing) is scanned in fewer steps. It at most
--- doubles per step and stays within 1 to 16 times ARGV[4]; keys hash evenly over the buckets,
+-- doubles per step and stays within 1 to 8 times ARGV[4]; keys hash evenly over the buckets,
 -- so the next step meets about the share the last one met.
 local base = tonumber(ARGV[4])
 local count = tonumber(redis.call('HGET', rec, 'scanCount')) or base
@@ -55,7 +55,7 @@ if r[1] == '0' and pass_erased == 0 then
 end
 if r[1] == '0' then pass, pass_erased = pass + 1, 0 end
 local want = #found > 0 and math.floor(count * base / #found) or count * 2
-count = math.max(base, math.min(want, count * 2, base * 16))
+count = math.max(base, math.min(want, count * 2, base * 8))
 redis.call('HSET', rec, 'leaseOwner', ARGV[2], 'leaseUntil', tostring(now + tonumber(ARGV[3])),
   'cursor', r[1], 'pass', tostring(pass), 'passErased', tostring(pass_erased),
   'erased', string.format('%d', erased), 'scanCount', tostring(count))
