@@ -319,6 +319,24 @@ class EraseTest(harness.ServiceTestCase):
         self.addCleanup(p.stop)
         return [p], {'REDIS_URL': 'redis://127.0.0.1:%d/0' % p.port}
 
+    def test_two_instances_one_erasure(self):
+        """Two instances look for erasures at once: the lease in the record lets one run the
+        steps; the erasure ends once, with nothing left."""
+        a = self.entityd(redis=self.r, env=self.env_for(**SMALL_STEPS))
+        b = self.entityd(redis=self.r, env=self.env_for(**SMALL_STEPS))
+        eid, owner, _, _, ms, _ = self.setup_entity(members=2)
+        self.seed(eid, 1500)
+
+        def total(name):
+            return sum(self.metric(x.port, name) or 0 for x in (a, b, self.svc))
+        finished, keys = total('entityd_erasures_finished_total'), \
+            total('entityd_erasure_keys_total')
+        self.assertEqual(self.delete(owner, eid, port=b.port)[0], 200)
+        self.wait_erased(eid, timeout=120)
+        self.assertEqual(total('entityd_erasures_finished_total') - finished, 1)
+        self.assertGreaterEqual(total('entityd_erasure_keys_total') - keys, 1500)
+        self.assertEqual(self.keys_of(eid), [])
+
     def test_delete_with_unknown_outcome_retried(self):
         """The RESP proxy holds the delete script's reply past REDIS_TIMEOUT_MS: the answer is
         504, the delete happened; the retry answers 404; the end state is the one a plain delete
