@@ -15,11 +15,11 @@ Everything goes through one `redis-cli --pipe`. Prints one line: counts, seconds
                 --idem K
 """
 import argparse
+import os
 import random
 import sys
 import time
 import uuid
-import os
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from seed import Redis, die, resp  # noqa: E402

@@ -4,7 +4,6 @@ key behind, the background erasure killed half-way (SIGKILL) and finished by a r
 instance, and a delete whose outcome is unknown (a held reply) retried to the same end state.
 Every end state is checked with SCAN over the entity's hash tag and the invariants."""
 
-import json
 import os
 import re
 import sys
