@@ -21,6 +21,7 @@
 #include "core/version.h"
 #include "core/workers.h"
 #include "http/http.h"
+#include "jobs/erasure.h"
 #include "net/server.h"
 #include "redis/group.h"
 #include "redis/store.h"
@@ -65,6 +66,7 @@ static void on_limits_closed(void *ctx)
     server *srv = ctx;
     app *a = &the_app;
     group_close(a->groups);
+    erasure_close(a->erasure);
     store_close(a->store);
     tracking_close(a->tracking);
     server_close(srv);
@@ -200,6 +202,12 @@ int main(int argc, char **argv)
     }
     metrics_register(pagecache_render_metrics, a->pages);
     metrics_register(readcache_render_metrics, a->reads);
+    a->erasure = erasure_new(a);
+    if (!a->erasure) {
+        fprintf(stderr, "entityd: cannot set up the erasure of deleted entities\n");
+        return 1;
+    }
+    metrics_register(erasure_render_metrics, a->erasure);
     dispatch_init();
     server_options so = {
         .host = a->cfg.host,
@@ -254,6 +262,7 @@ int main(int argc, char **argv)
     log_event(LOG_INFO, "stopped", NULL);
     log_finish(1000);
     group_free(a->groups);
+    erasure_free(a->erasure);
     store_free(a->store);
     limits_free(a->limits);
     auth_free(a->auth);

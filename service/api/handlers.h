@@ -43,5 +43,7 @@ void contribution_revoke(request *req);
 /* attestations.c: levels reached as EAS off-chain attestations */
 void attestations_config_get(request *req);
 void attestations_get(request *req);
+/* entity_delete.c */
+void entity_delete(request *req);
 
 #endif

@@ -37,6 +37,7 @@ const route router_routes[] = {
     {HTTP_GET, "/api/attestations/config", attestations_config_get, AUTH_NONE, 0},
     {HTTP_GET, "/api/entities/{id}/members/{address}/attestations", attestations_get, AUTH_REQUIRED,
      ROUTE_READ_WITH_REVOCATION},
+    {HTTP_DELETE, "/api/entities/{id}", entity_delete, AUTH_REQUIRED, ROUTE_WRITE},
 };
 
 const size_t router_routes_count = sizeof router_routes / sizeof router_routes[0];

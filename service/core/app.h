@@ -16,6 +16,7 @@ struct readcache;
 struct tracking;
 struct limits;
 struct attester;
+struct erasure;
 
 typedef struct app {
     uv_loop_t *loop;
@@ -29,6 +30,7 @@ typedef struct app {
     struct tracking *tracking; /* the read cache's invalidations; NULL without the cache */
     struct limits *limits;     /* write-budget leases; NULL: each write charges its own unit */
     struct attester *attester; /* level attestations' signer; NULL: attestations are off */
+    struct erasure *erasure;   /* the background erasure of deleted entities */
 } app;
 
 #endif

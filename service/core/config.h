@@ -53,6 +53,11 @@ typedef struct config {
     char *attestation_eas_address;
     char *attestation_eas_version;
     int64_t attestation_cache_size;
+    /* The background erasure of deleted entities (jobs/erasure.h) */
+    int64_t erase_step_keys;
+    int64_t erase_pause_ms;
+    int64_t erase_poll_ms;
+    int64_t erase_lease_ms;
     bool dev;
 } config;
 

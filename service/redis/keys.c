@@ -104,3 +104,8 @@ size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias)
 {
     return put(out, KEYS_ALIAS_SIZE, "alias:{", alias, "}");
 }
+
+size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id)
+{
+    return put(out, KEYS_ENTITY_SIZE, "ent:{", entity_id, "}:erasure");
+}

@@ -54,6 +54,12 @@
  *   ent:{c-…}:probe           never     never written: every write script asks EXISTS of it
  *                                     first, which errors only while the slot moves between
  *                                     cluster nodes (lua/_prelude.lua, moving_guard)
+ *   ent:{c-…}:erasure         hash    the erasure record (tombstone) of a deleted entity: the
+ *                                     entity hash renamed by entity_delete.lua (so its alias
+ *                                     and claim token stay), plus deletedAt, deletedAtMs,
+ *                                     deletedBy, the erasure's progress (cursor: SCAN cursor,
+ *                                     pass, passErased, erased, scanCount) and its lease
+ * (leaseOwner, leaseUntil ms); erase_step.lua deletes it last
  *
  * Across entities (the one exception to the shared tag):
  *   alias:{<alias>}           string  "<entity id> <claimed at, s> <claim token>": the entity
@@ -69,6 +75,19 @@
  *                                     "stale" when it is older than the grace period and its
  *                                     holder's record names another alias, and the next claimant
  *                                     takes it over with a compare-and-set on the stored value.
+ *
+ * Erasures (DELETE of an entity; jobs/erasure.h), in a slot of its own:
+ *   erasures                  zset    all scores 0; one entry per delete request,
+ *                                     "<entity id>:<ms of the request>:<random token>": every
+ *                                     erasure not yet finished, for any instance to find. Added
+ *                                     BEFORE the entity's delete script runs; a request that
+ *                                     Redis refused removes its own entry (only its own: a
+ *                                     concurrent delete that succeeded has another); an entry
+ *                                     whose record never appears ages out after a grace period;
+ *                                     the erasure's end removes every entry of the entity (by
+ *                                     lex range) AFTER erase_step.lua deleted the record. So no
+ *                                     crash between the two slots can leave an erasure nobody
+ *                                     finds.
  *
  * Sign-in:
  *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT)
@@ -118,6 +137,10 @@ size_t keys_prog(char out[KEYS_PROG_SIZE], const char *entity_id, const char *ad
  * skill id; returns its length (lua/_prelude.lua, lb_key). */
 #define KEYS_BOARD_SIZE 128
 size_t keys_board(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by);
+/* The erasure record of an entity, "ent:{<entity id>}:erasure"; returns its length. */
+size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id);
+/* The set of erasures not yet finished (one key, its own slot). */
+#define KEYS_ERASURES "erasures"
 /* The alias index key of a validated alias; returns its length. */
 size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias);
 

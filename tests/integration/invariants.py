@@ -32,7 +32,7 @@ import re
 ADDRESS = re.compile(r'^0x[0-9a-f]{40}$')
 IDEM_TITLE = re.compile(r'^idem ([A-Za-z0-9_-]{1,64})(?: #(\d+))?$')
 ENTITY_PARTS = {'', 'owners', 'admins', 'members', 'members:order', 'skills', 'skills:order',
-                'skills:names', 'levels', 'levels:order', 'contribs', 'lb:xp', 'events'}
+                'skills:names', 'levels', 'levels:order', 'contribs', 'lb:xp', 'events', 'erasure'}
 ENTITY_PREFIXES = ('contribs:of:', 'prog:', 'lb:s:', 'idem:', 'awards:')
 
 
@@ -249,7 +249,7 @@ def check_invariants(r, versions=None, versions_durable=True, acks=None):
             by_entity.setdefault(tag, {})[rest] = k
         elif k.startswith('alias:{'):
             aliases[k[7:-1]] = k
-        elif not k.startswith(('auth:revoked:', 'limit:{')):
+        elif not k.startswith(('auth:revoked:', 'limit:{')) and k != 'erasures':
             problems.append('unknown key %s' % k)
 
     def hgetall(key):
@@ -269,7 +269,17 @@ def check_invariants(r, versions=None, versions_durable=True, acks=None):
 
     alias_of = {}
     stored_v = {}
+    erasing = set(m.decode().split(':')[0]
+                  for m in r.cli('ZRANGE', 'erasures', 0, -1, timeout=30) or [])
     for eid, parts in by_entity.items():
+        if 'erasure' in parts:
+            # Deleted, its keys erased in the background (keys.h): its record must be findable,
+            # and no entity hash may stand beside it.
+            if eid not in erasing:
+                problems.append('%s: an erasure record not listed in erasures' % eid)
+            if '' in parts:
+                problems.append('%s: an entity hash beside its erasure record' % eid)
+            continue
         if '' not in parts:
             problems.append('%s: keys %s without the entity hash' % (eid, sorted(parts)))
             continue

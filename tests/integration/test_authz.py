@@ -132,6 +132,7 @@ TABLE = [
     ('POST', '/api/entities/{id}/contributions', 'contrib-award', WRITE_OWNERS_ADMINS, 201),
     ('POST', '/api/entities/{id}/contributions/{cid}/revoke', 'contrib-revoke',
      WRITE_OWNERS_ADMINS, 200),
+    ('DELETE', '/api/entities/{id}', 'entity-delete', WRITE_OWNERS, 200),
 ]
 
 ERROR_CODES = {400: 'invalid_request', 401: 'unauthenticated', 403: 'forbidden',
@@ -201,6 +202,25 @@ class AuthzTest(harness.ServiceTestCase):
         return {'name': 'Authz Guild', 'description': 'matrix',
                 'ownerAddresses': [cls.w['owner'].address], 'twitter': '', 'discord': '',
                 'website': '', 'imageUrl': ''}
+
+    def fresh_entity(self, variant):
+        body = self.entity_body()
+        body['public'] = variant != 'private'
+        st, _, b = self.call('owner', 'POST', '/api/entities', body)
+        assert st == 201, (st, b)
+        eid = b['data']['id']
+        st, _, b = self.call('owner', 'POST', '/api/entities/%s/admins' % eid,
+                             {'addresses': [self.w['admin'].address]})
+        assert st == 200, (st, b)
+        st, _, b = self.call('owner', 'POST', '/api/entities/%s/force-add' % eid,
+                             {'addresses': [self.w['member'].address], 'Chain': 'eth'})
+        assert st == 200, (st, b)
+        if variant == 'disabled':
+            body = self.entity_body()
+            body['id'], body['isEnabled'] = eid, False
+            st, _, b = self.call('platform', 'POST', '/api/entities', body)
+            assert st == 200, (st, b)
+        return eid
 
     def call(self, role, method, path, body=None, port=None):
         """Sends the request as role: address and signature added to the query."""
@@ -278,6 +298,11 @@ class AuthzTest(harness.ServiceTestCase):
         if case == 'contrib-award':
             return ('POST', '/api/entities/%s/contributions' % eid,
                     {'member': self.w['member'].address, 'title': 'Award %d' % n, 'xp': 1}, port)
+        if case == 'entity-delete':
+            # Each cell deletes an entity of its own, made like the variant's.
+            if variant != 'missing':
+                eid = self.fresh_entity(variant)
+            return 'DELETE', '/api/entities/%s' % eid, None, port
         if case == 'contrib-revoke':
             return ('POST', '/api/entities/%s/contributions/%s/revoke' %
                     (eid, self.contribs[variant]), {'reason': 'Revoke %d' % n}, port)

@@ -1,0 +1,30 @@
+-- entity_delete: deletes an entity as its owner (or a platform admin), compare-and-set on __v.
+-- KEYS: entity, owners, admins, erasure record (keys.h: the entity's tombstone)
+-- ARGV: caller, platform ('1'/'0'), expected __v ('' when not given), now (ms), now (ISO)
+-- The entity hash is renamed to the erasure record in one O(1) step: every read (which reads the
+-- entity hash first) answers 404 and every write script's write_gate (EXISTS entity) answers
+-- NOT_FOUND before it writes anything, from this script on. The rest of the entity's keys are
+-- erased afterwards in bounded steps (erase_step.lua), which resume from the record.
+-- Returns {the alias it held ('' for none), the token of its claim ('' when unknown)}.
+local moving = moving_guard(KEYS[1])
+if moving then return moving end
+local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
+local denied = write_gate(KEYS[1], role, ARGV[2], 'owners')
+if denied then return denied end
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], '__v') ~= ARGV[3] then
+  return fail('CONFLICT', 'The entity has changed since that __v; read it again.')
+end
+local alias = redis.call('HGET', KEYS[1], 'communityURLAlias') or ''
+local claim = redis.call('HGET', KEYS[1], 'aliasClaim') or ''
+-- A record left by an earlier entity of this id cannot exist (ids are random), but RENAME would
+-- silently replace it: keep its progress instead by refusing.
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return fail('CONFLICT', 'The entity is being erased already.')
+end
+redis.call('RENAME', KEYS[1], KEYS[4])
+-- What reads return is dropped at once (memory); the fields naming the alias stay, so that the
+-- erasure's end can release a claim this answer could not.
+redis.call('HDEL', KEYS[4], 'json', 'skilltree', 'progtpl')
+redis.call('HSET', KEYS[4], 'erasing', '1', 'deletedAt', ARGV[5], 'deletedAtMs', ARGV[4],
+  'deletedBy', ARGV[1], 'cursor', '0', 'pass', '1', 'passErased', '0', 'erased', '0')
+return {alias, claim}

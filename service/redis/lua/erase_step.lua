@@ -1,0 +1,62 @@
+-- erase_step: one bounded step of an entity's erasure (entity_delete.lua wrote the record).
+-- KEYS: erasure record
+-- ARGV: entity key ("ent:{c-…}"), this worker's lease token, lease length (ms), the keys a step
+--       should unlink (ERASE_STEP_KEYS: the SCAN COUNT, adapted below)
+-- The record's lease (leaseOwner, leaseUntil: Redis TIME in ms) is taken and renewed by each
+-- step, in the step itself: a step of a worker whose lease another took over is refused, so no
+-- two workers erase one entity at once, and a worker that died is replaced once its lease ends.
+-- A step is one SCAN of the node's keyspace from the record's cursor, MATCHing the entity's
+-- hash tag, and one UNLINK of what it found (big collections are freed off the main thread):
+-- its cost is bounded by COUNT, whatever the entity's size. Every key of the entity shares the
+-- tag, so this finds all of them, idempotency keys (client-chosen names) and the progress of
+-- removed members included. No key of the entity can appear after the delete (every write
+-- script refuses first), so a full pass from cursor 0 that erases nothing proves none is left;
+-- the erasure ends only after such a pass, which also covers a cursor that a restart or a
+-- failover of Redis made meaningless (a SCAN cursor is valid for one server's table only).
+-- Returns {'NONE'} (no record), {'BUSY'} (another worker holds the lease), {'MORE', erased by
+-- this step, erased in all} or {'DONE', erased by this step, erased in all, alias, claim token}
+-- (the record is gone: nothing of the entity is left).
+local E, rec = ARGV[1], KEYS[1]
+local moving = moving_guard(E)
+if moving then return moving end
+if redis.call('EXISTS', rec) == 0 then return {'NONE'} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local f = redis.call('HMGET', rec, 'leaseOwner', 'leaseUntil', 'cursor', 'pass', 'passErased',
+  'erased')
+if f[1] and f[1] ~= ARGV[2] and (tonumber(f[2]) or 0) > now then return {'BUSY'} end
+local cursor, pass = f[3] or '0', tonumber(f[4]) or 1
+local pass_erased, erased = tonumber(f[5]) or 0, tonumber(f[6]) or 0
+-- The step's cost is mostly its UNLINKs (a few µs a key); a bucket scanned that holds no key
+-- of the entity costs a fraction of that. So the COUNT adapts to the share of the entity's keys
+-- the last step met, to unlink about ARGV[4] keys a step: an entity that is a small part of
+-- its node (and the final pass, which finds nothing) is scanned in fewer steps. It at most
+-- doubles per step and stays within 1 to 8 times ARGV[4]; keys hash evenly over the buckets,
+-- so the next step meets about the share the last one met.
+local base = tonumber(ARGV[4])
+local count = tonumber(redis.call('HGET', rec, 'scanCount')) or base
+local r = redis.call('SCAN', cursor, 'MATCH', E .. '*', 'COUNT', tostring(count))
+local found, batch, n = r[2], {}, 0
+for _, k in ipairs(found) do
+  if k ~= rec then
+    batch[#batch + 1] = k
+    if #batch == 256 then
+      n = n + redis.call('UNLINK', unpack(batch))
+      batch = {}
+    end
+  end
+end
+if #batch > 0 then n = n + redis.call('UNLINK', unpack(batch)) end
+pass_erased, erased = pass_erased + n, erased + n
+if r[1] == '0' and pass_erased == 0 then
+  local a = redis.call('HMGET', rec, 'communityURLAlias', 'aliasClaim')
+  redis.call('DEL', rec)
+  return {'DONE', n, erased, a[1] or '', a[2] or ''}
+end
+if r[1] == '0' then pass, pass_erased = pass + 1, 0 end
+local want = #found > 0 and math.floor(count * base / #found) or count * 2
+count = math.max(base, math.min(want, count * 2, base * 8))
+redis.call('HSET', rec, 'leaseOwner', ARGV[2], 'leaseUntil', tostring(now + tonumber(ARGV[3])),
+  'cursor', r[1], 'pass', tostring(pass), 'passErased', tostring(pass_erased),
+  'erased', string.format('%d', erased), 'scanCount', tostring(count))
+return {'MORE', n, erased}
