@@ -17,6 +17,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential meson ninja-build pkg-config python3 \
       libuv1-dev node-llhttp libhiredis-dev libsecp256k1-dev nettle-dev libjansson-dev \
+      libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
@@ -30,11 +31,12 @@ FROM debian:bookworm-slim AS runtime
 
 # Only the shared libraries the binary links (libc6 is in the base image):
 #   libuv.so.1 -> libuv1, libhiredis.so.0.14 -> libhiredis0.14, libsecp256k1.so.1 ->
-#   libsecp256k1-1, libnettle.so.8 -> libnettle8, libjansson.so.4 -> libjansson4.
+#   libsecp256k1-1, libnettle.so.8 -> libnettle8, libjansson.so.4 -> libjansson4, libcurl.so.4 -> libcurl4
+#   (ca-certificates for an https ETH_RPC_URL).
 # A fixed numeric user, so that Kubernetes' runAsNonRoot can verify it.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libuv1 libhiredis0.14 libsecp256k1-1 libnettle8 libjansson4 \
+      libuv1 libhiredis0.14 libsecp256k1-1 libnettle8 libjansson4 libcurl4 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 entityd \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \

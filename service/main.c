@@ -55,6 +55,7 @@ static void on_limits_closed(void *ctx)
 {
     server *srv = ctx;
     app *a = &the_app;
+    auth_close(a->auth);
     group_close(a->groups);
     store_close(a->store);
     tracking_close(a->tracking);
