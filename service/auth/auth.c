@@ -39,6 +39,11 @@
 /* Longest contract-wallet signature accepted (CONTRACT section 11): 4096 hex digits. */
 #define CONTRACT_SIG_MAX 2048
 
+/* Addresses that fetched their SIWE message lately (direct-mapped; a power of two). */
+#define SIWE_HINTS 4096
+/* Bound of the running vote between the two messages (see siwe_first). */
+#define SIWE_VOTE_MAX 64
+
 typedef struct epoch_msg {
     int64_t epoch;
     char *text;
@@ -59,6 +64,12 @@ struct auth {
     siwe_params siwe; /* borrows the config and the secret */
     char *siwe_uri;   /* AUTH_URI, or https:// + AUTH_DOMAIN */
     eip1271 *rpc;     /* NULL without ETH_RPC_URL */
+    /* Which message a new signature is tried against first: each costs a recovery, so the
+     * likelier one goes first. An address that fetched its SIWE message here is likely to
+     * have signed it; otherwise the kind most new signatures used lately (a vote, +1 for
+     * SIWE, -1 for section 2's, bounded) decides. */
+    uint8_t (*siwe_hints)[20];
+    int siwe_vote;
 };
 
 enum contract_state {
@@ -90,6 +101,7 @@ typedef struct auth_ctx {
     bool rec_ok[EPOCHS];
     bool siwe_ok[EPOCHS];    /* rec[i] matched through the SIWE message of addr */
     const siwe_params *siwe; /* set when the work may try SIWE messages (an address given) */
+    bool siwe_first;         /* try the SIWE message of each epoch before section 2's */
     /* Contract wallets (EIP-1271): the signature's text, its bytes when they are no ECDSA
      * signature, and the check's state. */
     const char *sig_text;
@@ -208,6 +220,7 @@ int auth_new(auth **out, app *a, char *err, size_t err_len)
     au->secret = (uint8_t *)strdup(secret);
     au->ctx = secp256k1_context_create(SECP256K1_CONTEXT_NONE);
     au->cache = sigcache_new((size_t)a->cfg.sig_cache_size);
+    au->siwe_hints = calloc(SIWE_HINTS, sizeof *au->siwe_hints);
     if (*a->cfg.auth_uri) {
         au->siwe_uri = strdup(a->cfg.auth_uri);
     } else if ((au->siwe_uri = malloc(strlen(a->cfg.auth_domain) + 9)) != NULL) {
@@ -230,7 +243,8 @@ int auth_new(auth **out, app *a, char *err, size_t err_len)
         auth_free(au);
         return -1;
     }
-    if (!au->secret || !au->ctx || !au->cache || !au->siwe_uri || refresh(au) != 0) {
+    if (!au->secret || !au->ctx || !au->cache || !au->siwe_uri || !au->siwe_hints ||
+        refresh(au) != 0) {
         snprintf(err, err_len, "cannot set up the signature verifier");
         auth_free(au);
         return -1;
@@ -250,6 +264,7 @@ void auth_free(auth *au)
     sigcache_free(au->cache);
     eip1271_free(au->rpc);
     free(au->siwe_uri);
+    free(au->siwe_hints);
     free(au->platform);
     for (int i = 0; i < EPOCHS; i++)
         free(au->msgs[i].text);
@@ -280,8 +295,16 @@ size_t auth_siwe_message_cap(const auth *au)
     return siwe_message_cap(&au->siwe);
 }
 
+static uint8_t *siwe_hint(auth *au, const uint8_t addr[20])
+{
+    uint32_t h;
+    memcpy(&h, addr, sizeof h);
+    return au->siwe_hints[h & (SIWE_HINTS - 1)];
+}
+
 int auth_siwe_message(auth *au, const uint8_t addr[20], char *text, size_t cap, auth_message *out)
 {
+    memcpy(siwe_hint(au, addr), addr, 20);
     auth_current_message(au, out);
     out->len = siwe_message(&au->siwe, addr, out->epoch, text, cap);
     out->text = text;
@@ -492,6 +515,12 @@ static void finish(auth_ctx *ac)
         sigcache_put(au->cache, ac->sig65, ac->epochs[matched], ac->rec[matched]);
         if (ac->siwe_ok[matched])
             au->stats.siwe++;
+        if (ac->siwe) {
+            int v = au->siwe_vote + (ac->siwe_ok[matched] ? 1 : -1);
+            au->siwe_vote = v > SIWE_VOTE_MAX    ? SIWE_VOTE_MAX
+                            : v < -SIWE_VOTE_MAX ? -SIWE_VOTE_MAX
+                                                 : v;
+        }
     }
     if (ac->revoked) {
         give_back(ac);
@@ -577,7 +606,7 @@ static int contract_check(auth_ctx *ac)
         if (siwe_hash(&au->siwe, ac->addr, ac->epochs[i], hashes[2 * i + 1]) != 0)
             return -1;
     }
-    eip1271_key(ac->addr, ac->contract_sig, ac->contract_sig_len, key);
+    eip1271_key(ac->addr, ac->contract_sig, ac->contract_sig_len, ac->epochs[0], key);
     ac->contract = CONTRACT_PENDING;
     ac->waiter.cb = on_contract;
     eip1271_check(au->rpc, key, ac->addr, ac->contract_sig, ac->contract_sig_len,
@@ -646,21 +675,28 @@ static void work_recover(uv_work_t *w)
 {
     auth_ctx *ac = w->data;
     lower_thread_priority();
+    /* Per epoch, section 2's message and (with an address) its SIWE message, the likelier
+     * first; with an address, stop at the first that recovers to it. */
     for (int i = 0; i < ac->tries; i++) {
-        ac->rec_ok[i] = sig_recover(ac->ctx, &ac->sig, ac->hashes[i], ac->rec[i]) == 0;
-        /* With an address, stop at the first epoch that matches it. */
-        if (ac->have_addr && ac->rec_ok[i] && !memcmp(ac->rec[i], ac->addr, 20))
-            break;
-        /* Not section 2's message: the SIWE message of that address and epoch, one more
-         * recovery (built here, off the loop; it reads only immutable settings). */
-        uint8_t hash[32], rec[20];
-        if (ac->siwe && siwe_hash(ac->siwe, ac->addr, ac->epochs[i], hash) == 0 &&
-            sig_recover(ac->ctx, &ac->sig, hash, rec) == 0 && !memcmp(rec, ac->addr, 20)) {
-            memcpy(ac->rec[i], rec, 20);
-            ac->rec_ok[i] = true;
-            ac->siwe_ok[i] = true;
-            break;
+        bool matched = false;
+        for (int k = 0; k < 2 && !matched; k++) {
+            if ((k == 0) != ac->siwe_first) {
+                ac->rec_ok[i] = sig_recover(ac->ctx, &ac->sig, ac->hashes[i], ac->rec[i]) == 0;
+                matched = ac->have_addr && ac->rec_ok[i] && !memcmp(ac->rec[i], ac->addr, 20);
+                continue;
+            }
+            /* Built here, off the loop: it reads only immutable settings. */
+            uint8_t hash[32], rec[20];
+            if (ac->siwe && siwe_hash(ac->siwe, ac->addr, ac->epochs[i], hash) == 0 &&
+                sig_recover(ac->ctx, &ac->sig, hash, rec) == 0 && !memcmp(rec, ac->addr, 20)) {
+                memcpy(ac->rec[i], rec, 20);
+                ac->rec_ok[i] = true;
+                ac->siwe_ok[i] = true;
+                matched = true;
+            }
         }
+        if (matched)
+            break;
     }
 }
 
@@ -804,6 +840,8 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
         /* Without an address only the current epoch is tried; with one, up to the expired
          * epoch so that the answer can say "expired". */
         ac->tries = ac->have_addr ? EPOCHS : 1;
+        ac->siwe_first =
+            ac->siwe && (!memcmp(siwe_hint(au, ac->addr), ac->addr, 20) || au->siwe_vote > 0);
         ac->work.data = ac;
         au->stats.queued++;
         au->stats.queue_depth++;

@@ -60,12 +60,17 @@ struct eip1271 {
     double seconds_sum;
 };
 
-void eip1271_key(const uint8_t addr[20], const uint8_t *sig, size_t sig_len, uint8_t out[32])
+void eip1271_key(const uint8_t addr[20], const uint8_t *sig, size_t sig_len, int64_t round,
+                 uint8_t out[32])
 {
     struct keccak256_ctx k;
+    uint8_t r[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = (uint8_t)((uint64_t)round >> (56 - 8 * i));
     keccak256_init(&k);
     keccak256_update(&k, addr, 20);
     keccak256_update(&k, sig, sig_len);
+    keccak256_update(&k, r, sizeof r);
     keccak256_final(&k, out);
 }
 

@@ -50,7 +50,9 @@ void eip1271_free(eip1271 *e);
 void eip1271_check(eip1271 *e, const uint8_t key[32], const uint8_t addr[20], const uint8_t *sig,
                    size_t sig_len, const uint8_t (*hashes)[32], int n, eip1271_waiter *w);
 
-/* The identity of (addr, sig) for eip1271_check: keccak256(addr || sig). */
-void eip1271_key(const uint8_t addr[20], const uint8_t *sig, size_t sig_len, uint8_t out[32]);
+/* The identity of (addr, sig) for eip1271_check, for the candidate hashes of `round` (the
+ * caller's epoch: the hashes change with it): keccak256(addr || sig || round). */
+void eip1271_key(const uint8_t addr[20], const uint8_t *sig, size_t sig_len, int64_t round,
+                 uint8_t out[32]);
 
 #endif
