@@ -147,7 +147,8 @@ static void render_metrics(buf *out, void *ctx)
     buf_printf(out, "entityd_eth_rpc_call_duration_seconds_count %llu\n", (unsigned long long)cum);
 }
 
-/* The URL with no userinfo, query or fragment: what may appear in a log line. */
+/* scheme://host[:port] of the URL, what may appear in a log line: providers put keys in the
+ * userinfo, the path (…/v3/KEY) or the query. */
 static void redacted_url(const char *url, char *out, size_t cap)
 {
     const char *scheme_end = strstr(url, "://");
@@ -159,10 +160,8 @@ static void redacted_url(const char *url, char *out, size_t cap)
             at = p;
     if (at)
         host = at + 1;
-    size_t path = strcspn(end, "?#");
-    snprintf(out, cap, "%.*s://%.*s%.*s", (int)(scheme_end ? scheme_end - url : 4),
-             scheme_end ? url : "http", (int)(end - host), host, (int)(path > 200 ? 200 : path),
-             end);
+    snprintf(out, cap, "%.*s://%.*s", (int)(scheme_end ? scheme_end - url : 4),
+             scheme_end ? url : "http", (int)(end - host), host);
 }
 
 int eip1271_new(eip1271 **out, uv_loop_t *loop, const char *url, int64_t timeout_ms,

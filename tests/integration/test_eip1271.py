@@ -61,7 +61,7 @@ class CountingProxy:
 
         self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
         self.server.daemon_threads = True
-        self.url = 'http://user:secretpass@127.0.0.1:%d/?apikey=topsecret' % \
+        self.url = 'http://user:secretpass@127.0.0.1:%d/v3/pathkey?apikey=topsecret' % \
             self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -241,7 +241,7 @@ class Eip1271Test(harness.ServiceTestCase):
         sig = self.chain.sign(self.one, self.hash, [0])
         self.sign_in(self.svc, self.one, sig)
         logs = open(self.svc.stdout_path).read() + self.svc.stderr()
-        for secret in ('secretpass', 'topsecret', 'user:'):
+        for secret in ('secretpass', 'topsecret', 'pathkey', 'user:'):
             self.assertNotIn(secret, logs)
         self.assertIn('127.0.0.1:%d' % self.proxy.server.server_address[1], logs)
 
