@@ -49,6 +49,8 @@ typedef struct epoch_msg {
     char *text;
     size_t len;
     uint8_t hash[32];
+    char *siwe_tail; /* the SIWE message of the epoch after its address line (crypto/siwe.h) */
+    size_t siwe_tail_len;
 } epoch_msg;
 
 struct auth {
@@ -63,7 +65,9 @@ struct auth {
     size_t nplatform;
     siwe_params siwe; /* borrows the config and the secret */
     char *siwe_uri;   /* AUTH_URI, or https:// + AUTH_DOMAIN */
-    eip1271 *rpc;     /* NULL without ETH_RPC_URL */
+    char *siwe_head;  /* the SIWE message before its address line, the same every epoch */
+    size_t siwe_head_len;
+    eip1271 *rpc; /* NULL without ETH_RPC_URL */
     /* Which message a new signature is tried against first: each costs a recovery, so the
      * likelier one goes first. An address that fetched its SIWE message here is likely to
      * have signed it; otherwise the kind most new signatures used lately (a vote, +1 for
@@ -101,7 +105,11 @@ typedef struct auth_ctx {
     bool rec_ok[EPOCHS];
     bool siwe_ok[EPOCHS];    /* rec[i] matched through the SIWE message of addr */
     const siwe_params *siwe; /* set when the work may try SIWE messages (an address given) */
-    bool siwe_first;         /* try the SIWE message of each epoch before section 2's */
+    const char *siwe_head;   /* au's, immutable */
+    size_t siwe_head_len;
+    char *siwe_tails[EPOCHS]; /* copies in the request's memory: refresh() replaces au's */
+    size_t siwe_tail_lens[EPOCHS];
+    bool siwe_first; /* try the SIWE message of each epoch before section 2's */
     /* Contract wallets (EIP-1271): the signature's text, its bytes when they are no ECDSA
      * signature, and the check's state. */
     const char *sig_text;
@@ -144,7 +152,13 @@ static int set_message(auth *au, epoch_msg *m, int64_t epoch)
                             au->app->cfg.auth_epoch_seconds, epoch, text, cap);
     m->epoch = epoch;
     sig_personal_hash(text, m->len, m->hash);
-    return m->len ? 0 : -1;
+    size_t scap = siwe_message_cap(&au->siwe);
+    char *tail = realloc(m->siwe_tail, scap);
+    if (!tail)
+        return -1;
+    m->siwe_tail = tail;
+    m->siwe_tail_len = siwe_tail(&au->siwe, epoch, tail, scap);
+    return m->len && m->siwe_tail_len ? 0 : -1;
 }
 
 /* Keeps msgs[] on the current epoch; cheap when it has not changed. */
@@ -233,6 +247,9 @@ int auth_new(auth **out, app *a, char *err, size_t err_len)
                              .secret = au->secret,
                              .secret_len = au->secret_len,
                              .epoch_seconds = a->cfg.auth_epoch_seconds};
+    size_t scap = siwe_message_cap(&au->siwe);
+    if ((au->siwe_head = malloc(scap)) != NULL)
+        au->siwe_head_len = siwe_head(&au->siwe, au->siwe_head, scap);
     if (*a->cfg.eth_rpc_url &&
         eip1271_new(&au->rpc, a->loop, a->cfg.eth_rpc_url, a->cfg.eth_rpc_timeout_ms,
                     a->cfg.eth_rpc_max_inflight, err, err_len) != 0) {
@@ -244,7 +261,7 @@ int auth_new(auth **out, app *a, char *err, size_t err_len)
         return -1;
     }
     if (!au->secret || !au->ctx || !au->cache || !au->siwe_uri || !au->siwe_hints ||
-        refresh(au) != 0) {
+        !au->siwe_head_len || refresh(au) != 0) {
         snprintf(err, err_len, "cannot set up the signature verifier");
         auth_free(au);
         return -1;
@@ -264,10 +281,13 @@ void auth_free(auth *au)
     sigcache_free(au->cache);
     eip1271_free(au->rpc);
     free(au->siwe_uri);
+    free(au->siwe_head);
     free(au->siwe_hints);
     free(au->platform);
-    for (int i = 0; i < EPOCHS; i++)
+    for (int i = 0; i < EPOCHS; i++) {
         free(au->msgs[i].text);
+        free(au->msgs[i].siwe_tail);
+    }
     free(au->secret);
     free(au);
 }
@@ -685,10 +705,13 @@ static void work_recover(uv_work_t *w)
                 matched = ac->have_addr && ac->rec_ok[i] && !memcmp(ac->rec[i], ac->addr, 20);
                 continue;
             }
-            /* Built here, off the loop: it reads only immutable settings. */
+            /* Hashed here, off the loop, from the request's own copies. */
             uint8_t hash[32], rec[20];
-            if (ac->siwe && siwe_hash(ac->siwe, ac->addr, ac->epochs[i], hash) == 0 &&
-                sig_recover(ac->ctx, &ac->sig, hash, rec) == 0 && !memcmp(rec, ac->addr, 20)) {
+            if (!ac->siwe)
+                continue;
+            siwe_hash_parts(ac->siwe_head, ac->siwe_head_len, ac->addr, ac->siwe_tails[i],
+                            ac->siwe_tail_lens[i], hash);
+            if (sig_recover(ac->ctx, &ac->sig, hash, rec) == 0 && !memcmp(rec, ac->addr, 20)) {
                 memcpy(ac->rec[i], rec, 20);
                 ac->rec_ok[i] = true;
                 ac->siwe_ok[i] = true;
@@ -840,6 +863,19 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
         /* Without an address only the current epoch is tried; with one, up to the expired
          * epoch so that the answer can say "expired". */
         ac->tries = ac->have_addr ? EPOCHS : 1;
+        if (ac->siwe) {
+            ac->siwe_head = au->siwe_head;
+            ac->siwe_head_len = au->siwe_head_len;
+            for (int i = 0; i < EPOCHS; i++) {
+                size_t n = au->msgs[i].siwe_tail_len;
+                if (!(ac->siwe_tails[i] = arena_alloc(&req->pool, n))) {
+                    request_fail_internal(req, "auth context");
+                    return;
+                }
+                memcpy(ac->siwe_tails[i], au->msgs[i].siwe_tail, n);
+                ac->siwe_tail_lens[i] = n;
+            }
+        }
         ac->siwe_first =
             ac->siwe && (!memcmp(siwe_hint(au, ac->addr), ac->addr, 20) || au->siwe_vote > 0);
         ac->work.data = ac;
