@@ -246,7 +246,9 @@ static bool is_revert(json_t *error)
 {
     json_int_t code = json_integer_value(json_object_get(error, "code"));
     const char *msg = json_string_value(json_object_get(error, "message"));
-    return code == 3 || json_object_get(error, "data") != NULL || (msg && strstr(msg, "revert"));
+    /* Geth and Erigon answer code 3, "execution reverted"; others say it in words. A rate
+     * limit or an unsynced node is no refusal: that check answers 503, not 401. */
+    return code == 3 || (msg && (strstr(msg, "revert") || strstr(msg, "VM execution error")));
 }
 
 /* The batch's answer: the lowest id that answered the magic value, -1 when every item was
