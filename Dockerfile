@@ -17,6 +17,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential meson ninja-build pkg-config python3 \
       libuv1-dev node-llhttp libhiredis-dev libsecp256k1-dev nettle-dev libjansson-dev \
+      libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
@@ -30,11 +31,17 @@ FROM debian:bookworm-slim AS runtime
 
 # Only the shared libraries the binary links (libc6 is in the base image):
 #   libuv.so.1 -> libuv1, libhiredis.so.0.14 -> libhiredis0.14, libsecp256k1.so.1 ->
-#   libsecp256k1-1, libnettle.so.8 -> libnettle8, libjansson.so.4 -> libjansson4.
+#   libsecp256k1-1, libnettle.so.8 -> libnettle8, libjansson.so.4 -> libjansson4, libcurl.so.4 -> libcurl4
+#   and the libraries libcurl links, listed too (ldd shows them; apt would pull them in anyway);
+#   ca-certificates for an https ETH_RPC_URL.
 # A fixed numeric user, so that Kubernetes' runAsNonRoot can verify it.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libuv1 libhiredis0.14 libsecp256k1-1 libnettle8 libjansson4 \
+      libuv1 libhiredis0.14 libsecp256k1-1 libnettle8 libjansson4 libcurl4 ca-certificates \
+      libbrotli1 libcom-err2 libffi8 libgmp10 libgnutls30 libgssapi-krb5-2 libhogweed6 \
+      libidn2-0 libk5crypto3 libkeyutils1 libkrb5-3 libkrb5support0 libldap-2.5-0 \
+      libnghttp2-14 libp11-kit0 libpsl5 librtmp1 libsasl2-2 libssh2-1 libssl3 libtasn1-6 \
+      libunistring2 libzstd1 zlib1g \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 entityd \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \

@@ -65,6 +65,7 @@ static void on_limits_closed(void *ctx)
 {
     server *srv = ctx;
     app *a = &the_app;
+    auth_close(a->auth);
     group_close(a->groups);
     erasure_close(a->erasure);
     store_close(a->store);

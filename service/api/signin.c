@@ -6,6 +6,7 @@
 #include "auth/auth.h"
 #include "api/handlers.h"
 #include "core/isotime.h"
+#include "crypto/address.h"
 #include "redis/keys.h"
 #include "redis/lua_scripts.h"
 #include "redis/store.h"
@@ -13,7 +14,28 @@
 void auth_message_get(request *req)
 {
     auth_message m;
-    auth_current_message(req->app->auth, &m);
+    size_t alen = 0;
+    const char *address = request_param(req, "address", &alen);
+    if (address) {
+        /* CONTRACT section 11: the SIWE message of that address. */
+        uint8_t addr[ADDRESS_SIZE];
+        int e = address_parse(address, alen, addr);
+        if (e != ADDRESS_OK) {
+            request_fail_field(req, "address",
+                               e == ADDRESS_ECHECKSUM
+                                   ? "The address fails its EIP-55 checksum."
+                                   : "The address must be 0x followed by 40 hex digits.");
+            return;
+        }
+        size_t cap = auth_siwe_message_cap(req->app->auth);
+        char *text = arena_alloc(&req->pool, cap);
+        if (!text || auth_siwe_message(req->app->auth, addr, text, cap, &m) != 0) {
+            request_fail_internal(req, "siwe message");
+            return;
+        }
+    } else {
+        auth_current_message(req->app->auth, &m);
+    }
     char issued[ISOTIME_STRING_SIZE], expires[ISOTIME_STRING_SIZE], renew[ISOTIME_STRING_SIZE];
     isotime_format(m.issued_at_ms, issued);
     isotime_format(m.expires_at_ms, expires);

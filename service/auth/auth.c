@@ -8,6 +8,7 @@
 
 #include <secp256k1.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,18 +25,32 @@
 #include "crypto/sig.h"
 #include "cache/sigcache.h"
 #include "crypto/signin.h"
+#include "crypto/siwe.h"
+#include "crypto/hex.h"
+#include "crypto/keccak.h"
 #include "redis/store.h"
+#include "rpc/eip1271.h"
 
 #define POOL_NICE 10
 
 /* Messages of the current epoch and the two before it (the oldest only to name "expired"). */
 #define EPOCHS 3
 
+/* Longest contract-wallet signature accepted (CONTRACT section 11): 4096 hex digits. */
+#define CONTRACT_SIG_MAX 2048
+
+/* Addresses that fetched their SIWE message lately (direct-mapped; a power of two). */
+#define SIWE_HINTS 4096
+/* Bound of the running vote between the two messages (see siwe_first). */
+#define SIWE_VOTE_MAX 64
+
 typedef struct epoch_msg {
     int64_t epoch;
     char *text;
     size_t len;
     uint8_t hash[32];
+    char *siwe_tail; /* the SIWE message of the epoch after its address line (crypto/siwe.h) */
+    size_t siwe_tail_len;
 } epoch_msg;
 
 struct auth {
@@ -48,10 +63,30 @@ struct auth {
     auth_stats stats;
     char (*platform)[ADDRESS_STRING_SIZE]; /* PLATFORM_ADMINS, lowercase */
     size_t nplatform;
+    siwe_params siwe; /* borrows the config and the secret */
+    char *siwe_uri;   /* AUTH_URI, or https:// + AUTH_DOMAIN */
+    char *siwe_head;  /* the SIWE message before its address line, the same every epoch */
+    size_t siwe_head_len;
+    eip1271 *rpc; /* NULL without ETH_RPC_URL */
+    /* Which message a new signature is tried against first: each costs a recovery, so the
+     * likelier one goes first. An address that fetched its SIWE message here is likely to
+     * have signed it; otherwise the kind most new signatures used lately (a vote, +1 for
+     * SIWE, -1 for section 2's, bounded) decides. */
+    uint8_t (*siwe_hints)[20];
+    int siwe_vote;
+};
+
+enum contract_state {
+    CONTRACT_NONE = 0, /* not asked */
+    CONTRACT_PENDING,
+    CONTRACT_VALID,
+    CONTRACT_INVALID,
+    CONTRACT_UNAVAILABLE, /* the RPC failed, timed out, or too many checks were in flight */
 };
 
 typedef struct auth_ctx {
     uv_work_t work;
+    eip1271_waiter waiter;
     request *req;
     auth *au;
     auth_next next;
@@ -68,6 +103,22 @@ typedef struct auth_ctx {
     int tries; /* how many hashes the work may try */
     uint8_t rec[EPOCHS][20];
     bool rec_ok[EPOCHS];
+    bool siwe_ok[EPOCHS];    /* rec[i] matched through the SIWE message of addr */
+    const siwe_params *siwe; /* set when the work may try SIWE messages (an address given) */
+    const char *siwe_head;   /* au's, immutable */
+    size_t siwe_head_len;
+    char *siwe_tails[EPOCHS]; /* copies in the request's memory: refresh() replaces au's */
+    size_t siwe_tail_lens[EPOCHS];
+    bool siwe_first; /* try the SIWE message of each epoch before section 2's */
+    /* Contract wallets (EIP-1271): the signature's text, its bytes when they are no ECDSA
+     * signature, and the check's state. */
+    const char *sig_text;
+    size_t sig_text_len;
+    bool contract_only; /* not an ECDSA signature: only the wallet's contract can accept it */
+    uint8_t *contract_sig;
+    size_t contract_sig_len;
+    int contract;       /* enum contract_state */
+    int contract_epoch; /* index into epochs[] that the contract accepted */
     /* results */
     bool cached;
     bool deferred; /* a read: revocation is checked with the handler's read */
@@ -101,7 +152,13 @@ static int set_message(auth *au, epoch_msg *m, int64_t epoch)
                             au->app->cfg.auth_epoch_seconds, epoch, text, cap);
     m->epoch = epoch;
     sig_personal_hash(text, m->len, m->hash);
-    return m->len ? 0 : -1;
+    size_t scap = siwe_message_cap(&au->siwe);
+    char *tail = realloc(m->siwe_tail, scap);
+    if (!tail)
+        return -1;
+    m->siwe_tail = tail;
+    m->siwe_tail_len = siwe_tail(&au->siwe, epoch, tail, scap);
+    return m->len && m->siwe_tail_len ? 0 : -1;
 }
 
 /* Keeps msgs[] on the current epoch; cheap when it has not changed. */
@@ -177,11 +234,34 @@ int auth_new(auth **out, app *a, char *err, size_t err_len)
     au->secret = (uint8_t *)strdup(secret);
     au->ctx = secp256k1_context_create(SECP256K1_CONTEXT_NONE);
     au->cache = sigcache_new((size_t)a->cfg.sig_cache_size);
+    au->siwe_hints = calloc(SIWE_HINTS, sizeof *au->siwe_hints);
+    if (*a->cfg.auth_uri) {
+        au->siwe_uri = strdup(a->cfg.auth_uri);
+    } else if ((au->siwe_uri = malloc(strlen(a->cfg.auth_domain) + 9)) != NULL) {
+        strcpy(au->siwe_uri, "https://");
+        strcat(au->siwe_uri, a->cfg.auth_domain);
+    }
+    au->siwe = (siwe_params){.domain = a->cfg.auth_domain,
+                             .uri = au->siwe_uri ? au->siwe_uri : "",
+                             .chain_id = a->cfg.auth_chain_id,
+                             .secret = au->secret,
+                             .secret_len = au->secret_len,
+                             .epoch_seconds = a->cfg.auth_epoch_seconds};
+    size_t scap = siwe_message_cap(&au->siwe);
+    if ((au->siwe_head = malloc(scap)) != NULL)
+        au->siwe_head_len = siwe_head(&au->siwe, au->siwe_head, scap);
+    if (*a->cfg.eth_rpc_url &&
+        eip1271_new(&au->rpc, a->loop, a->cfg.eth_rpc_url, a->cfg.eth_rpc_timeout_ms,
+                    a->cfg.eth_rpc_max_inflight, err, err_len) != 0) {
+        auth_free(au);
+        return -1;
+    }
     if (parse_platform_admins(au, a->cfg.platform_admins, err, err_len) != 0) {
         auth_free(au);
         return -1;
     }
-    if (!au->secret || !au->ctx || !au->cache || refresh(au) != 0) {
+    if (!au->secret || !au->ctx || !au->cache || !au->siwe_uri || !au->siwe_hints ||
+        !au->siwe_head_len || refresh(au) != 0) {
         snprintf(err, err_len, "cannot set up the signature verifier");
         auth_free(au);
         return -1;
@@ -199,9 +279,15 @@ void auth_free(auth *au)
     if (au->ctx)
         secp256k1_context_destroy(au->ctx);
     sigcache_free(au->cache);
+    eip1271_free(au->rpc);
+    free(au->siwe_uri);
+    free(au->siwe_head);
+    free(au->siwe_hints);
     free(au->platform);
-    for (int i = 0; i < EPOCHS; i++)
+    for (int i = 0; i < EPOCHS; i++) {
         free(au->msgs[i].text);
+        free(au->msgs[i].siwe_tail);
+    }
     free(au->secret);
     free(au);
 }
@@ -216,6 +302,33 @@ void auth_current_message(auth *au, auth_message *out)
     out->issued_at_ms = out->epoch * es * 1000;
     out->renew_after_ms = (out->epoch + 1) * es * 1000;
     out->expires_at_ms = (out->epoch + 2) * es * 1000;
+}
+
+void auth_close(auth *au)
+{
+    if (au)
+        eip1271_close(au->rpc);
+}
+
+size_t auth_siwe_message_cap(const auth *au)
+{
+    return siwe_message_cap(&au->siwe);
+}
+
+static uint8_t *siwe_hint(auth *au, const uint8_t addr[20])
+{
+    uint32_t h;
+    memcpy(&h, addr, sizeof h);
+    return au->siwe_hints[h & (SIWE_HINTS - 1)];
+}
+
+int auth_siwe_message(auth *au, const uint8_t addr[20], char *text, size_t cap, auth_message *out)
+{
+    memcpy(siwe_hint(au, addr), addr, 20);
+    auth_current_message(au, out);
+    out->len = siwe_message(&au->siwe, addr, out->epoch, text, cap);
+    out->text = text;
+    return out->len ? 0 : -1;
 }
 
 int64_t auth_signature_expiry(const auth *au, int64_t epoch)
@@ -247,12 +360,17 @@ static void auth_render_metrics(buf *out, void *ctx)
                     {"malformed", au->malformed},
                     {"mismatch", au->mismatch},
                     {"expired", au->expired},
-                    {"revoked", au->revoked}};
+                    {"revoked", au->revoked},
+                    {"unavailable", au->unavailable}};
     for (size_t i = 0; i < sizeof outcomes / sizeof outcomes[0]; i++)
         buf_printf(out, "entityd_auth_signature_checks_total{outcome=\"%s\"} %llu\n",
                    outcomes[i].name, (unsigned long long)outcomes[i].v);
     metrics_counter(out, "entityd_auth_cache_hits_total", "Signatures answered from the cache.",
                     au->cache_hits);
+    metrics_counter(out, "entityd_auth_siwe_signins_total",
+                    "Signatures verified over a SIWE (EIP-4361) message.", au->siwe);
+    metrics_counter(out, "entityd_auth_contract_signins_total",
+                    "Signatures accepted by a contract wallet (EIP-1271).", au->contract);
     metrics_counter(out, "entityd_auth_recoveries_total",
                     "Signature recoveries queued on the threadpool.", au->queued);
     metrics_gauge(out, "entityd_auth_threadpool_queue_depth",
@@ -349,6 +467,7 @@ static void after_budget(auth_ctx *ac)
 }
 
 static void on_budget(request *req, void *data, int status, long long wait_ms);
+static int contract_check(auth_ctx *ac);
 
 /* Both halves are in: decide. */
 static void finish(auth_ctx *ac)
@@ -370,9 +489,28 @@ static void finish(auth_ctx *ac)
         for (int i = 0; i < 2 && matched < 0; i++)
             if (ac->rec_ok[i] && !memcmp(ac->rec[i], ac->addr, 20))
                 matched = i;
+        bool expired = matched < 0 && ac->rec_ok[2] && !memcmp(ac->rec[2], ac->addr, 20);
+        if (matched < 0 && !expired && ac->contract == CONTRACT_NONE && au->rpc) {
+            /* Signed by no key of that address: perhaps by its contract (EIP-1271). */
+            if (contract_check(ac) == 0)
+                return;
+        }
+        if (matched < 0 && ac->contract == CONTRACT_VALID) {
+            matched = ac->contract_epoch;
+            memcpy(ac->rec[matched], ac->addr, 20);
+            au->stats.contract++;
+        }
+        if (matched < 0 && ac->contract == CONTRACT_UNAVAILABLE) {
+            give_back(ac);
+            au->stats.unavailable++;
+            request_fail(req, 503, "unavailable",
+                         "The Ethereum RPC endpoint that checks contract-wallet signatures did "
+                         "not answer in time; retry shortly.",
+                         NULL);
+            return;
+        }
         if (matched < 0) {
             give_back(ac);
-            bool expired = ac->rec_ok[2] && !memcmp(ac->rec[2], ac->addr, 20);
             if (expired) {
                 au->stats.expired++;
                 unauthenticated(req, "The signature is over an expired sign-in message; sign "
@@ -393,8 +531,17 @@ static void finish(auth_ctx *ac)
         unauthenticated(req, "The signature does not recover to an address.");
         return;
     }
-    if (!ac->cached)
+    if (!ac->cached) {
         sigcache_put(au->cache, ac->sig65, ac->epochs[matched], ac->rec[matched]);
+        if (ac->siwe_ok[matched])
+            au->stats.siwe++;
+        if (ac->siwe) {
+            int v = au->siwe_vote + (ac->siwe_ok[matched] ? 1 : -1);
+            au->siwe_vote = v > SIWE_VOTE_MAX    ? SIWE_VOTE_MAX
+                            : v < -SIWE_VOTE_MAX ? -SIWE_VOTE_MAX
+                                                 : v;
+        }
+    }
     if (ac->revoked) {
         give_back(ac);
         au->stats.revoked++;
@@ -434,6 +581,75 @@ static void half_done(auth_ctx *ac)
 {
     if (--ac->pending == 0)
         finish(ac);
+}
+
+static void on_contract(eip1271_waiter *w, int outcome, int which)
+{
+    auth_ctx *ac = (auth_ctx *)(void *)((char *)w - offsetof(auth_ctx, waiter));
+    if (outcome == EIP1271_VALID) {
+        ac->contract = CONTRACT_VALID;
+        ac->contract_epoch = which / 2;
+    } else {
+        ac->contract = outcome == EIP1271_INVALID ? CONTRACT_INVALID : CONTRACT_UNAVAILABLE;
+    }
+    if (ac->pending > 0)
+        half_done(ac);
+    else
+        finish(ac);
+}
+
+/* Asks the address's contract about the signature, for the messages of the two accepted
+ * epochs (section 2's and the SIWE one of the address): one batched call. Returns 0 when the
+ * check is under way (it counts as a half when started by auth_authenticate, otherwise
+ * finish() runs again once it is answered), -1 when it cannot be asked (the signature is
+ * then refused as not matching). */
+static int contract_check(auth_ctx *ac)
+{
+    auth *au = ac->au;
+    if (!ac->contract_sig) {
+        /* An ECDSA signature that recovered to another address: its bytes as given (a Safe
+         * reads v, which the parsed form normalizes). */
+        const char *h = ac->sig_text;
+        size_t n = ac->sig_text_len;
+        if (n >= 2 && h[0] == '0' && (h[1] == 'x' || h[1] == 'X')) {
+            h += 2;
+            n -= 2;
+        }
+        ac->contract_sig = arena_alloc(&ac->req->pool, n / 2 + 1);
+        if (!ac->contract_sig || n % 2 || hex_decode(h, n, ac->contract_sig, n / 2) != 0)
+            return -1;
+        ac->contract_sig_len = n / 2;
+    }
+    uint8_t hashes[4][32], key[32];
+    for (int i = 0; i < 2; i++) {
+        memcpy(hashes[2 * i], ac->hashes[i], 32);
+        if (siwe_hash(&au->siwe, ac->addr, ac->epochs[i], hashes[2 * i + 1]) != 0)
+            return -1;
+    }
+    eip1271_key(ac->addr, ac->contract_sig, ac->contract_sig_len, ac->epochs[0], key);
+    ac->contract = CONTRACT_PENDING;
+    ac->waiter.cb = on_contract;
+    eip1271_check(au->rpc, key, ac->addr, ac->contract_sig, ac->contract_sig_len,
+                  (const uint8_t(*)[32])hashes, 4, &ac->waiter);
+    return 0;
+}
+
+/* With ETH_RPC_URL set, a signature that is no ECDSA signature may still be a contract
+ * wallet's: "0x" and an even number of hex digits, up to CONTRACT_SIG_MAX bytes. Decodes it
+ * into the request's memory. */
+static bool parse_contract_sig(auth_ctx *ac, const char *s, size_t len)
+{
+    if (len < 2 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
+        return false;
+    s += 2;
+    len -= 2;
+    if (len == 0 || len % 2 || len / 2 > CONTRACT_SIG_MAX)
+        return false;
+    ac->contract_sig = arena_alloc(&ac->req->pool, len / 2);
+    if (!ac->contract_sig || hex_decode(s, len, ac->contract_sig, len / 2) != 0)
+        return false;
+    ac->contract_sig_len = len / 2;
+    return true;
 }
 
 /* The budget's answer: sent early, it is one of the halves finish() waits for; sent late (by
@@ -479,10 +695,30 @@ static void work_recover(uv_work_t *w)
 {
     auth_ctx *ac = w->data;
     auth_lower_thread_priority();
+    /* Per epoch, section 2's message and (with an address) its SIWE message, the likelier
+     * first; with an address, stop at the first that recovers to it. */
     for (int i = 0; i < ac->tries; i++) {
-        ac->rec_ok[i] = sig_recover(ac->ctx, &ac->sig, ac->hashes[i], ac->rec[i]) == 0;
-        /* With an address, stop at the first epoch that matches it. */
-        if (ac->have_addr && ac->rec_ok[i] && !memcmp(ac->rec[i], ac->addr, 20))
+        bool matched = false;
+        for (int k = 0; k < 2 && !matched; k++) {
+            if ((k == 0) != ac->siwe_first) {
+                ac->rec_ok[i] = sig_recover(ac->ctx, &ac->sig, ac->hashes[i], ac->rec[i]) == 0;
+                matched = ac->have_addr && ac->rec_ok[i] && !memcmp(ac->rec[i], ac->addr, 20);
+                continue;
+            }
+            /* Hashed here, off the loop, from the request's own copies. */
+            uint8_t hash[32], rec[20];
+            if (!ac->siwe)
+                continue;
+            siwe_hash_parts(ac->siwe_head, ac->siwe_head_len, ac->addr, ac->siwe_tails[i],
+                            ac->siwe_tail_lens[i], hash);
+            if (sig_recover(ac->ctx, &ac->sig, hash, rec) == 0 && !memcmp(rec, ac->addr, 20)) {
+                memcpy(ac->rec[i], rec, 20);
+                ac->rec_ok[i] = true;
+                ac->siwe_ok[i] = true;
+                matched = true;
+            }
+        }
+        if (matched)
             break;
     }
 }
@@ -537,7 +773,13 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
         request_fail_internal(req, "auth context");
         return;
     }
+    memset(ac, 0, sizeof *ac);
+    ac->req = req;
     int perr = sig_parse(signature, slen, &ac->sig);
+    if (perr != SIG_OK && au->rpc && address && parse_contract_sig(ac, signature, slen)) {
+        ac->contract_only = true;
+        perr = SIG_OK;
+    }
     if (perr != SIG_OK) {
         au->stats.malformed++;
         char msg[160];
@@ -554,10 +796,23 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     ac->have_addr = address != NULL;
     if (address)
         memcpy(ac->addr, addr, 20);
-    memcpy(ac->sig65, ac->sig.r, 32);
-    memcpy(ac->sig65 + 32, ac->sig.s, 32);
-    ac->sig65[64] = (uint8_t)ac->sig.recid;
-    sig_revocation_id(&ac->sig, ac->revocation_id);
+    ac->siwe = address ? &au->siwe : NULL;
+    ac->sig_text = signature;
+    ac->sig_text_len = slen;
+    if (ac->contract_only) {
+        /* Cached and revoked under the keccak256 of its bytes; the cache key's last byte (a
+         * recovery id elsewhere, 0 or 1) keeps it apart from every ECDSA signature. */
+        uint8_t digest[32];
+        keccak256(ac->contract_sig, ac->contract_sig_len, digest);
+        memcpy(ac->sig65, digest, 32);
+        memset(ac->sig65 + 32, 0xff, 33);
+        hex_encode(digest, 32, ac->revocation_id);
+    } else {
+        memcpy(ac->sig65, ac->sig.r, 32);
+        memcpy(ac->sig65 + 32, ac->sig.s, 32);
+        ac->sig65[64] = (uint8_t)ac->sig.recid;
+        sig_revocation_id(&ac->sig, ac->revocation_id);
+    }
     for (int i = 0; i < EPOCHS; i++) {
         memcpy(ac->hashes[i], au->msgs[i].hash, 32);
         ac->epochs[i] = au->msgs[i].epoch;
@@ -600,10 +855,29 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     }
     if (early_budget)
         ac->pending++;
-    if (!ac->cached) {
+    if (!ac->cached && ac->contract_only) {
+        /* No key to recover: the contract's answer is this half. */
+        if (contract_check(ac) != 0)
+            ac->pending--;
+    } else if (!ac->cached) {
         /* Without an address only the current epoch is tried; with one, up to the expired
          * epoch so that the answer can say "expired". */
         ac->tries = ac->have_addr ? EPOCHS : 1;
+        if (ac->siwe) {
+            ac->siwe_head = au->siwe_head;
+            ac->siwe_head_len = au->siwe_head_len;
+            for (int i = 0; i < EPOCHS; i++) {
+                size_t n = au->msgs[i].siwe_tail_len;
+                if (!(ac->siwe_tails[i] = arena_alloc(&req->pool, n))) {
+                    request_fail_internal(req, "auth context");
+                    return;
+                }
+                memcpy(ac->siwe_tails[i], au->msgs[i].siwe_tail, n);
+                ac->siwe_tail_lens[i] = n;
+            }
+        }
+        ac->siwe_first =
+            ac->siwe && (!memcmp(siwe_hint(au, ac->addr), ac->addr, 20) || au->siwe_vote > 0);
         ac->work.data = ac;
         au->stats.queued++;
         au->stats.queue_depth++;

@@ -16,7 +16,9 @@ typedef void (*auth_next)(request *req);
 
 typedef struct auth_stats {
     uint64_t ok, missing, malformed, mismatch, expired, revoked, cache_hits, queued;
-    int64_t queue_depth; /* checks on the threadpool right now */
+    uint64_t unavailable;    /* contract-wallet checks the RPC could not answer (503) */
+    uint64_t siwe, contract; /* new signatures verified over a SIWE message, by a contract */
+    int64_t queue_depth;     /* checks on the threadpool right now */
 } auth_stats;
 
 /* The current epoch's message, for GET /api/auth/message. */
@@ -53,6 +55,13 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next);
 
 /* The message callers sign now. Valid until the next call. */
 void auth_current_message(auth *au, auth_message *out);
+/* The SIWE (EIP-4361) message of the current epoch for addr, written to text (cap bytes, at least
+ * auth_siwe_message_cap); out->text is text. Returns 0, or -1 when cap is too small. */
+int auth_siwe_message(auth *au, const uint8_t addr[20], char *text, size_t cap, auth_message *out);
+size_t auth_siwe_message_cap(const auth *au);
+/* At shutdown, while the loop runs: contract-wallet checks in flight fail (503), the RPC
+ * client's handles close. */
+void auth_close(auth *au);
 
 /* Expiry (Unix seconds) of a signature over the message of `epoch`. */
 int64_t auth_signature_expiry(const auth *au, int64_t epoch);

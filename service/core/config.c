@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/version.h"
 #include "core/workers.h"
@@ -123,6 +124,17 @@ static const opt opts[] = {
     {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
      "development mode: a fixed AUTH_SECRET when none is set, and a fixed, public attestation "
      "key without ATTESTATION_KEY_FILE (never in production)"},
+    {"AUTH_URI", OPT_STR, OFF(auth_uri), "", 0, 0,
+     "URI line of the SIWE sign-in message (none: https://AUTH_DOMAIN)"},
+    {"AUTH_CHAIN_ID", OPT_INT, OFF(auth_chain_id), "1", 1, INT64_MAX,
+     "Chain ID line of the SIWE sign-in message"},
+    {"ETH_RPC_URL", OPT_STR, OFF(eth_rpc_url), "", 0, 0,
+     "Ethereum JSON-RPC endpoint (http or https) checking contract-wallet signatures "
+     "(EIP-1271); none: such signatures are refused"},
+    {"ETH_RPC_TIMEOUT_MS", OPT_INT, OFF(eth_rpc_timeout_ms), "2000", 1, 600000,
+     "deadline of one EIP-1271 check; past it that sign-in gets 503"},
+    {"ETH_RPC_MAX_INFLIGHT", OPT_INT, OFF(eth_rpc_max_inflight), "64", 1, 100000,
+     "EIP-1271 checks in flight at once; beyond it a new contract signature gets 503"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])
@@ -188,6 +200,12 @@ static int validate(const config *cfg, char *err, size_t err_len)
     }
     if (workers_parse(cfg->workers) < 0) {
         snprintf(err, err_len, "WORKERS must be auto or an integer from 1 to %d", WORKERS_MAX);
+        return -1;
+    }
+    if (*cfg->eth_rpc_url && strncasecmp(cfg->eth_rpc_url, "http://", 7) != 0 &&
+        strncasecmp(cfg->eth_rpc_url, "https://", 8) != 0) {
+        /* The URL may hold credentials: never echo it. */
+        snprintf(err, err_len, "ETH_RPC_URL must start with http:// or https://");
         return -1;
     }
     if (!*cfg->auth_secret && !cfg->dev) {

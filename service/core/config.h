@@ -59,6 +59,11 @@ typedef struct config {
     int64_t erase_poll_ms;
     int64_t erase_lease_ms;
     bool dev;
+    char *auth_uri; /* "": https:// + auth_domain */
+    int64_t auth_chain_id;
+    char *eth_rpc_url; /* "": contract-wallet signatures are refused */
+    int64_t eth_rpc_timeout_ms;
+    int64_t eth_rpc_max_inflight;
 } config;
 
 enum config_result {

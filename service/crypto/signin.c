@@ -35,9 +35,9 @@ void signin_nonce(const uint8_t *secret, size_t secret_len, int64_t epoch,
     hex_encode(mac, sizeof(mac), out);
 }
 
-/* Start of epoch in Unix milliseconds, saturated past the years isotime can print: a huge epoch
- * from a misconfiguration must not overflow (undefined behaviour). */
-static int64_t epoch_start_ms(int64_t epoch, int64_t epoch_seconds)
+/* Saturated past the years isotime can print: a huge epoch from a misconfiguration must not
+ * overflow (undefined behaviour). */
+int64_t signin_epoch_start_ms(int64_t epoch, int64_t epoch_seconds)
 {
     const int64_t max_s = ISOTIME_MAX_MS / 1000 + 1, min_s = ISOTIME_MIN_MS / 1000 - 1;
 
@@ -59,8 +59,8 @@ size_t signin_message(const char *domain, const uint8_t *secret, size_t secret_l
     char nonce[SIGNIN_NONCE_SIZE], issued[ISOTIME_STRING_SIZE], expires[ISOTIME_STRING_SIZE];
 
     signin_nonce(secret, secret_len, epoch, nonce);
-    isotime_format(epoch_start_ms(epoch, epoch_seconds), issued);
-    isotime_format(epoch_start_ms(epoch < INT64_MAX - 2 ? epoch + 2 : epoch, epoch_seconds),
+    isotime_format(signin_epoch_start_ms(epoch, epoch_seconds), issued);
+    isotime_format(signin_epoch_start_ms(epoch < INT64_MAX - 2 ? epoch + 2 : epoch, epoch_seconds),
                    expires);
     int n = snprintf(buf, cap,
                      "Sign in to %s\n"

@@ -14,6 +14,9 @@
  * be positive; 0 is returned otherwise. */
 int64_t signin_epoch(int64_t unix_seconds, int64_t epoch_seconds);
 
+/* Start of epoch in Unix milliseconds, saturated at the years ISO time can print. */
+int64_t signin_epoch_start_ms(int64_t epoch, int64_t epoch_seconds);
+
 /* Writes the epoch's nonce to out: the first 16 bytes of HMAC-SHA256(secret, "epoch:" + decimal
  * epoch) as 32 lowercase hex digits and a NUL. */
 void signin_nonce(const uint8_t *secret, size_t secret_len, int64_t epoch,

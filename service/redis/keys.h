@@ -91,6 +91,8 @@
  *
  * Sign-in:
  *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT)
+ *   auth:revoked:<keccak hex> the same for a contract-wallet signature that is no ECDSA one
+ *                             (EIP-1271): keccak256 of its bytes, 64 hex digits
  *
  * Per-address limits (CONTRACT section 7), one key per caller in its own slot, touched by
  * rate_limit.lua alone (never in a transaction with another key):

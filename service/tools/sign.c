@@ -1,7 +1,6 @@
 /* entityd-sign: signs the service's sign-in message (EIP-191 personal_sign) with wallet keys. */
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,11 +8,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <jansson.h>
 #include <secp256k1.h>
 
@@ -48,9 +46,11 @@ static const char usage_text[] =
     "  --message-file PATH  the bytes of PATH, exactly\n"
     "  --message -          the bytes of standard input, exactly\n"
     "  --message TEXT       TEXT itself\n"
-    "  --url http://HOST:PORT[/PREFIX]\n"
+    "  --url http[s]://HOST:PORT[/PREFIX]\n"
     "                       fetch GET PREFIX/api/auth/message and sign data.message\n"
-    "  --strip-newline      drop one trailing newline (\\n or \\r\\n) from the message\n"
+    "  --siwe               with --url: sign each key's own Sign-In with Ethereum (EIP-4361)\n"
+    "                       message, GET PREFIX/api/auth/message?address=<its address>\n"
+    "  --strip-newline      drop one trailing newline (\\n or \\r\\n) from the message"
     "\n"
     "Output:\n"
     "  --compact            EIP-2098 compact signature (128 hex digits)\n"
@@ -83,6 +83,7 @@ struct options {
     int compact;
     int v01;
     int address_only;
+    int siwe;
 };
 
 struct keyset {
@@ -211,6 +212,8 @@ static void parse_args(int argc, char **argv, struct options *o)
             o->v01 = 1;
         } else if (strcmp(a, "--address-only") == 0) {
             o->address_only = 1;
+        } else if (strcmp(a, "--siwe") == 0) {
+            o->siwe = 1;
         } else if (looks_like_key(a)) {
             /* Not echoed: it may be a real key, already exposed in ps and shell history. */
             die_usage("refusing a private key on the command line (visible to other users and "
@@ -244,6 +247,9 @@ static void parse_args(int argc, char **argv, struct options *o)
         }
     } else if (sources != 1) {
         die_usage("give exactly one message source: --message-file, --message or --url");
+    }
+    if (o->siwe && o->url == NULL) {
+        die_usage("--siwe goes with --url (the message names the key's address)");
     }
     if (o->compact && o->v01) {
         die_usage("--compact and --v01 exclude each other (a compact signature has no v)");
@@ -455,258 +461,96 @@ static void generate_keys(const secp256k1_context *ctx, long n, const char *keys
 
 /* ------------------------------------------------------------------ fetching the message */
 
-struct url {
-    char host[256];
-    char port[8];
-    char path[1024];
-    char host_header[300];
-};
-
-static void parse_url(const char *s, struct url *u)
+/* Collects the answer's body, up to MAX_RESPONSE. */
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userp)
 {
-    const char *p, *host_end, *path;
-    size_t host_len;
-    long port = 80;
+    struct bytes *b = userp;
+    size_t n = size * nmemb;
 
-    if (strncasecmp(s, "https://", 8) == 0) {
-        die_usage("https is not supported; give the plain http:// address of a local instance");
+    if (b->len + n + 1 > MAX_RESPONSE) {
+        return 0; /* aborts the transfer */
     }
-    if (strncasecmp(s, "http://", 7) != 0) {
-        die_usage("--url must start with http://");
+    b->data = xrealloc(b->data, b->len + n + 1);
+    memcpy(b->data + b->len, ptr, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+/* The message URL: the base (its trailing slashes dropped), /api/auth/message, and with an
+ * address its query. */
+static char *message_url(const char *base, const char *address)
+{
+    size_t blen = strlen(base);
+
+    if (strncasecmp(base, "http://", 7) != 0 && strncasecmp(base, "https://", 8) != 0) {
+        die_usage("--url must start with http:// or https://");
     }
-    p = s + 7;
-    path = p + strcspn(p, "/?#");
-    if (*path == '?' || *path == '#') {
+    if (strpbrk(base, "?#") != NULL) {
         die_usage("--url takes no query or fragment");
     }
-    if (*p == '[') {
-        host_end = memchr(p, ']', (size_t)(path - p));
-        if (host_end == NULL) {
-            die_usage("--url has an unterminated [IPv6] host");
-        }
-        p++;
-        host_len = (size_t)(host_end - p);
-        host_end++;
-    } else {
-        host_end = memchr(p, ':', (size_t)(path - p));
-        if (host_end == NULL) {
-            host_end = path;
-        }
-        host_len = (size_t)(host_end - p);
-    }
-    if (host_len == 0 || host_len >= sizeof(u->host)) {
-        die_usage("--url has no usable host");
-    }
-    memcpy(u->host, p, host_len);
-    u->host[host_len] = '\0';
-    if (*host_end == ':') {
-        char *end;
-
-        errno = 0;
-        port = strtol(host_end + 1, &end, 10);
-        if (errno != 0 || end == host_end + 1 || end != path || port < 1 || port > 65535) {
-            die_usage("--url has an invalid port");
-        }
-    } else if (host_end != path) {
-        die_usage("--url is malformed");
-    }
-    snprintf(u->port, sizeof(u->port), "%ld", port);
-
-    /* A base path (reverse-proxy prefix) is kept; its trailing slashes are not. */
-    size_t plen = strlen(path);
-    while (plen > 0 && path[plen - 1] == '/') {
-        plen--;
-    }
-    if (plen + sizeof("/api/auth/message") > sizeof(u->path)) {
-        die_usage("--url path is too long");
-    }
-    memcpy(u->path, path, plen);
-    memcpy(u->path + plen, "/api/auth/message", sizeof("/api/auth/message"));
-    for (const char *c = u->path; *c; c++) {
+    for (const char *c = base; *c; c++) {
         if ((unsigned char)*c <= ' ' || *c == 0x7f) {
             die_usage("--url contains spaces or control characters");
         }
     }
-    int v6 = strchr(u->host, ':') != NULL;
-    snprintf(u->host_header, sizeof(u->host_header), "%s%s%s:%s", v6 ? "[" : "", u->host,
-             v6 ? "]" : "", u->port);
+    while (blen > 0 && base[blen - 1] == '/') {
+        blen--;
+    }
+    char *url = xrealloc(NULL, blen + sizeof("/api/auth/message?address=") + 42);
+    snprintf(url, blen + sizeof("/api/auth/message?address=") + 42, "%.*s/api/auth/message%s%s",
+             (int)blen, base, address ? "?address=" : "", address ? address : "");
+    return url;
 }
 
-static int connect_to(const struct url *u)
+/* GETs PREFIX/api/auth/message (for address, when given: its SIWE message) and returns
+ * data.message. URL parsing, TLS and the HTTP framing are libcurl's. */
+static struct bytes fetch_message(const char *base, const char *address)
 {
-    struct addrinfo hints, *res, *ai;
-    struct timeval tv = {NET_TIMEOUT_S, 0};
-    int fd = -1, rc, saved = 0;
+    char *url = message_url(base, address);
+    char errbuf[CURL_ERROR_SIZE] = "";
+    struct bytes resp = {NULL, 0}, msg;
+    long status = 0;
+    CURL *e = curl_easy_init();
 
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    rc = getaddrinfo(u->host, u->port, &hints, &res);
-    if (rc != 0) {
-        die("cannot resolve %s: %s", u->host, gai_strerror(rc));
+    if (e == NULL) {
+        die("cannot create an HTTP client");
     }
-    for (ai = res; ai != NULL; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-        if (fd < 0) {
-            saved = errno;
-            continue;
-        }
-        /* Blocking I/O with timeouts: a stuck server must not hang scripts forever. */
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-            break;
-        }
-        saved = errno;
-        close(fd);
-        fd = -1;
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_TIMEOUT, (long)NET_TIMEOUT_S);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "entityd-sign");
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &resp);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+    CURLcode rc = curl_easy_perform(e);
+    if (rc != CURLE_OK) {
+        die("cannot fetch the sign-in message: %s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
     }
-    freeaddrinfo(res);
-    if (fd < 0) {
-        die("cannot connect to %s port %s: %s", u->host, u->port, strerror(saved));
-    }
-    return fd;
-}
-
-static void send_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0) {
-            die("cannot send the request: %s", strerror(errno));
-        }
-        buf += n;
-        len -= (size_t)n;
-    }
-}
-
-/* Case-insensitive search for a header's value in the header block [h, end); NULL if absent. */
-static const char *find_header(const char *h, const char *end, const char *name, size_t *vlen)
-{
-    size_t nlen = strlen(name);
-
-    while (h < end) {
-        const char *eol = memchr(h, '\n', (size_t)(end - h));
-        const char *line_end = eol != NULL ? eol : end;
-
-        if ((size_t)(line_end - h) > nlen && strncasecmp(h, name, nlen) == 0 && h[nlen] == ':') {
-            const char *v = h + nlen + 1;
-            const char *ve = line_end;
-
-            while (v < ve && (*v == ' ' || *v == '\t')) {
-                v++;
-            }
-            while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t')) {
-                ve--;
-            }
-            *vlen = (size_t)(ve - v);
-            return v;
-        }
-        h = line_end + 1;
-    }
-    return NULL;
-}
-
-/* Decodes a chunked body in place; returns its length or dies on malformed framing. */
-static size_t dechunk(char *body, size_t len)
-{
-    size_t in = 0, out = 0;
-
-    for (;;) {
-        char *end;
-        const char *eol = memchr(body + in, '\n', len - in);
-
-        if (eol == NULL) {
-            die("malformed chunked response");
-        }
-        errno = 0;
-        unsigned long n = strtoul(body + in, &end, 16);
-        if (errno != 0 || end == body + in || n > len) {
-            die("malformed chunked response");
-        }
-        in = (size_t)(eol - body) + 1;
-        if (n == 0) {
-            return out;
-        }
-        if (len - in < n + 2) {
-            die("truncated chunked response");
-        }
-        memmove(body + out, body + in, n);
-        out += n;
-        in += n;
-        if (body[in] == '\r') {
-            in++;
-        }
-        if (body[in] != '\n') {
-            die("malformed chunked response");
-        }
-        in++;
-    }
-}
-
-static struct bytes fetch_message(const char *url_text)
-{
-    struct url u;
-    char req[2048];
-    struct bytes resp, msg;
-    int fd, n, status = 0;
-    size_t vlen;
-    const char *v;
-
-    parse_url(url_text, &u);
-    n = snprintf(req, sizeof(req),
-                 "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: application/json\r\n"
-                 "User-Agent: entityd-sign\r\nConnection: close\r\n\r\n",
-                 u.path, u.host_header);
-    if (n < 0 || (size_t)n >= sizeof(req)) {
-        die_usage("--url is too long");
-    }
-    fd = connect_to(&u);
-    send_all(fd, req, (size_t)n);
-    resp = read_fd(fd, MAX_RESPONSE, "the response");
-    close(fd);
-
-    char *hdr_end = strstr(resp.data, "\r\n\r\n");
-    if (hdr_end == NULL || resp.len < 12 || strncmp(resp.data, "HTTP/1.", 7) != 0 ||
-        resp.data[8] != ' ' || sscanf(resp.data + 9, "%3d", &status) != 1) {
-        die("%s did not answer with HTTP/1.x", url_text);
-    }
-    char *body = hdr_end + 4;
-    size_t body_len = resp.len - (size_t)(body - resp.data);
-
-    if ((v = find_header(resp.data, hdr_end, "Transfer-Encoding", &vlen)) != NULL && vlen >= 7 &&
-        strncasecmp(v + vlen - 7, "chunked", 7) == 0) {
-        body_len = dechunk(body, body_len);
-    } else if ((v = find_header(resp.data, hdr_end, "Content-Length", &vlen)) != NULL) {
-        unsigned long long cl = strtoull(v, NULL, 10);
-        if (cl > body_len) {
-            die("truncated response from %s", url_text);
-        }
-        body_len = (size_t)cl;
-    }
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(e);
 
     json_error_t jerr;
-    json_t *root = json_loadb(body, body_len, 0, &jerr);
+    json_t *root = resp.data ? json_loadb(resp.data, resp.len, 0, &jerr) : NULL;
     json_t *m = json_object_get(json_object_get(root, "data"), "message");
     if (status != 200) {
         const char *why =
             json_string_value(json_object_get(json_object_get(root, "error"), "message"));
-        die("%s answered HTTP %d%s%s", u.path, status, why ? ": " : "", why ? why : "");
+        die("/api/auth/message answered HTTP %ld%s%s", status, why ? ": " : "", why ? why : "");
     }
     if (root == NULL) {
-        die("the response of %s is not JSON: %s", u.path, jerr.text);
+        die("the response of /api/auth/message is not JSON");
     }
     if (!json_is_string(m)) {
-        die("the response of %s has no string data.message", u.path);
+        die("the response of /api/auth/message has no string data.message");
     }
     msg.len = json_string_length(m);
     msg.data = xrealloc(NULL, msg.len + 1);
     memcpy(msg.data, json_string_value(m), msg.len + 1);
     json_decref(root);
     free(resp.data);
+    free(url);
     return msg;
 }
 
@@ -715,7 +559,7 @@ static struct bytes load_message(const struct options *o)
     struct bytes b;
 
     if (o->url != NULL) {
-        b = fetch_message(o->url);
+        b = fetch_message(o->url, NULL);
     } else if (o->message_file != NULL) {
         b = read_path(o->message_file, MAX_MESSAGE_BYTES);
     } else if (strcmp(o->message, "-") == 0) {
@@ -759,6 +603,9 @@ int main(int argc, char **argv)
     secp256k1_context *ctx;
 
     parse_args(argc, argv, &o);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        die("cannot initialise libcurl");
+    }
     ctx = secp256k1_context_create(SECP256K1_CONTEXT_NONE);
     if (ctx == NULL) {
         die("cannot create a secp256k1 context");
@@ -776,7 +623,7 @@ int main(int argc, char **argv)
     } else {
         load_key_env(ctx, o.key_env, &ks);
     }
-    if (!o.address_only) {
+    if (!o.address_only && !o.siwe) {
         msg = load_message(&o);
         sig_personal_hash(msg.data, msg.len, hash);
     }
@@ -789,6 +636,12 @@ int main(int argc, char **argv)
         if (o.address_only) {
             printf("%s\n", addr);
             continue;
+        }
+        if (o.siwe) {
+            /* Each key signs the message that names its own address. */
+            free(msg.data);
+            msg = fetch_message(o.url, addr);
+            sig_personal_hash(msg.data, msg.len, hash);
         }
         if (sig_sign(ctx, ks.keys[i], hash, &sig) != 0) {
             die("signing failed");
@@ -808,6 +661,7 @@ int main(int argc, char **argv)
     keyset_wipe(&ks);
     free(msg.data);
     secp256k1_context_destroy(ctx);
+    curl_global_cleanup();
     if (fflush(stdout) != 0 || ferror(stdout)) {
         die("cannot write the output: %s", strerror(errno));
     }
