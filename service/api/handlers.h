@@ -41,4 +41,12 @@ void events_get(request *req);
 void contributions_post(request *req);
 void contribution_revoke(request *req);
 
+/* members.c: removing members, leaving; skills.c and levels.c: updating and deleting */
+void members_delete(request *req);
+void members_remove_post(request *req);
+void entity_leave(request *req);
+void skill_update(request *req);
+void skill_delete(request *req);
+void level_delete(request *req);
+
 #endif
