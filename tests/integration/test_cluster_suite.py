@@ -19,6 +19,7 @@ import test_entities  # noqa: E402
 import test_progress_read  # noqa: E402
 import test_progression  # noqa: E402
 import test_skills  # noqa: E402
+import test_tend  # noqa: E402
 
 COUNTS_ONE_REDIS = 'counts the commands of one redis-server; a cluster spreads them'
 
@@ -65,6 +66,10 @@ class ClusterContribWriteTest(OnCluster, test_contrib_write.ContribWriteTest):
 
 
 class ClusterProgressReadTest(OnCluster, test_progress_read.ProgressReadTest):
+    pass
+
+
+class ClusterTendTest(OnCluster, test_tend.TendTest):
     pass
 
 
