@@ -5,6 +5,7 @@ a re-add giving back what the member had, and each change's event written exactl
 
 import os
 import sys
+import threading
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -298,6 +299,42 @@ class TendTest(harness.ServiceTestCase):
         self.assertOk(self.award(eid, 'm1', 5), 201)
         self.assertEqual(self.board(eid)[0], (1, self.addr['m1'], 55))
         self.assertEqual(len(self.events(eid, 'member.removed')), 1)
+
+    def test_concurrent_removals_each_answered_as_alone(self):
+        # Removals arriving together share one script call (group.h): each is still answered
+        # and recorded as alone, a member removed twice at once counts once.
+        names = ['m1', 'm2', 'm3', 'm4']
+        eid = self.entity(members=names)
+        (a,) = self.skills(eid, 'Rust')
+        for i, m in enumerate(names):
+            self.assertOk(self.award(eid, m, 10 + i, {a: 1 + i}), 201)
+        self.assertEqual(len(self.board(eid)), 4)
+        targets = names + ['m1', 'm2', 'outsider']
+        out = [None] * len(targets)
+        barrier = threading.Barrier(len(targets))
+
+        def go(i):
+            barrier.wait(timeout=30)
+            out[i] = self.remove('admin', eid, targets[i])
+
+        threads = [threading.Thread(target=go, args=(i,)) for i in range(len(targets))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        bodies = [self.assertOk(r) for r in out]
+        self.assertEqual(sum(b['removed'] for b in bodies), 4)
+        self.assertEqual(sum(b['missing'] for b in bodies), 3)
+        for m in names:
+            got = [b['removed'] for t, b in zip(targets, bodies) if t == m]
+            self.assertEqual(sorted(got), [0] * (len(got) - 1) + [1], m)
+        self.assertEqual(self.users(eid), [])
+        self.assertEqual((self.board(eid), self.board(eid, a)), ([], []))
+        for key in ('lb:xp', 'lb:s:' + a, 'members', 'members:order'):
+            self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:%s' % (eid, key)), 0, key)
+        ev = self.events(eid, 'member.removed')
+        self.assertEqual(sorted(e['data']['addresses'][0] for e in ev),
+                         sorted(self.addr[m] for m in names))
 
     def test_revoking_for_a_removed_member_keeps_it_off_the_boards(self):
         eid = self.entity()
