@@ -15,7 +15,6 @@
 #include "redis/keys.h"
 #include "redis/lua_scripts.h"
 #include "api/respond.h"
-#include "redis/group.h"
 #include "redis/store.h"
 #include "api/validate.h"
 
@@ -45,8 +44,7 @@ static void on_removed(void *data, int status, redisReply *r)
     request_reply(req, 200, out);
 }
 
-/* Runs members_remove.lua for the addresses: mode "remove" (owners and admins) or "leave".
- * Removals to one entity that arrive in one loop turn share one call (group.h). */
+/* Runs members_remove.lua for the addresses: mode "remove" (owners and admins) or "leave". */
 static void run(request *req, removal *m, const char (*addrs)[43], size_t n)
 {
     req->state = m;
@@ -63,33 +61,20 @@ static void run(request *req, removal *m, const char (*addrs)[43], size_t n)
     hex_encode(rnd, sizeof rnd, version);
     entity_event_args ev;
     entity_event_args_fill(req, isotime_now_ms(), &ev);
-    /* 6 shared keys and 1 shared argument, then this removal's arguments */
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
                           k.members,
                           k.order,
                           board,
-                          ev.max,
                           req->caller,
                           auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
                           m->leave ? "leave" : "remove",
                           version,
+                          ev.max,
                           ev.at};
-    size_t nhead = sizeof head / sizeof head[0], argc = nhead + n;
-    const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
-    size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
-    if (!argv || !lens) {
-        request_fail_internal(req, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < argc; i++) {
-        argv[i] = i < nhead ? head[i] : addrs[i - nhead];
-        lens[i] = strlen(argv[i]);
-    }
-    /* group_script copies the arguments */
-    group_script(req->app->groups, LUA_MEMBERS_REMOVE, on_removed, req, 6, 1, 0, (int)argc, argv,
-                 lens);
+    entity_script(req, LUA_MEMBERS_REMOVE, on_removed, 6, head, sizeof head / sizeof head[0], addrs,
+                  n);
 }
 
 void members_delete(request *req)

@@ -186,7 +186,7 @@ end
 -- entry in that leaderboard (only values above 0 are listed). Returns the new value. delta is
 -- best given as a string: Redis 7.0 turns a number argument into text with snprintf.
 -- unlisted: the address is not on the boards (a removed member, whose progress stays): only its
--- progress moves, and a force-add lists it again with what it has then (member_relist).
+-- progress moves, and a force-add lists it again with what it has then (member_boards).
 local function prog_add(entity, addr, field, by, delta, unlisted)
   local pk = prog_key(entity, addr)
   local after = redis.call('HINCRBY', pk, field, delta)
@@ -198,12 +198,12 @@ local function prog_add(entity, addr, field, by, delta, unlisted)
   return after
 end
 
--- Puts a member back on every board its progress lists it on (a force-add of an address
--- removed before: members_remove.lua took these entries off), from its prog hash alone. A
+-- Puts a member on (add true) or takes it off every board its progress lists it on, from its
+-- prog hash alone: the cost grows with that member's fields, not with the entity's size. A
 -- skill no longer in the entity's skills hash has no board: its stored score stays unread.
 -- Returns the boards changed, as 'xp' or skill ids (the service drops them from its read
 -- cache).
-local function member_relist(entity, addr)
+local function member_boards(entity, addr, add)
   local flat = redis.call('HGETALL', prog_key(entity, addr))
   local changed = {}
   for i = 1, #flat, 2 do
@@ -213,10 +213,14 @@ local function member_relist(entity, addr)
       by = 'xp'
     elseif string.sub(f, 1, 2) == 's:' then
       by = string.sub(f, 3)
-      if redis.call('HEXISTS', entity .. ':skills', by) == 0 then by = nil end
+      if add and redis.call('HEXISTS', entity .. ':skills', by) == 0 then by = nil end
     end
     if by and v > 0 then
-      redis.call('ZADD', lb_key(entity, by), '0', lb_member(v, addr))
+      if add then
+        redis.call('ZADD', lb_key(entity, by), '0', lb_member(v, addr))
+      else
+        redis.call('ZREM', lb_key(entity, by), lb_member(v, addr))
+      end
       changed[#changed + 1] = by
     end
   end

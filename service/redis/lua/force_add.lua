@@ -4,7 +4,7 @@
 --       events_max, now (ISO), most members the entity may hold, address... (lowercase,
 --       deduplicated). Returns {added, existing, board...}; FULL when the new members would
 --       pass the most (nothing added). The boards are those a re-added member went back on
---       ('xp' or skill ids, each once: member_relist), for the service's read cache.
+--       ('xp' or skill ids, each once: member_boards), for the service's read cache.
 -- An add that adds someone writes a member.added event {addresses (those added), chain}.
 -- An add that changes the member list stores the version in the entity's membersVersion:
 -- cached users pages are valid only under the version they were rendered from.
@@ -32,7 +32,7 @@ for i = 9, #ARGV do
     added = added + 1
     list[added] = jstr(a)
     -- a member removed before comes back on the boards with the XP and scores it kept
-    for _, by in ipairs(member_relist(KEYS[1], a)) do
+    for _, by in ipairs(member_boards(KEYS[1], a, true)) do
       if not boards[by] then
         boards[by] = true
         out[#out + 1] = by
