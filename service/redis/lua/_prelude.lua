@@ -199,7 +199,7 @@ local function prog_add(entity, addr, field, by, delta, unlisted)
 end
 
 -- Puts a member on (add true) or takes it off every board its progress lists it on, from its
--- prog hash alone: the cost grows with that member's fields, not with the entity's size. A
+-- prog hash alone: one command per field of that member's, none over the entity's members. A
 -- skill no longer in the entity's skills hash has no board: its stored score stays unread.
 -- Returns the boards changed, as 'xp' or skill ids (the service drops them from its read
 -- cache).

@@ -5,9 +5,9 @@
 -- ARGV: caller, platform, mode, a fresh random version, events_max, now (ISO), address...
 --       (lowercase, deduplicated)
 -- A removed member leaves the members hash, the order zset (so the users list) and every board
--- its prog hash lists it on (member_boards: a cost that grows with its own fields, not with the
--- entity's size); its prog hash, contributions and reachedAt fields stay, so a force-add lists
--- it again with what it had. A removal that removes someone renews membersVersion (cached users
+-- its prog hash lists it on (member_boards: one ZREM per field of its own, each O(log N) on a
+-- board, none over the entity's members); its prog hash, contributions and reachedAt fields
+-- stay, so a force-add lists it again with what it had. A removal that removes someone renews membersVersion (cached users
 -- pages hold only under the version they were rendered from) and writes one event per call:
 -- member.removed {addresses (those removed)}, or member.left {address}.
 -- Returns {removed, missing, board...}: the boards changed ('xp' or skill ids, each once).
