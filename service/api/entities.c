@@ -700,11 +700,13 @@ static void on_force_add(void *data, int status, redisReply *r)
     request *req = data;
     if (respond_store_failed(req, status, r))
         return;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
         request_fail_internal(req, "force_add: unexpected reply");
         return;
     }
+    /* {added, existing, board...}: the boards re-added members went back on */
+    entity_drop_boards(req, req->state, r, 2);
     json_t *out = respond_ok();
     json_object_set_new(out, "added", json_integer(r->element[0]->integer));
     json_object_set_new(out, "existing", json_integer(r->element[1]->integer));
@@ -729,6 +731,10 @@ void entity_force_add(request *req)
     char chain_buf[33];
     snprintf(chain_buf, sizeof chain_buf, "%s", json_string_value(chain));
     json_decref(body);
+    char *held = request_state(req, IDS_SIZE); /* the entity id, for the answer */
+    if (!held)
+        return;
+    memcpy(held, a.id, IDS_SIZE);
 
     entity_keys k;
     keys_entity(&k, a.id);

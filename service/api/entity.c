@@ -9,6 +9,7 @@
 #include "auth/auth.h"
 #include "core/ids.h"
 #include "api/respond.h"
+#include "cache/readcache.h"
 
 /* Text fields: body name, stored (and returned) name, kind, required on create and update. */
 typedef struct text_field {
@@ -198,6 +199,24 @@ json_t *entity_addresses_body(request *req, size_t max, entity_addresses *out)
         return NULL;
     }
     return body;
+}
+
+void entity_drop_boards(request *req, const char *entity_id, const redisReply *r, size_t from)
+{
+    readcache *rc = req->app->reads;
+    if (!rc || !readcache_enabled(rc) || r->type != REDIS_REPLY_ARRAY)
+        return;
+    for (size_t i = from; i < r->elements; i++) {
+        const redisReply *by = r->element[i];
+        char key[KEYS_BOARD_SIZE];
+        if (by->type != REDIS_REPLY_STRING ||
+            !((by->len == 2 && !memcmp(by->str, "xp", 2)) || ids_valid(by->str, by->len, 's')))
+            continue;
+        char name[IDS_SIZE];
+        memcpy(name, by->str, by->len);
+        name[by->len] = '\0';
+        readcache_invalidate(rc, key, keys_board(key, entity_id, name));
+    }
 }
 
 void entity_event_args_fill(const request *req, int64_t now_ms, entity_event_args *a)

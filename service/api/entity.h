@@ -58,6 +58,11 @@ json_t *entity_addresses_body(request *req, size_t max, entity_addresses *out);
 void entity_script(request *req, int script, store_cb cb, int nkeys, const char *const *head,
                    size_t nhead, const char (*addrs)[43], size_t naddrs);
 
+/* A write script changed these boards of the entity (reply elements from `from` on: "xp" or
+ * skill ids), known only from its answer: the read cache drops them now, so that this
+ * instance's next read is not older than the write (other instances hear it from Redis). */
+void entity_drop_boards(request *req, const char *entity_id, const redisReply *r, size_t from);
+
 /* The two arguments every write script that records an event takes (keys.h, events):
  * EVENTS_MAX and the time of the change. */
 typedef struct entity_event_args {

@@ -46,4 +46,12 @@ void attestations_get(request *req);
 /* entity_delete.c */
 void entity_delete(request *req);
 
+/* members.c: removing members, leaving; skills.c and levels.c: updating and deleting */
+void members_delete(request *req);
+void members_remove_post(request *req);
+void entity_leave(request *req);
+void skill_update(request *req);
+void skill_delete(request *req);
+void level_delete(request *req);
+
 #endif

@@ -235,3 +235,46 @@ void level_update(request *req)
     store_script(req->app->store, LUA_LEVEL_UPSERT, on_level, req, 7, (int)argc, argv, lens);
     input_free(&in); /* store_script copied the arguments */
 }
+
+/* ---- DELETE /api/entities/{id}/levels/{lvID} ---- */
+
+static void on_level_deleted(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    if (respond_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_INTEGER) {
+        request_fail_internal(req, "level_delete: unexpected reply");
+        return;
+    }
+    json_t *out = respond_ok();
+    json_object_set_new(out, "deleted", json_true());
+    request_reply(req, 200, out);
+}
+
+void level_delete(request *req)
+{
+    slice eid = request_path_param(req, 0), lid = request_path_param(req, 1);
+    if (!ids_valid(eid.s, eid.len, 'c') || !ids_valid_level(lid.s, lid.len)) {
+        request_fail(req, 404, "not_found", "No such entity or level.", NULL);
+        return;
+    }
+    char entity_id[IDS_SIZE], lvid[65];
+    memcpy(entity_id, eid.s, eid.len);
+    entity_id[eid.len] = '\0';
+    memcpy(lvid, lid.s, lid.len);
+    lvid[lid.len] = '\0';
+    entity_keys k;
+    keys_entity(&k, entity_id);
+    entity_event_args ev;
+    entity_event_args_fill(req, isotime_now_ms(), &ev);
+    const char *head[] = {
+        k.entity,      k.owners,
+        k.admins,      k.levels,
+        k.level_order, k.skill_order,
+        req->caller,   auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+        ev.max,        ev.at,
+        lvid};
+    entity_script(req, LUA_LEVEL_DELETE, on_level_deleted, 6, head, sizeof head / sizeof head[0],
+                  NULL, 0);
+}

@@ -335,8 +335,11 @@ static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t no
         if (line.len < 2 || line.s[0] != 'L' || line.s[1] != '\t')
             continue;
         line.s += 2, line.len -= 2;
-        slice id = next_field(&line, '\t'), xps = next_field(&line, '\t'),
+        slice col = next_field(&line, '\t'), xps = next_field(&line, '\t'),
               ends = next_field(&line, '\t'), name = next_field(&line, '\t'), need = line;
+        /* The column is the level id, then ":<generation>" once a level of that id was deleted;
+         * the whole column names the reachedAt field (_prelude.lua, progtpl_build). */
+        slice gen = col, id = next_field(&gen, ':');
         if (!id.len || !name.len)
             continue;
         int64_t need_xp = parse_int(xps.s, xps.len);
@@ -355,7 +358,7 @@ static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t no
             ok = !sid.len || have >= parse_int(sc.s, sc.len);
         }
         int64_t at_ms, ends_ms;
-        bool at = prog_get(p, 'r', id.s, id.len, &at_ms);
+        bool at = prog_get(p, 'r', col.s, col.len, &at_ms);
         bool ends_ok = ends.len && isotime_parse(ends.s, ends.len, &ends_ms) == 0;
         if (ok && ends_ok && ends_ms <= now)
             ok = at && at_ms < ends_ms;

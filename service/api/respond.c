@@ -35,8 +35,9 @@ bool respond_store_failed(request *req, int status, redisReply *reply)
         request_fail(req, 403, "forbidden", rest, NULL);
     else if (starts(reply->str, "CONFLICT", &rest))
         request_fail(req, 409, "conflict", rest, NULL);
-    else if (starts(reply->str, "FULL", &rest)) {
-        /* "FULL <field or -> <message>": a size limit of the entity (MAX_*_PER_ENTITY). */
+    else if (starts(reply->str, "FULL", &rest) || starts(reply->str, "CONFLICT_AT", &rest)) {
+        /* "FULL <field or -> <message>": a size limit of the entity (MAX_*_PER_ENTITY);
+         * "CONFLICT_AT <field> <message>": a conflict one input is at (a skill a level names). */
         char field[96];
         const char *sp = strchr(rest, ' ');
         size_t flen = sp ? (size_t)(sp - rest) : strlen(rest);

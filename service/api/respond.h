@@ -10,8 +10,9 @@
 #include "http/request.h"
 
 /* Answers when the store call failed: 503 unreachable, 504 late, a script's error reply mapped
- * by its first word (NOT_FOUND 404, FORBIDDEN 403, CONFLICT 409, INVALID <field> 400; anything
- * else 500). Returns true when it answered, false when `reply` is a normal answer. */
+ * by its first word (NOT_FOUND 404, FORBIDDEN 403, CONFLICT 409, CONFLICT_AT <field> and
+ * FULL <field> 409, INVALID <field> 400; anything else 500). Returns true when it answered, false
+ * when `reply` is a normal answer. */
 bool respond_store_failed(request *req, int status, redisReply *reply);
 
 /* {"success": true} to add members to. */

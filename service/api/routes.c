@@ -38,6 +38,15 @@ const route router_routes[] = {
     {HTTP_GET, "/api/entities/{id}/members/{address}/attestations", attestations_get, AUTH_REQUIRED,
      ROUTE_READ_WITH_REVOCATION},
     {HTTP_DELETE, "/api/entities/{id}", entity_delete, AUTH_REQUIRED, ROUTE_WRITE},
+    {HTTP_DELETE, "/api/entities/{id}/members/{address}", members_delete, AUTH_REQUIRED,
+     ROUTE_WRITE},
+    {HTTP_POST, "/api/entities/{id}/members/remove", members_remove_post, AUTH_REQUIRED,
+     ROUTE_WRITE},
+    {HTTP_POST, "/api/entities/{id}/leave", entity_leave, AUTH_REQUIRED, ROUTE_WRITE},
+    {HTTP_POST, "/api/entities/{id}/skills/{skillId}/update", skill_update, AUTH_REQUIRED,
+     ROUTE_WRITE},
+    {HTTP_DELETE, "/api/entities/{id}/skills/{skillId}", skill_delete, AUTH_REQUIRED, ROUTE_WRITE},
+    {HTTP_DELETE, "/api/entities/{id}/levels/{lvID}", level_delete, AUTH_REQUIRED, ROUTE_WRITE},
 };
 
 const size_t router_routes_count = sizeof router_routes / sizeof router_routes[0];

@@ -15,6 +15,7 @@
 #include "redis/lua_scripts.h"
 #include "api/respond.h"
 #include "redis/store.h"
+#include "cache/readcache.h"
 
 /* ---- GET /api/skills?entityID= ---- */
 
@@ -323,4 +324,165 @@ void skills_post(request *req)
 void skills_post_multiple(request *req)
 {
     add_skills(req, true);
+}
+
+/* ---- POST /api/entities/{id}/skills/{skillId}/update, DELETE …/skills/{skillId} ---- */
+
+/* The path's entity and skill ids, or 404 (a malformed id in a path names nothing). */
+static bool path_skill(request *req, char eid[IDS_SIZE], char sid[IDS_SIZE])
+{
+    slice e = request_path_param(req, 0), s = request_path_param(req, 1);
+    if (!ids_valid(e.s, e.len, 'c') || !ids_valid(s.s, s.len, 's')) {
+        request_fail(req, 404, "not_found", "No such entity or skill.", NULL);
+        return false;
+    }
+    memcpy(eid, e.s, e.len);
+    eid[e.len] = '\0';
+    memcpy(sid, s.s, s.len);
+    sid[s.len] = '\0';
+    return true;
+}
+
+static void on_skill_updated(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    if (respond_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_STRING) {
+        request_fail_internal(req, "skill_update: unexpected reply");
+        return;
+    }
+    buf *b = respond_scratch();
+    buf_append_str(b, "{\"success\":true,\"data\":");
+    respond_append(b, r);
+    buf_append(b, "}", 1);
+    respond_send(req, 200, b);
+}
+
+/* A JSON string literal of s in the pool, or NULL. */
+static char *pool_json_string(request *req, const char *s, size_t n)
+{
+    buf b = BUF_INIT;
+    buf_append(&b, "\"", 1);
+    buf_append_json_escaped(&b, s, n);
+    buf_append(&b, "\"", 1);
+    char *out = arena_strndup(&req->pool, buf_cstr(&b), b.len);
+    buf_free(&b);
+    return out;
+}
+
+void skill_update(request *req)
+{
+    char eid[IDS_SIZE], sid[IDS_SIZE];
+    if (!path_skill(req, eid, sid))
+        return;
+    json_t *body = validate_body(req);
+    if (!body)
+        return;
+    verr e;
+    const char *name = NULL, *desc = NULL;
+    size_t nlen = 0, dlen = 0;
+    int has_name = validate_text(body, "name", false, TEXT_NAME, &name, &nlen, &e);
+    int has_desc = has_name < 0 ? 0
+                                : validate_text(body, "description", false, TEXT_DESCRIPTION, &desc,
+                                                &dlen, &e);
+    if (has_name < 0 || has_desc < 0) {
+        json_decref(body);
+        validate_fail(req, &e);
+        return;
+    }
+    if (!has_name && !has_desc) {
+        json_decref(body);
+        request_fail_field(req, "name", "Give name, description or both.");
+        return;
+    }
+    /* Copied out of the body before it goes: the name's JSON and its normalized form. */
+    char *name_json = has_name ? pool_json_string(req, name, nlen) : "";
+    char *norm = has_name ? arena_strndup(&req->pool, name, nlen) : "";
+    char *desc_json = has_desc ? pool_json_string(req, desc, dlen) : "";
+    json_decref(body);
+    if (!name_json || !norm || !desc_json) {
+        request_fail_internal(req, "skills: out of memory");
+        return;
+    }
+    for (char *p = norm; *p; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p + 32);
+    entity_keys k;
+    keys_entity(&k, eid);
+    entity_event_args ev;
+    entity_event_args_fill(req, isotime_now_ms(), &ev);
+    const char *head[] = {k.entity,
+                          k.owners,
+                          k.admins,
+                          k.skills,
+                          k.skill_order,
+                          k.skill_names,
+                          k.level_order,
+                          req->caller,
+                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+                          ev.max,
+                          ev.at,
+                          sid,
+                          name_json,
+                          norm,
+                          desc_json};
+    entity_script(req, LUA_SKILL_UPDATE, on_skill_updated, 7, head, sizeof head / sizeof head[0],
+                  NULL, 0);
+}
+
+static void on_skill_deleted(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    if (respond_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_INTEGER) {
+        request_fail_internal(req, "skill_delete: unexpected reply");
+        return;
+    }
+    /* The board was unlinked inside the script, which knew its name only from the path. */
+    readcache *rc = req->app->reads;
+    if (rc && readcache_enabled(rc)) {
+        char key[KEYS_BOARD_SIZE];
+        const char *const *ids = req->state;
+        readcache_invalidate(rc, key, keys_board(key, ids[0], ids[1]));
+    }
+    json_t *out = respond_ok();
+    json_object_set_new(out, "deleted", json_true());
+    request_reply(req, 200, out);
+}
+
+void skill_delete(request *req)
+{
+    char eid[IDS_SIZE], sid[IDS_SIZE];
+    if (!path_skill(req, eid, sid))
+        return;
+    const char **ids = request_state(req, 2 * sizeof *ids);
+    if (!ids)
+        return;
+    ids[0] = arena_strndup(&req->pool, eid, strlen(eid));
+    ids[1] = arena_strndup(&req->pool, sid, strlen(sid));
+    if (!ids[0] || !ids[1]) {
+        request_fail_internal(req, "skills: out of memory");
+        return;
+    }
+    entity_keys k;
+    keys_entity(&k, eid);
+    entity_event_args ev;
+    entity_event_args_fill(req, isotime_now_ms(), &ev);
+    const char *head[] = {k.entity,
+                          k.owners,
+                          k.admins,
+                          k.skills,
+                          k.skill_order,
+                          k.skill_names,
+                          k.levels,
+                          k.level_order,
+                          req->caller,
+                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+                          ev.max,
+                          ev.at,
+                          sid};
+    entity_script(req, LUA_SKILL_DELETE, on_skill_deleted, 8, head, sizeof head / sizeof head[0],
+                  NULL, 0);
 }

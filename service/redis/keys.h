@@ -7,8 +7,9 @@
  *   ent:{c-…}                 hash    the entity's fields (names as in the API; booleans "1"/"0",
  *                                     contracts a JSON array, times ISO, __v an integer),
  *                                     "json": the Entity as the API returns it, and
- *                                     "membersVersion": a random token force_add.lua renews
- *                                     with every change of the member list (pagecache.h),
+ *                                     "membersVersion": a random token force_add.lua and
+ *                                     members_remove.lua renew with every change of the member
+ *                                     list (pagecache.h),
  *                                     "aliasClaim": the token of the claim behind its alias,
  *                                     "skilltree" and "progtpl": the skill tree as skill and
  *                                     level reads return it, and flat for progression
@@ -39,11 +40,22 @@
  *                                     newest first is ZREVRANGEBYLEX, the cursor the last entry
  *   ent:{c-…}:prog:<address>  hash    "xp" -> integer; "s:<skill id>" -> integer score;
  *                                     "r:<lvID>" -> reachedAt (ms since epoch), never deleted
+ *                                     ("r:<lvID>:<generation>" for a level id deleted before:
+ *                                     levels:gen). Kept when the member is removed; the scores
+ *                                     of a deleted skill stay, never read again
+ *   ent:{c-…}:levels:gen      hash    level id -> how many times a level of that id was deleted
+ *                                     (level_delete.lua): the generation naming the reachedAt
+ *                                     fields of the level now under that id (_prelude.lua,
+ *                                     progtpl_build)
  *   ent:{c-…}:lb:xp           zset    all scores 0; "<9999999999999999 - value, 16 digits>:
  *                                     <address>", only values > 0: ZRANGEBYLEX is highest first,
  *                                     ties by address; the competition rank of value v is
  *                                     1 + ZLEXCOUNT(lb, "-", "(<16 digits of v's entry>:")
- *   ent:{c-…}:lb:s:<skill id> zset    the same board for one skill's scores
+ *                                     A removed member leaves every board it is on (its own
+ *                                     entries, found from its prog hash); a force-add lists it
+ *                                     again with the values it has then
+ *   ent:{c-…}:lb:s:<skill id> zset    the same board for one skill's scores; UNLINKed when the
+ *                                     skill is deleted
  *   ent:{c-…}:idem:<key>      string  "<request digest, 40 hex>\n<answer JSON>", EX 86400
  *   ent:{c-…}:events          stream  fields type, at (ISO ms), actor (address or ""), data (a
  *                                     JSON object as text); MAXLEN ~ EVENTS_MAX

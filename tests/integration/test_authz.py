@@ -102,6 +102,13 @@ private:         400   401   401       401    403      403    403   200   200
 disabled:        400   401   401       401    404      404    403   403   200
 missing:         400   401   401       401    404      404    404   404   404
 ''')
+# leave: any signed caller (only a member is removed); a disabled entity as every write.
+LEAVE = parse('''
+public:          400   401   401       401    200      200    200   200   200
+private:         400   401   401       401    200      200    200   200   200
+disabled:        400   401   401       401    404      404    403   403   200
+missing:         400   401   401       401    404      404    404   404   404
+''')
 
 # (method, pattern from routes.c, case name, rule, success status)
 TABLE = [
@@ -133,6 +140,15 @@ TABLE = [
     ('POST', '/api/entities/{id}/contributions/{cid}/revoke', 'contrib-revoke',
      WRITE_OWNERS_ADMINS, 200),
     ('DELETE', '/api/entities/{id}', 'entity-delete', WRITE_OWNERS, 200),
+    ('DELETE', '/api/entities/{id}/members/{address}', 'member-delete', WRITE_OWNERS_ADMINS,
+     200),
+    ('POST', '/api/entities/{id}/members/remove', 'members-remove', WRITE_OWNERS_ADMINS, 200),
+    ('POST', '/api/entities/{id}/skills/{skillId}/update', 'skill-update', WRITE_OWNERS_ADMINS,
+     200),
+    ('DELETE', '/api/entities/{id}/skills/{skillId}', 'skill-delete', WRITE_OWNERS_ADMINS, 200),
+    ('DELETE', '/api/entities/{id}/levels/{lvID}', 'level-delete', WRITE_OWNERS_ADMINS, 200),
+    # Last: the member leaves, and is no member for any cell after it.
+    ('POST', '/api/entities/{id}/leave', 'leave', LEAVE, 200),
 ]
 
 ERROR_CODES = {400: 'invalid_request', 401: 'unauthenticated', 403: 'forbidden',
@@ -167,6 +183,7 @@ class AuthzTest(harness.ServiceTestCase):
         cls.entities = {}
         cls.spare_admins = {}
         cls.contribs = {'missing': 'k-' + str(uuid.uuid4())}
+        cls.doomed = {'missing': ['s-' + str(uuid.uuid4()) for _ in range(len(ROLES) + 1)]}
         for variant in ('public', 'private', 'disabled'):
             body = cls.entity_body()
             if variant == 'private':
@@ -189,6 +206,16 @@ class AuthzTest(harness.ServiceTestCase):
                                 {'member': cls.w['member'].address, 'title': 'Seed', 'xp': 1})
             assert st == 201, (st, b)
             cls.contribs[variant] = b['data']['id']
+            # A skill to rename, and a skill and a level per caller to delete.
+            st, _, b = cls.call(cls, 'owner', 'POST', '/api/skills/multiple', {
+                'entityID': eid, 'names': ['Kept'] + ['Doomed %d' % i for i in range(len(ROLES))]})
+            assert st == 201, (st, b)
+            cls.doomed[variant] = [x['id'] for x in b['data']]
+            for i in range(len(ROLES)):
+                st, _, b = cls.call(cls, 'owner', 'POST', '/api/entities/%s/levels/del-%d/update'
+                                    % (eid, i), {'name': 'L', 'skillIds': [], 'scores': [],
+                                                 'XP': i})
+                assert st == 201, (st, b)
         body = cls.entity_body()
         body['id'] = cls.entities['disabled']
         body['isEnabled'] = False
@@ -306,6 +333,22 @@ class AuthzTest(harness.ServiceTestCase):
         if case == 'contrib-revoke':
             return ('POST', '/api/entities/%s/contributions/%s/revoke' %
                     (eid, self.contribs[variant]), {'reason': 'Revoke %d' % n}, port)
+        if case == 'member-delete':
+            return 'DELETE', '/api/entities/%s/members/%s' % (eid, fresh_address()), None, port
+        if case == 'members-remove':
+            return ('POST', '/api/entities/%s/members/remove' % eid,
+                    {'addresses': [fresh_address()]}, port)
+        if case == 'skill-update':
+            return ('POST', '/api/entities/%s/skills/%s/update' % (eid, self.doomed[variant][0]),
+                    {'name': 'Kept %d' % n}, port)
+        if case == 'skill-delete':
+            sid = self.doomed[variant][1 + ROLES.index(role)]
+            return 'DELETE', '/api/entities/%s/skills/%s' % (eid, sid), None, port
+        if case == 'level-delete':
+            return ('DELETE', '/api/entities/%s/levels/del-%d' % (eid, ROLES.index(role)), None,
+                    port)
+        if case == 'leave':
+            return 'POST', '/api/entities/%s/leave' % eid, None, port
         raise AssertionError(case)
 
     def cells(self, cases):

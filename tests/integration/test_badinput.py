@@ -209,8 +209,9 @@ class BadInputTest(harness.ServiceTestCase):
         row('DELETE on healthz', raw('DELETE', '/healthz'), M405)
         row('PATCH on skills', raw('PATCH', '/api/skills'), M405)
         row('GET on revoke', raw('GET', '/api/auth/revoke'), M405)
+        # A level's path answers DELETE (CONTRACT section 8), so POST on it is 405.
         row('POST on a level without /update',
-            raw('POST', '/api/entities/%s/levels/gold' % eid), N404)
+            raw('POST', '/api/entities/%s/levels/gold' % eid), M405)
 
         # --- media type ---
         row('body without content-type', raw('POST', A('/api/entities'), [], b'{}'), U415)

@@ -20,6 +20,7 @@ import test_entities  # noqa: E402
 import test_progress_read  # noqa: E402
 import test_progression  # noqa: E402
 import test_skills  # noqa: E402
+import test_tend  # noqa: E402
 
 COUNTS_ONE_REDIS = 'counts the commands of one redis-server; a cluster spreads them'
 
@@ -70,6 +71,10 @@ class ClusterProgressReadTest(OnCluster, test_progress_read.ProgressReadTest):
 
 
 class ClusterAttestTest(OnCluster, test_attest.AttestTest):
+    pass
+
+
+class ClusterTendTest(OnCluster, test_tend.TendTest):
     pass
 
 

@@ -105,8 +105,17 @@ end
 -- id, "L<TAB><id><TAB><XP><TAB><endsAt ISO, or empty><TAB><name as a JSON string><TAB><skill id>
 -- <score> <skill id> <score>...". Numbers pass through a double: XP and scores are at most
 -- 2^53 - 1 (the service checks), which a double holds exactly.
-local function progtpl_build(skill_order, level_order)
-  local lines = {}
+-- gen_key (optional): the entity's levels:gen hash (keys.h), level id -> how many times a level
+-- of that id was deleted. A level of generation g > 0 is written "<id>:<g>" in the id column:
+-- its reachedAt field is "r:" .. that column, so the fields an earlier level of the same id
+-- left in members' prog hashes are never read again (ids hold no ':'; the API's level id is the
+-- column up to its first ':').
+local function progtpl_build(skill_order, level_order, gen_key)
+  local lines, gens = {}, {}
+  if gen_key then
+    local flat = redis.call('HGETALL', gen_key)
+    for i = 1, #flat, 2 do gens[flat[i]] = flat[i + 1] end
+  end
   for _, text in ipairs(redis.call('ZRANGE', skill_order, 0, -1)) do
     local s = cjson.decode(text)
     lines[#lines + 1] = 'S\t' .. s.id .. '\t' .. jstr(s.name)
@@ -117,7 +126,9 @@ local function progtpl_build(skill_order, level_order)
     for i, sid in ipairs(l.skillIds) do
       need[#need + 1] = sid .. ' ' .. string.format('%.0f', tonumber(l.scores[i]) or 0)
     end
-    lines[#lines + 1] = 'L\t' .. l.id .. '\t' .. string.format('%.0f', l.XP) .. '\t' ..
+    local col = l.id
+    if gens[l.id] and gens[l.id] ~= '0' then col = l.id .. ':' .. gens[l.id] end
+    lines[#lines + 1] = 'L\t' .. col .. '\t' .. string.format('%.0f', l.XP) .. '\t' ..
       (type(l.endsAt) == 'string' and l.endsAt or '') .. '\t' .. jstr(l.name) .. '\t' ..
       table.concat(need, ' ')
   end
@@ -130,7 +141,8 @@ end
 local function render_skilltree(entity, skill_order, level_order)
   local frag = '"skills":[' .. table.concat(redis.call('ZRANGE', skill_order, 0, -1), ',') ..
     '],"levels":[' .. table.concat(redis.call('ZRANGE', level_order, 0, -1), ',') .. ']'
-  redis.call('HSET', entity, 'skilltree', frag, 'progtpl', progtpl_build(skill_order, level_order))
+  redis.call('HSET', entity, 'skilltree', frag, 'progtpl',
+    progtpl_build(skill_order, level_order, entity .. ':levels:gen'))
 end
 
 local function sorted_members(set)
@@ -173,12 +185,50 @@ end
 -- Adds delta to one progress field ('xp' or 's:<skill id>') of a member and moves the member's
 -- entry in that leaderboard (only values above 0 are listed). Returns the new value. delta is
 -- best given as a string: Redis 7.0 turns a number argument into text with snprintf.
-local function prog_add(entity, addr, field, by, delta)
+-- unlisted: the address is not on the boards (a removed member, whose progress stays): only its
+-- progress moves, and a force-add lists it again with what it has then (member_boards).
+local function prog_add(entity, addr, field, by, delta, unlisted)
   local pk = prog_key(entity, addr)
   local after = redis.call('HINCRBY', pk, field, delta)
+  if unlisted then return after end
   local before = after - delta
   local lb = lb_key(entity, by)
   if before > 0 then redis.call('ZREM', lb, lb_member(before, addr)) end
   if after > 0 then redis.call('ZADD', lb, '0', lb_member(after, addr)) end
   return after
+end
+
+-- Puts a member on (add true) or takes it off every board its progress lists it on, from its
+-- prog hash alone: one command per field of that member's, none over the entity's members. A
+-- skill no longer in the entity's skills hash has no board: its stored score stays unread.
+-- Returns the boards changed, as 'xp' or skill ids (the service drops them from its read
+-- cache).
+local function member_boards(entity, addr, add)
+  local flat = redis.call('HGETALL', prog_key(entity, addr))
+  local changed = {}
+  for i = 1, #flat, 2 do
+    local f, v = flat[i], tonumber(flat[i + 1]) or 0
+    local by
+    if f == 'xp' then
+      by = 'xp'
+    elseif string.sub(f, 1, 2) == 's:' then
+      by = string.sub(f, 3)
+      if add and redis.call('HEXISTS', entity .. ':skills', by) == 0 then by = nil end
+    end
+    if by and v > 0 then
+      if add then
+        redis.call('ZADD', lb_key(entity, by), '0', lb_member(v, addr))
+      else
+        redis.call('ZREM', lb_key(entity, by), lb_member(v, addr))
+      end
+      changed[#changed + 1] = by
+    end
+  end
+  return changed
+end
+
+-- A skill name's normalized form, as the service computes it for skills:names: the stored name
+-- is trimmed already; ASCII letters folded to lower case, nothing else.
+local function norm_name(name)
+  return (string.gsub(name, '[A-Z]', function(c) return string.char(string.byte(c) + 32) end))
 end

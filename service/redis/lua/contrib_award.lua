@@ -36,7 +36,7 @@ local function gate(caller, platform)
   return gates[at] or nil
 end
 
--- Levels by XP then id: {id, XP, ends (ISO or ''), "<skill id> <score> ..."}. The lines are
+-- Levels by XP then id: {id column, XP, ends (ISO or ''), "<skill id> <score> ...", level id}. The lines are
 -- found and cut by plain searches: a pattern tried at every byte of the template (kilobytes:
 -- every level lists its skills) cost an award about 6% more in Redis.
 local all_levels
@@ -52,9 +52,12 @@ local function levels_of_template()
     local t3 = t2 and string.find(tpl, '\t', t2 + 1, true)
     local t4 = t3 and string.find(tpl, '\t', t3 + 1, true)
     if t4 and t4 < eol then
-      all_levels[#all_levels + 1] = {string.sub(tpl, at + 3, t1 - 1),
+      -- the id column: the level id, then ':<generation>' for a level id deleted before
+      -- (progtpl_build); the whole column names its reachedAt field
+      local col = string.sub(tpl, at + 3, t1 - 1)
+      all_levels[#all_levels + 1] = {col,
         tonumber(string.sub(tpl, t1 + 1, t2 - 1)) or 0, string.sub(tpl, t2 + 1, t3 - 1),
-        string.sub(tpl, t4 + 1, eol - 1)}
+        string.sub(tpl, t4 + 1, eol - 1), string.match(col, '^[^:]*')}
     end
     at = string.find(tpl, '\nL\t', eol, true)
   end
@@ -103,7 +106,7 @@ local function judge_levels(m, xp, now_ms, now_iso, caller)
       if reached then
         redis.call('HSET', pk, 'r:' .. lv[1], now_ms)
         emit(E, maxlen, 'level.reached', now_iso, caller, '{"member":' .. jstr(m) ..
-          ',"level":' .. jstr(lv[1]) .. '}')
+          ',"level":' .. jstr(lv[5]) .. '}')
       end
     end
   end

@@ -1,5 +1,6 @@
 -- contrib_revoke: revokes a contribution as an owner or admin: its XP and scores are taken back
--- (progress and leaderboards, keys.h); a reachedAt it led to stays. Revoking a revoked one
+-- (progress, and the boards while its member is a member, keys.h); a reachedAt it led to
+-- stays. Revoking a revoked one
 -- changes nothing. KEYS: entity, owners, admins, contribs
 -- ARGV: caller, platform, contribution id, reason (validated), now (ms), now (ISO), events_max
 -- Returns the Contribution JSON as stored after the call.
@@ -14,9 +15,14 @@ if not json then return fail('NOT_FOUND', 'No such contribution.') end
 local open = ',"revoked":false,"revokedAt":null,"revokedBy":null,"reason":null}'
 if string.sub(json, -#open) ~= open then return json end
 local c = cjson.decode(json)
-if c.xp > 0 then prog_add(E, c.member, 'xp', 'xp', -c.xp) end
+-- A removed member's progress moves off the boards (a force-add lists it again with what it has
+-- then); a deleted skill's score is left as it is, unread, and its board stays gone.
+local unlisted = redis.call('HEXISTS', E .. ':members', c.member) == 0
+if c.xp > 0 then prog_add(E, c.member, 'xp', 'xp', -c.xp, unlisted) end
 for _, s in ipairs(c.skills) do
-  prog_add(E, c.member, 's:' .. s.skillId, s.skillId, -s.score)
+  if redis.call('HEXISTS', E .. ':skills', s.skillId) == 1 then
+    prog_add(E, c.member, 's:' .. s.skillId, s.skillId, -s.score, unlisted)
+  end
 end
 json = string.sub(json, 1, #json - #open) .. ',"revoked":true,"revokedAt":' .. jstr(now_iso) ..
   ',"revokedBy":' .. jstr(caller) .. ',"reason":' .. jstr(ARGV[4]) .. '}'

@@ -2,8 +2,9 @@
 -- record. KEYS: entity, owners, admins, members, member order
 -- ARGV: caller, platform, chain, addedAt (ms, 16 digits zero-padded), a fresh random version,
 --       events_max, now (ISO), most members the entity may hold, address... (lowercase,
---       deduplicated). Returns {added, existing}; FULL when the new members would pass the most
---       (nothing added).
+--       deduplicated). Returns {added, existing, board...}; FULL when the new members would
+--       pass the most (nothing added). The boards are those a re-added member went back on
+--       ('xp' or skill ids, each once: member_boards), for the service's read cache.
 -- An add that adds someone writes a member.added event {addresses (those added), chain}.
 -- An add that changes the member list stores the version in the entity's membersVersion:
 -- cached users pages are valid only under the version they were rendered from.
@@ -21,7 +22,7 @@ end
 if fresh > 0 and redis.call('HLEN', KEYS[4]) + fresh > tonumber(ARGV[8]) then
   return fail('FULL', 'addresses This entity may hold at most ' .. ARGV[8] .. ' members.')
 end
-local added, existing, list = 0, 0, {}
+local added, existing, list, boards, out = 0, 0, {}, {}, {}
 local tail = ':' .. ARGV[1] .. ':' .. ARGV[3]
 for i = 9, #ARGV do
   local a = ARGV[i]
@@ -30,6 +31,13 @@ for i = 9, #ARGV do
     redis.call('ZADD', KEYS[5], 0, entry)
     added = added + 1
     list[added] = jstr(a)
+    -- a member removed before comes back on the boards with the XP and scores it kept
+    for _, by in ipairs(member_boards(KEYS[1], a, true)) do
+      if not boards[by] then
+        boards[by] = true
+        out[#out + 1] = by
+      end
+    end
   else
     existing = existing + 1
   end
@@ -39,4 +47,6 @@ if added > 0 then
   emit(KEYS[1], ARGV[6], 'member.added', ARGV[7], ARGV[1], '{"addresses":[' ..
     table.concat(list, ',') .. '],"chain":' .. jstr(ARGV[3]) .. '}')
 end
-return {added, existing}
+table.insert(out, 1, existing)
+table.insert(out, 1, added)
+return out

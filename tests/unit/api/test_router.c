@@ -320,6 +320,45 @@ static void test_real_unknown_is_404(void **state)
     assert_int_equal(real_match(HTTP_GET, "/healthzz", &m), ROUTER_NOT_FOUND);
 }
 
+/* Keeping a community: removal, leave, skill and level edits, next to the routes they share
+ * a prefix with. */
+static void test_real_tend_routes(void **state)
+{
+    match m;
+
+    assert_int_equal(real_match(HTTP_DELETE, "/api/entities/c-1/members/0xab", &m), ROUTER_FOUND);
+    assert_ptr_equal(m.r->handler, members_delete);
+    assert_int_equal(m.nparams, 2);
+    assert_param(&m.params[1], "0xab");
+    assert_int_equal(real_match(HTTP_POST, "/api/entities/c-1/members/remove", &m), ROUTER_FOUND);
+    assert_ptr_equal(m.r->handler, members_remove_post);
+    assert_int_equal(m.r->auth, AUTH_REQUIRED);
+    assert_int_equal(real_match(HTTP_GET, "/api/entities/c-1/members/remove", &m),
+                     ROUTER_METHOD_NOT_ALLOWED);
+    assert_string_equal(m.allow, "DELETE, POST");
+    /* The member's reads under the same prefix are still theirs. */
+    assert_int_equal(real_match(HTTP_GET, "/api/entities/c-1/members/0xab/progress", &m),
+                     ROUTER_FOUND);
+    assert_ptr_equal(m.r->handler, progress_get);
+
+    assert_int_equal(real_match(HTTP_POST, "/api/entities/c-1/leave/", &m), ROUTER_FOUND);
+    assert_ptr_equal(m.r->handler, entity_leave);
+    assert_int_equal(real_match(HTTP_POST, "/api/entities/c-1/skills/s-2/update", &m),
+                     ROUTER_FOUND);
+    assert_ptr_equal(m.r->handler, skill_update);
+    assert_param(&m.params[1], "s-2");
+    assert_int_equal(real_match(HTTP_DELETE, "/api/entities/c-1/skills/s-2", &m), ROUTER_FOUND);
+    assert_ptr_equal(m.r->handler, skill_delete);
+    assert_int_equal(real_match(HTTP_DELETE, "/api/entities/c-1/levels/gold", &m), ROUTER_FOUND);
+    assert_ptr_equal(m.r->handler, level_delete);
+    assert_int_equal(real_match(HTTP_POST, "/api/entities/c-1/levels/gold/update", &m),
+                     ROUTER_FOUND);
+    assert_ptr_equal(m.r->handler, level_update);
+    assert_int_equal(real_match(HTTP_GET, "/api/entities/c-1/levels/gold", &m),
+                     ROUTER_METHOD_NOT_ALLOWED);
+    assert_string_equal(m.allow, "DELETE");
+}
+
 /* Fills a concrete path for a pattern: each {name} segment becomes "p<index>". */
 static void concrete_path(const char *pattern, char *out, size_t len)
 {
@@ -386,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_real_healthz_put_is_405),
         cmocka_unit_test(test_real_auth_routes),
         cmocka_unit_test(test_real_unknown_is_404),
+        cmocka_unit_test(test_real_tend_routes),
         cmocka_unit_test(test_real_table_is_consistent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

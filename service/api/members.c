@@ -1,0 +1,120 @@
+/* handlers_members: members leave an entity: removed by its owners and admins (one, or many),
+ * or by their own choice. Adding them is force-add (entities.c). */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "core/app.h"
+#include "auth/auth.h"
+#include "api/entity.h"
+#include "api/handlers.h"
+#include "crypto/hex.h"
+#include "core/ids.h"
+#include "core/isotime.h"
+#include "redis/keys.h"
+#include "redis/lua_scripts.h"
+#include "api/respond.h"
+#include "redis/store.h"
+#include "api/validate.h"
+
+/* The entity a removal names, kept for its answer (the boards to drop from the read cache). */
+typedef struct removal {
+    char id[IDS_SIZE];
+    bool leave;
+} removal;
+
+/* members_remove.lua answers {removed, missing, board...}. */
+static void on_removed(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    const removal *m = req->state;
+    if (respond_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        request_fail_internal(req, "members_remove: unexpected reply");
+        return;
+    }
+    entity_drop_boards(req, m->id, r, 2);
+    json_t *out = respond_ok();
+    json_object_set_new(out, "removed", json_integer(r->element[0]->integer));
+    if (!m->leave)
+        json_object_set_new(out, "missing", json_integer(r->element[1]->integer));
+    request_reply(req, 200, out);
+}
+
+/* Runs members_remove.lua for the addresses: mode "remove" (owners and admins) or "leave". */
+static void run(request *req, removal *m, const char (*addrs)[43], size_t n)
+{
+    req->state = m;
+    entity_keys k;
+    keys_entity(&k, m->id);
+    char board[KEYS_BOARD_SIZE], version[17];
+    keys_board(board, m->id, "xp");
+    /* A fresh members version: cached users pages of the old list are never served again. */
+    uint8_t rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        request_fail_internal(req, "no randomness for the members version");
+        return;
+    }
+    hex_encode(rnd, sizeof rnd, version);
+    entity_event_args ev;
+    entity_event_args_fill(req, isotime_now_ms(), &ev);
+    const char *head[] = {k.entity,
+                          k.owners,
+                          k.admins,
+                          k.members,
+                          k.order,
+                          board,
+                          req->caller,
+                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+                          m->leave ? "leave" : "remove",
+                          version,
+                          ev.max,
+                          ev.at};
+    entity_script(req, LUA_MEMBERS_REMOVE, on_removed, 6, head, sizeof head / sizeof head[0], addrs,
+                  n);
+}
+
+void members_delete(request *req)
+{
+    removal *m = request_state(req, sizeof *m);
+    if (!m || !entity_path_id(req, m->id))
+        return;
+    m->leave = false;
+    slice a = request_path_param(req, 1);
+    char lower[43];
+    verr e;
+    if (validate_address(a.s, a.len, "address", lower, &e) != 0) {
+        request_fail(req, 404, "not_found", "No such member address.", NULL);
+        return;
+    }
+    run(req, m, &lower, 1);
+}
+
+void members_remove_post(request *req)
+{
+    removal *m = request_state(req, sizeof *m);
+    if (!m)
+        return;
+    entity_addresses a;
+    json_t *body = entity_addresses_body(req, 1000, &a);
+    if (!body)
+        return;
+    json_decref(body);
+    memcpy(m->id, a.id, IDS_SIZE);
+    m->leave = false;
+    run(req, m, a.list, a.n);
+}
+
+void entity_leave(request *req)
+{
+    removal *m = request_state(req, sizeof *m);
+    if (!m || !entity_path_id(req, m->id))
+        return;
+    m->leave = true;
+    char self[43];
+    snprintf(self, sizeof self, "%s", req->caller);
+    run(req, m, &self, 1);
+}

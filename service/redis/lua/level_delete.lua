@@ -1,0 +1,22 @@
+-- level_delete: deletes a level as an owner or admin. It leaves the levels hash and order and
+-- the skill tree and progression template (rendered again). Its reachedAt fields in members'
+-- prog hashes are not visited: the level's id gets a new generation in levels:gen (keys.h), so
+-- a level created again with that id records and reads "r:<id>:<generation>" (_prelude.lua,
+-- progtpl_build) and never sees the old fields.
+-- KEYS: entity, owners, admins, levels, level order, skill order
+-- ARGV: caller, platform, events_max, now (ISO), level id
+-- Writes a level.deleted event {id}. Returns 1.
+local moving = moving_guard(KEYS[1])
+if moving then return moving end
+local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
+local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
+if denied then return denied end
+local lv = ARGV[5]
+local old = redis.call('HGET', KEYS[4], lv)
+if not old then return fail('NOT_FOUND', 'No such level.') end
+redis.call('HDEL', KEYS[4], lv)
+redis.call('ZREM', KEYS[5], old)
+redis.call('HINCRBY', KEYS[1] .. ':levels:gen', lv, 1)
+render_skilltree(KEYS[1], KEYS[6], KEYS[5])
+emit(KEYS[1], ARGV[3], 'level.deleted', ARGV[4], ARGV[1], '{"id":' .. jstr(lv) .. '}')
+return 1

@@ -1,0 +1,50 @@
+-- skill_delete: deletes a skill as an owner or admin, refused (CONFLICT_AT skillId) while a
+-- level names it. The skill leaves the skills hash, the order and the names (the name is free
+-- again), the skill tree and progression template (rendered again, so progress no longer lists
+-- it), and its board is unlinked (UNLINK: freed off the main thread, whatever its size). No
+-- pass over members: the "s:<id>" scores in their prog hashes stay, unread (ids are never
+-- reused); contributions keep the scores they recorded.
+-- KEYS: entity, owners, admins, skills, skill order, skill names, levels, level order
+-- ARGV: caller, platform, events_max, now (ISO), skill id
+-- Writes a skill.deleted event {id, name}. Returns 1.
+local moving = moving_guard(KEYS[1])
+if moving then return moving end
+local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
+local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
+if denied then return denied end
+local sid = ARGV[5]
+local old = redis.call('HGET', KEYS[4], sid)
+if not old then return fail('NOT_FOUND', 'No such skill.') end
+local naming = {}
+local levels = redis.call('HGETALL', KEYS[7])
+for i = 1, #levels, 2 do
+  for _, id in ipairs(cjson.decode(levels[i + 1]).skillIds or {}) do
+    if id == sid then
+      naming[#naming + 1] = levels[i]
+      break
+    end
+  end
+end
+if #naming > 0 then
+  table.sort(naming)
+  return fail('CONFLICT_AT', 'skillId The skill is named by the levels ' ..
+    table.concat(naming, ', ') .. '; update or delete them first.')
+end
+local s = cjson.decode(old)
+local norm = norm_name(s.name)
+if redis.call('HGET', KEYS[6], norm) == sid then
+  redis.call('HDEL', KEYS[6], norm)
+else
+  -- a name stored by another normalization: found by its value
+  local names = redis.call('HGETALL', KEYS[6])
+  for i = 1, #names, 2 do
+    if names[i + 1] == sid then redis.call('HDEL', KEYS[6], names[i]) end
+  end
+end
+redis.call('HDEL', KEYS[4], sid)
+redis.call('ZREM', KEYS[5], old)
+redis.call('UNLINK', lb_key(KEYS[1], sid))
+render_skilltree(KEYS[1], KEYS[5], KEYS[8])
+emit(KEYS[1], ARGV[3], 'skill.deleted', ARGV[4], ARGV[1], '{"id":' .. jstr(sid) ..
+  ',"name":' .. jstr(s.name) .. '}')
+return 1

@@ -1,0 +1,46 @@
+-- skill_update: renames a skill or changes its description, as an owner or admin. Names are
+-- unique per entity by their normalized form (trimmed, ASCII case folded): a name another skill
+-- holds is CONFLICT; the skill's own name in another case is fine. Levels name skills by id, so
+-- nothing else changes but the skill tree and progression template, rendered again.
+-- KEYS: entity, owners, admins, skills, skill order, skill names, level order
+-- ARGV: caller, platform, events_max, now (ISO), skill id, name (a JSON string, '' keeps it),
+--       its normalized form ('' with it), description (a JSON string, '' keeps it)
+-- Writes a skill.updated event {id, changed: the fields given}. Returns the Skill JSON.
+local moving = moving_guard(KEYS[1])
+if moving then return moving end
+local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
+local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
+if denied then return denied end
+local sid, name, norm, desc = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local old = redis.call('HGET', KEYS[4], sid)
+if not old then return fail('NOT_FOUND', 'No such skill.') end
+local s = cjson.decode(old)
+local changed = {}
+if name ~= '' then
+  local holder = redis.call('HGET', KEYS[6], norm)
+  if holder and holder ~= sid then
+    return fail('CONFLICT', 'A skill with that name exists in this entity.')
+  end
+  local was = norm_name(s.name)
+  if redis.call('HGET', KEYS[6], was) == sid then redis.call('HDEL', KEYS[6], was) end
+  redis.call('HSET', KEYS[6], norm, sid)
+  changed[#changed + 1] = '"name"'
+else
+  name = jstr(s.name)
+end
+if desc ~= '' then
+  changed[#changed + 1] = '"description"'
+else
+  desc = jstr(s.description)
+end
+local json = '{"id":' .. jstr(s.id) .. ',"entityID":' .. jstr(s.entityID) .. ',"name":' ..
+  name .. ',"description":' .. desc .. ',"createdAt":' .. jstr(s.createdAt) ..
+  ',"createdBy":' .. jstr(s.createdBy) .. '}'
+local score = redis.call('ZSCORE', KEYS[5], old)
+redis.call('ZREM', KEYS[5], old)
+redis.call('ZADD', KEYS[5], score or '0', json)
+redis.call('HSET', KEYS[4], sid, json)
+render_skilltree(KEYS[1], KEYS[5], KEYS[7])
+emit(KEYS[1], ARGV[3], 'skill.updated', ARGV[4], ARGV[1], '{"id":' .. jstr(sid) ..
+  ',"changed":[' .. table.concat(changed, ',') .. ']}')
+return json
