@@ -65,7 +65,8 @@ static slice next_field(slice *rest, char sep)
     return out;
 }
 
-/* The member's recorded reachedAt of level id, from the prog hash's "r:<id>" field. */
+/* The member's recorded reachedAt of a level, from the prog hash's "r:<column>" field (the
+ * template's level column: its id, and ":<generation>" for a level recreated after a delete). */
 static bool reached_at(const redisReply *prog, slice id, int64_t *ms)
 {
     for (size_t i = 0; i + 1 < prog->elements; i += 2) {
@@ -166,12 +167,15 @@ static void on_attestations(void *data, int status, redisReply *r)
         if (line.len < 2 || line.s[0] != 'L' || line.s[1] != '\t')
             continue;
         line.s += 2, line.len -= 2;
-        slice id = next_field(&line, '\t');
+        /* The column is the level id, then ":<generation>" once a level of that id was
+         * deleted; the whole column names the reachedAt field (_prelude.lua, progtpl_build). */
+        slice col = next_field(&line, '\t');
+        slice gen = col, id = next_field(&gen, ':');
         next_field(&line, '\t'); /* XP */
         next_field(&line, '\t'); /* endsAt */
         slice lname = next_field(&line, '\t');
         int64_t ms;
-        if (!id.len || !lname.len || !reached_at(prog, id, &ms))
+        if (!id.len || !lname.len || !reached_at(prog, col, &ms))
             continue;
         attest_item *it = &q->items[q->n++];
         memset(it, 0, sizeof *it);

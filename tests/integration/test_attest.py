@@ -231,6 +231,25 @@ class AttestTest(AttestBase):
         self.assertEqual(ok, [True, True])
         self.assertEqual(dec[1][3]['value'], 'Second name')
 
+    def test_a_deleted_level_is_no_longer_attested_nor_inherited(self):
+        eid = self.entity()
+        self.level(eid, 'lv-1', 'First')
+        self.reached(eid, 'm2', 'lv-1', 1700000000000)
+        self.assertEqual(len(self.assertOk(self.attestations('m2', eid, 'm2'))['data']), 1)
+        self.assertOk(self.call('owner', 'DELETE', '/api/entities/%s/levels/lv-1' % eid))
+        self.assertEqual(self.assertOk(self.attestations('m2', eid, 'm2'))['data'], [])
+        # A level made again under the same id does not inherit the old reachedAt ...
+        self.level(eid, 'lv-1', 'Second')
+        self.assertEqual(self.assertOk(self.attestations('m2', eid, 'm2'))['data'], [])
+        # ... and is attested from its own (keys.h: "r:<lvID>:<generation>" once recreated).
+        self.reached(eid, 'm2', 'lv-1:1', 1710000000000)
+        d = self.assertOk(self.attestations('m2', eid, 'm2'))['data']
+        self.assertEqual([a['levelId'] for a in d], ['lv-1'])
+        ok, dec = verify(self.config(), [d[0]['sig']])
+        self.assertEqual(ok, [True])
+        self.assertEqual(dec[0][2]['value'], 'lv-1')
+        self.assertEqual(dec[0][3]['value'], 'Second')
+
     def test_read_rule(self):
         eid = self.entity(public=False)
         self.level(eid, 'lv-1', 'One')
