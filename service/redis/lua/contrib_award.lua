@@ -10,11 +10,12 @@
 -- ARGV: the group's: events_max, the most contributions one member may receive per minute ('0':
 -- no limit; past it 'RATE <seconds> <message>', nothing written); the number of awards; then
 -- each award's key count, argument count and arguments: caller, platform, now (ms), now (ISO),
--- request digest ('' without a key), idempotency key used ('1'/'0'), contributions (JSON array
--- of {id, member, skills: [[skill id, score]], xp (absent when 0)}, numbers as strings,
--- validated by the service), then each
--- contribution's Contribution JSON as the API returns it, then each one's contribution.added
--- event data (the service renders both: no JSON is built here).
+-- request digest ('' without a key), idempotency key used ('1'/'0'), the number of
+-- contributions, then each contribution's fields, one argument each: id, member, xp ('0':
+-- none), skill count, then each skill's id and score (numbers as strings, validated by the
+-- service; no JSON to decode), then each contribution's Contribution JSON as the API returns
+-- it, then each one's contribution.added event data (the service renders both: no JSON is
+-- built here).
 -- Every check of an award runs before its first write. Errors: 'INVALID <i> <field> <message>'
 -- (i the contribution's index; the service names the field in the request's form), CONFLICT
 -- (the key was used for another request). Answers one reply per award: {'OK', Contribution
@@ -125,7 +126,15 @@ local function award(idem, a)
       return fail('CONFLICT', 'The idempotencyKey was used for another request.')
     end
   end
-  local list = cjson.decode(ARGV[a + 6])
+  local n, list, f = tonumber(ARGV[a + 6]), {}, a + 7
+  for i = 1, n do
+    local skills = {}
+    for j = 1, tonumber(ARGV[f + 3]) do skills[j] = {ARGV[f + 2 + 2 * j], ARGV[f + 3 + 2 * j]} end
+    list[i] = {id = ARGV[f], member = ARGV[f + 1], xp = ARGV[f + 2] ~= '0' and ARGV[f + 2] or nil,
+      skills = skills}
+    f = f + 4 + 2 * #skills
+  end
+  -- f is now the first record; the events follow the records.
   for i, c in ipairs(list) do
     if redis.call('HEXISTS', KEYS[4], c.member) == 0 then
       return fail('INVALID', (i - 1) .. ' member is not a member of this entity.')
@@ -151,18 +160,17 @@ local function award(idem, a)
       end
     end
   end
-  local n = #list
   local stamp = string.format('%016d', tonumber(now_ms)) .. ':'
   local out, touched, order, xp_of = {}, {}, {}, {}
   for i, c in ipairs(list) do
-    local record = ARGV[a + 6 + i]
+    local record = ARGV[f + i - 1]
     redis.call('HSET', KEYS[6], c.id, record)
     redis.call('ZADD', E .. ':contribs:of:' .. c.member, '0', stamp .. c.id)
     if c.xp then xp_of[c.member] = prog_add(E, c.member, 'xp', 'xp', c.xp) end
     for _, s in ipairs(c.skills) do
       prog_add(E, c.member, 's:' .. s[1], s[1], s[2])
     end
-    emit(E, maxlen, 'contribution.added', now_iso, caller, ARGV[a + 6 + n + i])
+    emit(E, maxlen, 'contribution.added', now_iso, caller, ARGV[f + n + i - 1])
     out[i] = record
     if not touched[c.member] then
       touched[c.member] = true
