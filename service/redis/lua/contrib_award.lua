@@ -113,6 +113,15 @@ local function judge_levels(m, xp, now_ms, now_iso, caller)
   end
 end
 
+-- The contribution index's time prefix; awards of one loop turn mostly share their ms.
+local last_ms, last_stamp
+local function stamp_of(now_ms)
+  if now_ms ~= last_ms then
+    last_ms, last_stamp = now_ms, string.format('%016d', tonumber(now_ms)) .. ':'
+  end
+  return last_stamp
+end
+
 -- One award: idem is its idempotency key, a the index of its first argument.
 local function award(idem, a)
   local caller, platform, now_ms, now_iso = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
@@ -166,7 +175,7 @@ local function award(idem, a)
       end
     end
   end
-  local stamp = string.format('%016d', tonumber(now_ms)) .. ':'
+  local stamp = stamp_of(now_ms)
   local out, touched, order, xp_of = {}, {}, {}, {}
   for i = 1, n do
     local p = at[i]
