@@ -112,13 +112,16 @@ bench_start() {
   BENCH_PIDS+=("$LAST_PID")
 }
 
-# bench_nginx PATH: the ceiling, a private nginx (bench/nginx.conf.in, one worker) on a free
-# loopback port serving, for any path, the body entityd at $MAIN answers to GET PATH, byte for
-# byte (checked through nginx with the same PATH). Sets NGX_PORT, NGX_PID, NGX_WORKER (its
-# worker's PID, for BENCH_SCHED; empty if /proc does not tell) and ENTITY_BYTES; the headers of
-# both answers go to $BENCH_TMP/entity-headers.txt and $BENCH_TMP/nginx-headers.txt.
+# bench_nginx PATH: the two ceilings, one private nginx (bench/nginx.conf.in, one worker) on
+# free loopback ports answering any path with the body entityd at $MAIN answers to GET PATH,
+# byte for byte (checked through each port with the same PATH): from memory (`return 200
+# '<body>'`, the headline ceiling, NGX_PORT) and from a file (`root` + `try_files`, the ceiling of
+# the older runs, kept for history, NGX_FILE_PORT). Sets NGX_PORT, NGX_FILE_PORT, NGX_PID,
+# NGX_WORKER (its worker's PID, for BENCH_SCHED; empty if /proc does not tell) and ENTITY_BYTES;
+# the headers of entityd's and the in-memory nginx's answers go to
+# $BENCH_TMP/entity-headers.txt and $BENCH_TMP/nginx-headers.txt.
 bench_nginx() {
-  local path=$1 ngx
+  local path=$1 ngx port
   ngx=$(mktemp -d /tmp/entityd-bench-nginx.XXXXXX)
   BENCH_EXTRA_DIRS+=("$ngx")
   chmod 755 "$ngx"
@@ -127,16 +130,46 @@ bench_nginx() {
   chmod 644 "$ngx/www/entity.json"
   ENTITY_BYTES=$(stat -c %s "$ngx/www/entity.json")
   NGX_PORT=$(free_port)
-  sed -e "s|@DIR@|$ngx|g" -e "s|@PORT@|$NGX_PORT|g" bench/nginx.conf.in >"$ngx/nginx.conf"
+  NGX_FILE_PORT=$(free_port)
+  [ "$NGX_FILE_PORT" != "$NGX_PORT" ] || NGX_FILE_PORT=$(free_port)
+  # The body inside a single-quoted nginx string: a backslash and a quote escaped; nginx reads
+  # `$` as a variable, so a body with one cannot be served this way.
+  python3 - "$ngx" "$NGX_PORT" "$NGX_FILE_PORT" <<'PY' || { bench_log "cannot put the body in nginx.conf"; return 1; }
+import sys
+d, port, fport = sys.argv[1:4]
+body = open(d + "/www/entity.json", "rb").read().decode("utf-8")
+if "$" in body:
+    sys.exit(1)
+quoted = body.replace("\\", "\\\\").replace("'", "\\'")
+conf = open("bench/nginx.conf.in").read()
+conf = conf.replace("@DIR@", d).replace("@FILE_PORT@", fport).replace("@PORT@", port)
+open(d + "/nginx.conf", "w").write(conf.replace("@BODY@", quoted))
+PY
   bench_start nginx nginx -p "$ngx" -c "$ngx/nginx.conf" -e "$ngx/error.log"
   NGX_PID=$LAST_PID
-  wait_http nginx "$NGX_PID" "http://127.0.0.1:$NGX_PORT/" 10 || return 1
-  python3 bench/httpc.py get "http://127.0.0.1:$NGX_PORT$path" "$BENCH_TMP/nginx-body.json" \
-    2>"$BENCH_TMP/nginx-headers.txt"
-  cmp -s "$ngx/www/entity.json" "$BENCH_TMP/nginx-body.json" \
-    || { bench_log "nginx does not serve the same bytes"; return 1; }
+  for port in "$NGX_PORT" "$NGX_FILE_PORT"; do
+    wait_http nginx "$NGX_PID" "http://127.0.0.1:$port/" 10 || return 1
+    python3 bench/httpc.py get "http://127.0.0.1:$port$path" "$BENCH_TMP/nginx-body.json" \
+      2>"$BENCH_TMP/nginx-headers-$port.txt"
+    cmp -s "$ngx/www/entity.json" "$BENCH_TMP/nginx-body.json" \
+      || { bench_log "nginx on port $port does not serve the same bytes"; return 1; }
+  done
+  cp "$BENCH_TMP/nginx-headers-$NGX_PORT.txt" "$BENCH_TMP/nginx-headers.txt"
   # nginx's worker: the master's child (from /proc; procps may be missing).
   NGX_WORKER=$(awk '{print $1}' "/proc/$NGX_PID/task/$NGX_PID/children" 2>/dev/null || true)
+}
+
+# bench_ceilings LABEL PATHS: one wrk run against each ceiling (the in-memory one first), with
+# the worker's thread shares; sets CM_RPS CM_P50 CM_P99 CM_SCHED (nginx from memory) and CF_RPS
+# CF_P50 CF_P99 (nginx from a file), and leaves the W_* of the file run.
+bench_ceilings() {
+  local label=$1 paths=$2
+  BENCH_SCHED="${NGX_WORKER:+nginx=$NGX_WORKER}" bench_wrk "$label-mem" \
+    "http://127.0.0.1:$NGX_PORT" bench/wrk/paths.lua "$paths" || return 1
+  CM_RPS=$W_RPS CM_P50=$W_P50 CM_P99=$W_P99 CM_SCHED=$W_SCHED CM_ERR=$W_ERR CM_BPA=$W_BPA
+  BENCH_SCHED="${NGX_WORKER:+nginx=$NGX_WORKER}" bench_wrk "$label-file" \
+    "http://127.0.0.1:$NGX_FILE_PORT" bench/wrk/paths.lua "$paths" || return 1
+  CF_RPS=$W_RPS CF_P50=$W_P50 CF_P99=$W_P99
 }
 
 rss_kib() {
@@ -290,6 +323,14 @@ bench_wrk() {
 sched_sum() {
   awk -v name="$2" 'BEGIN {RS = ", "} index($1, name ".") == 1 {split($2, rw, "/"); s += rw[1]}
     END {print s + 0}' <<<"$1"
+}
+
+# sched_cpu_us W_SCHED NAME RPS: the CPU µs per request NAME's threads (all of them) ran, from
+# a run's thread shares: on a loaded machine it moves much less than requests/s do.
+sched_cpu_us() {
+  awk -v name="$2" -v r="$3" 'BEGIN {RS = ", "}
+    $1 == name || index($1, name ".") == 1 {split($2, rw, "/"); s += rw[1]}
+    END {if (r > 0 && s > 0) printf "%.2f", s * 1e4 / r; else print "-"}' <<<"$1"
 }
 
 # raw_recover SECONDS: runs entityd-bench-recover; sets RAW (recoveries per wall second, one

@@ -92,6 +92,7 @@ typedef struct conn {
     bool active; /* read something since the last sweep (an idle one's buffers are freed) */
     uint64_t read_deadline;  /* loop ms: header, body or idle deadline; 0 none; paused while owed */
     uint64_t write_deadline; /* loop ms: the write in progress must finish by then; 0 none */
+    int fd;                  /* the socket, for flush's send(2); -1 while libuv does not tell */
     buf pending_in;          /* read, not yet parsed */
     buf out;                 /* answers queued, not yet handed to the kernel */
     buf writing;             /* what uv_write is sending */

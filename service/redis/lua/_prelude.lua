@@ -162,10 +162,17 @@ end
 -- <address>", all scores 0, so ZRANGEBYLEX ascending is the highest value first, ties by
 -- address. 9999999999999999 is past 2^53, so the complement is taken in two halves of 8 digits,
 -- each exact in a double (value at most 2^53 - 1).
+-- Remembered for the call: an award formats the same few values again and again (a score of 1
+-- before and after), and string.format was a sizeable share of an award's Lua.
+local lb_inv_of = {}
 local function lb_inv(value)
+  local s = lb_inv_of[value]
+  if s then return s end
   local hi = math.floor(value / 100000000)
   local lo = value - hi * 100000000
-  return string.format('%08d%08d', 99999999 - hi, 99999999 - lo)
+  s = string.format('%08d%08d', 99999999 - hi, 99999999 - lo)
+  lb_inv_of[value] = s
+  return s
 end
 
 local function lb_member(value, addr)

@@ -10,16 +10,20 @@
 -- ARGV: the group's: events_max, the most contributions one member may receive per minute ('0':
 -- no limit; past it 'RATE <seconds> <message>', nothing written); the number of awards; then
 -- each award's key count, argument count and arguments: caller, platform, now (ms), now (ISO),
--- request digest ('' without a key), idempotency key used ('1'/'0'), contributions (JSON array
--- of {id, member, skills: [[skill id, score]], xp (absent when 0)}, numbers as strings,
--- validated by the service), then each
--- contribution's Contribution JSON as the API returns it, then each one's contribution.added
--- event data (the service renders both: no JSON is built here).
+-- request digest ('' without a key), idempotency key used ('1'/'0'), the number of
+-- contributions, then each contribution's fields, one argument each: id, member, xp ('0':
+-- none), skill count, then each skill's id and score (numbers as strings, validated by the
+-- service; no JSON to decode), then each contribution's Contribution JSON as the API returns
+-- it, then each one's contribution.added event data (the service renders both: no JSON is
+-- built here).
 -- Every check of an award runs before its first write. Errors: 'INVALID <i> <field> <message>'
 -- (i the contribution's index; the service names the field in the request's form), CONFLICT
 -- (the key was used for another request). Answers one reply per award: {'OK', Contribution
 -- JSONs as a JSON array}, {'REPLAY', the first answer's JSON array} or the error.
 -- Progress, leaderboards and events: keys.h.
+-- KEYS and ARGV are read hundreds of times a call: as locals they are upvalues of the
+-- functions below, not a global table's fields.
+local KEYS, ARGV = KEYS, ARGV
 local moving = moving_guard(KEYS[1])
 if moving then return moving end
 local E, maxlen, per_minute = KEYS[1], ARGV[1], tonumber(ARGV[2]) or 0
@@ -112,6 +116,15 @@ local function judge_levels(m, xp, now_ms, now_iso, caller)
   end
 end
 
+-- The contribution index's time prefix; awards of one loop turn mostly share their ms.
+local last_ms, last_stamp
+local function stamp_of(now_ms)
+  if now_ms ~= last_ms then
+    last_ms, last_stamp = now_ms, string.format('%016d', tonumber(now_ms)) .. ':'
+  end
+  return last_stamp
+end
+
 -- One award: idem is its idempotency key, a the index of its first argument.
 local function award(idem, a)
   local caller, platform, now_ms, now_iso = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
@@ -128,13 +141,21 @@ local function award(idem, a)
       return fail('CONFLICT', 'The idempotencyKey was used for another request.')
     end
   end
-  local list = cjson.decode(ARGV[a + 6])
-  for i, c in ipairs(list) do
-    if redis.call('HEXISTS', KEYS[4], c.member) == 0 then
+  -- Contribution i's fields start at ARGV[at[i]]: id, member, xp, skill count, then each
+  -- skill's id and score. They are read where they lie: no table per contribution or skill.
+  local n, at, f = tonumber(ARGV[a + 6]), {}, a + 7
+  for i = 1, n do
+    at[i] = f
+    f = f + 4 + 2 * tonumber(ARGV[f + 3])
+  end
+  -- f is now the first record; the events follow the records.
+  for i = 1, n do
+    local p = at[i]
+    if redis.call('HEXISTS', KEYS[4], ARGV[p + 1]) == 0 then
       return fail('INVALID', (i - 1) .. ' member is not a member of this entity.')
     end
-    for j, s in ipairs(c.skills) do
-      if redis.call('HEXISTS', KEYS[5], s[1]) == 0 then
+    for j = 1, tonumber(ARGV[p + 3]) do
+      if redis.call('HEXISTS', KEYS[5], ARGV[p + 2 + 2 * j]) == 0 then
         return fail('INVALID', (i - 1) .. ' skills[' .. (j - 1) ..
           '].skillId is not a skill of this entity.')
       end
@@ -144,7 +165,10 @@ local function award(idem, a)
   -- award it counts (a fixed window), in the entity's slot.
   local counts = {}
   if per_minute > 0 then
-    for _, c in ipairs(list) do counts[c.member] = (counts[c.member] or 0) + 1 end
+    for i = 1, n do
+      local m = ARGV[at[i] + 1]
+      counts[m] = (counts[m] or 0) + 1
+    end
     for m, n in pairs(counts) do
       local used = tonumber(redis.call('GET', E .. ':awards:' .. m) or '0')
       if used + n > per_minute then
@@ -154,22 +178,23 @@ local function award(idem, a)
       end
     end
   end
-  local n = #list
-  local stamp = string.format('%016d', tonumber(now_ms)) .. ':'
+  local stamp = stamp_of(now_ms)
   local out, touched, order, xp_of = {}, {}, {}, {}
-  for i, c in ipairs(list) do
-    local record = ARGV[a + 6 + i]
-    redis.call('HSET', KEYS[6], c.id, record)
-    redis.call('ZADD', E .. ':contribs:of:' .. c.member, '0', stamp .. c.id)
-    if c.xp then xp_of[c.member] = prog_add(E, c.member, 'xp', 'xp', c.xp) end
-    for _, s in ipairs(c.skills) do
-      prog_add(E, c.member, 's:' .. s[1], s[1], s[2])
+  for i = 1, n do
+    local p = at[i]
+    local id, m, xp, record = ARGV[p], ARGV[p + 1], ARGV[p + 2], ARGV[f + i - 1]
+    redis.call('HSET', KEYS[6], id, record)
+    redis.call('ZADD', E .. ':contribs:of:' .. m, '0', stamp .. id)
+    if xp ~= '0' then xp_of[m] = prog_add(E, m, 'xp', 'xp', xp) end
+    for j = 1, tonumber(ARGV[p + 3]) do
+      local sid = ARGV[p + 2 + 2 * j]
+      prog_add(E, m, 's:' .. sid, sid, ARGV[p + 3 + 2 * j])
     end
-    emit(E, maxlen, 'contribution.added', now_iso, caller, ARGV[a + 6 + n + i])
+    emit(E, maxlen, 'contribution.added', now_iso, caller, ARGV[f + n + i - 1])
     out[i] = record
-    if not touched[c.member] then
-      touched[c.member] = true
-      order[#order + 1] = c.member
+    if not touched[m] then
+      touched[m] = true
+      order[#order + 1] = m
     end
   end
   -- Levels newly reached by the members this award touched, in level order (XP, then id),

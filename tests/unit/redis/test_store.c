@@ -896,14 +896,12 @@ static void seed_award_entity(const char *e)
 /* Queues one award of score 1 in s1 to member m of entity e, contribution id `id`. */
 static void group_award(rec *r, const char *e, const char *m, const char *id)
 {
-    char keys[9][64], items[160], record[64], prog[64];
+    char keys[9][64], record[64], prog[64];
     const char *suffix[] = {"",          ":owners",       ":admins",       ":members", ":skills",
                             ":contribs", ":skills:order", ":levels:order", ":lb:xp"};
     for (int i = 0; i < 9; i++)
         snprintf(keys[i], sizeof keys[i], "%s%s", e, suffix[i]);
     snprintf(prog, sizeof prog, "%s:prog:%s", e, m);
-    snprintf(items, sizeof items, "[{\"id\":\"%s\",\"member\":\"%s\",\"skills\":[[\"s1\",\"1\"]]}]",
-             id, m);
     snprintf(record, sizeof record, "{\"id\":\"%s\"}", id);
     const char *argv[] = {keys[0],
                           keys[1],
@@ -924,7 +922,13 @@ static void group_award(rec *r, const char *e, const char *m, const char *id)
                           "2023-11-14T22:13:20.000Z",
                           "",
                           "0",
-                          items,
+                          "1", /* one contribution: id, member, xp 0, one skill */
+                          id,
+                          m,
+                          "0",
+                          "1",
+                          "s1",
+                          "1",
                           record,
                           "{}"};
     size_t lens[sizeof argv / sizeof *argv];
