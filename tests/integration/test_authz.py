@@ -147,6 +147,9 @@ TABLE = [
      200),
     ('DELETE', '/api/entities/{id}/skills/{skillId}', 'skill-delete', WRITE_OWNERS_ADMINS, 200),
     ('DELETE', '/api/entities/{id}/levels/{lvID}', 'level-delete', WRITE_OWNERS_ADMINS, 200),
+    ('GET', '/api/attestations/config', 'attest-config', ALL_200, 200),
+    ('GET', '/api/entities/{id}/members/{address}/attestations', 'attestations', READ_SIGNED,
+     200),
     # Last: the member leaves, and is no member for any cell after it.
     ('POST', '/api/entities/{id}/leave', 'leave', LEAVE, 200),
 ]
@@ -173,8 +176,10 @@ class AuthzTest(harness.ServiceTestCase):
         cls.r = cls.class_redis()
         w = harness.Wallet.random(7)
         cls.w = dict(zip(['owner', 'admin', 'member', 'stranger', 'platform', 'other'], w))
+        # --dev: attestations signed with the fixed, public development key, so that their
+        # routes have cells of their own.
         cls.svc = cls.class_entityd(redis=cls.r, env={
-            'PLATFORM_ADMINS': cls.w['platform'].address})
+            'PLATFORM_ADMINS': cls.w['platform'].address}, args=('--dev',))
         cls.svc_platform = cls.class_entityd(redis=cls.r, env={
             'PLATFORM_ADMINS': cls.w['platform'].address, 'ENTITY_CREATION': 'platform'})
         cls.port = cls.svc.port
@@ -307,7 +312,9 @@ class AuthzTest(harness.ServiceTestCase):
         if case == 'level':
             return ('POST', '/api/entities/%s/levels/lv-%d/update' % (eid, n),
                     {'name': 'Level %d' % n, 'skillIds': [], 'scores': [], 'XP': n}, port)
-        if case in ('progress', 'contributions'):
+        if case == 'attest-config':
+            return 'GET', '/api/attestations/config', None, port
+        if case in ('progress', 'contributions', 'attestations'):
             return ('GET', '/api/entities/%s/members/%s/%s' % (eid, self.w['member'].address,
                                                                case), None, port)
         if case == 'leaderboard':
