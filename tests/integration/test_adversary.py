@@ -319,7 +319,15 @@ class AdversaryTest(harness.ServiceTestCase):
             self.assertIsInstance(res, clients.Response, 'half-close: %r' % (res,))
             self.assertEqual(res.status, 200, res)
             self.assertEqual(res.json()['data']['id'], eid)
+        # Lower bounds below are measured from a client event that comes before the one the
+        # service keys on (clients.py says which), so they hold with no slack beyond
+        # CLOCK_TOLERANCE; upper bounds from one that may come after it carry `slack`.
         for res in results['trickle-fast']:
+            # Answered, unless this client itself (one of ~50 threads) took so long to send
+            # its last byte that the header deadline had nearly passed: then it may be closed.
+            if res[0] != 'answer' and res[3] is not None and \
+                    res[3] > header_ms / 1000.0 - slack:
+                continue
             self.assertEqual(res[0], 'answer', 'a request sent within the header timeout: %r'
                              % (res,))
             self.assertEqual(res[1].status, 200)
@@ -331,17 +339,17 @@ class AdversaryTest(harness.ServiceTestCase):
             if res[0] == 'answer':
                 self.assertGreaterEqual(res[1].status, 400, res)
             self.assertLessEqual(res[2], header_ms / 1000.0 + slack, res)
-            self.assertGreaterEqual(res[2], header_ms / 1000.0 * 0.9, res)
-        first = min(header_ms, idle_ms) / 1000.0
+            self.assertGreaterEqual(res[2], header_ms / 1000.0 - harness.CLOCK_TOLERANCE, res)
         for res in results['say-nothing']:
+            # The header deadline (the shorter) closes it; it starts at the accept.
             self.assertIsNotNone(res, 'a silent connection was never closed')
-            self.assertLessEqual(res, max(header_ms, idle_ms) / 1000.0 + slack)
-            self.assertGreaterEqual(res, first * 0.9)
-        for st, res in results['idle']:
+            self.assertLessEqual(res, header_ms / 1000.0 + slack)
+            self.assertGreaterEqual(res, header_ms / 1000.0 - harness.CLOCK_TOLERANCE)
+        for st, from_answer, from_send in results['idle']:
             self.assertEqual(st, 200)
-            self.assertIsNotNone(res, 'an idle keep-alive connection was never closed')
-            self.assertLessEqual(res, idle_ms / 1000.0 + slack)
-            self.assertGreaterEqual(res, idle_ms / 1000.0 * 0.9)
+            self.assertIsNotNone(from_answer, 'an idle keep-alive connection was never closed')
+            self.assertLessEqual(from_answer, idle_ms / 1000.0 + slack)
+            self.assertGreaterEqual(from_send, idle_ms / 1000.0 - harness.CLOCK_TOLERANCE)
         for got, res in results['slow-reader']:
             self.assertIsNotNone(res, 'a one-byte-a-second reader was never closed')
             self.assertLessEqual(res, write_ms / 1000.0 + slack)
