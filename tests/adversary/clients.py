@@ -109,7 +109,11 @@ def server_holds(server_port, socks):
     """Which of our connections to server_port the server process still holds open: the
     kernel's view (/proc/net/tcp), where the server's end has an inode while a process owns
     it and none once it was closed (even if its FIN or data is still queued). Returns the
-    subset of socks."""
+    subset of socks.
+
+    A connection the service has not accepted yet (still in the listener's queue, as on a
+    loaded machine for a while) has no inode either: "not held" means released only for a
+    connection seen held before."""
     by_port = {}
     for s in socks:
         try:
@@ -316,10 +320,13 @@ def slow_reader(port, request, n, deadline, rate=1.0, rcvbuf=4096):
     t0 = time.monotonic()
     got = 0
     next_read = t0
+    accepted = False
     try:
         s.setblocking(False)
         while time.monotonic() < deadline:
-            if not server_holds(port, [s]):
+            if server_holds(port, [s]):
+                accepted = True
+            elif accepted:
                 # Closed on the service's side (its end has no owner); what we have not read
                 # yet may still be queued.
                 return got, time.monotonic() - t0

@@ -157,12 +157,14 @@ class AdversaryTest(harness.ServiceTestCase):
         reqs = [request_bytes('GET', '/api/entities/%s?address=0x%040x' % (
             clients.random_entity_id(), 1)) for _ in range(300)]
         sent = clients.reset_while_owed(svc.port, reqs, delay=0.3)
-        sleeper.join(timeout=10)
         log('\nreset while owed: %d connections sent and reset %.2fs into the sleep' % (
             sent, time.monotonic() - t_sleep))
+        sleeper.join(timeout=10)
+        # DEBUG SLEEP was answered: Redis serves again from here on.
         self.assertEqual(sent, 300)
-        # The sleep ends; the owed answers come back from Redis for closed connections.
-        harness.wait_for(lambda: time.monotonic() > t_sleep + 1.5 + scaled(1), scaled(10))
+        # The owed answers come back from Redis for closed connections; the well-behaved
+        # clients get full service again once the backlog is through.
+        time.sleep(scaled(1))
         for c in cs:
             c.faulty.clear()
         time.sleep(scaled(1))
@@ -205,13 +207,16 @@ class AdversaryTest(harness.ServiceTestCase):
             socks.append(s)
         t_sent = time.monotonic()
         # Closed: the service holds none of their sockets (the kernel's table: its end of each
-        # has no owner left), whether it reset them or closed with data still queued.
-        deadline = t_sent + write_ms / 1000.0 + scaled(1)
+        # has no owner left), whether it reset them or closed with data still queued; each
+        # seen held first (one not yet accepted has no owner either).
+        deadline = t_sent + write_ms / 1000.0 + scaled(2.5)
         closed_at = None
         held = set(socks)
+        seen = set()
         while time.monotonic() < deadline + scaled(5):
             held = clients.server_holds(svc.port, socks)
-            if not held:
+            seen |= held
+            if not held and len(seen) == len(socks):
                 closed_at = time.monotonic()
                 break
             time.sleep(0.05)
@@ -230,17 +235,22 @@ class AdversaryTest(harness.ServiceTestCase):
         self.assertAlive(svc)
         self.assertLessEqual(growth, bound, 'RSS grew %.1f MiB' % (growth / 1024.0))
         self.assertIsNotNone(closed_at, 'the never-read connections were not closed')
-        self.assertLessEqual(closed_at - t_sent, write_ms / 1000.0 + scaled(1),
-                             'closed later than WRITE_TIMEOUT_MS + 1 s')
-        self.assertGreater(closed_at - t0, write_ms / 1000.0 * 0.9 - 0.2,
-                           'closed before the write timeout')
+        # Each write deadline starts at that connection's first stuck write: after t0 (the
+        # lower bound holds with no slack), and before t_sent unless the loaded service
+        # accepted the connection only later (the upper bound's slack covers that, the 100 ms
+        # sweep and the loop's own delay; in cluster mode six Redis servers share the CPUs).
+        self.assertLessEqual(closed_at - t_sent, write_ms / 1000.0 + scaled(2.5),
+                             'closed later than WRITE_TIMEOUT_MS + slack')
+        self.assertGreaterEqual(closed_at - t0, write_ms / 1000.0 - harness.CLOCK_TOLERANCE,
+                                'closed before the write timeout')
         self.finish_checkers(cs, 'pipeline never read')
         self.assertEqual(check_invariants(r, versions, acks=world.acks), [])
 
     def test_pipeline_read_late_gets_every_answer(self):
         # Backpressure must resume: a pipeline of 1024 that is read after a pause (within the
         # write timeout) gets every answer, in order.
-        r, svc, world = self.start(env={'WRITE_TIMEOUT_MS': 5000})
+        # Read 1.5 s after sending: far within the write timeout, however loaded the machine.
+        r, svc, world = self.start(env={'WRITE_TIMEOUT_MS': 10000})
         eid = world.eids[0]
         paths = ['/metrics' if k % 2 else '/api/entities/%s?address=%s' % (
             eid, world.member.address) for k in range(1024)]
