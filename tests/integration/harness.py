@@ -115,7 +115,7 @@ def scaled(seconds):
 # How much earlier than its nominal length a deadline of the service may end, measured on this
 # process's clock: the service counts whole milliseconds of CLOCK_MONOTONIC (libuv may take
 # the coarse variant, a scheduler tick behind). A lower bound measured from a client event
-# that comes before the one the service keys on needs this and no more (tests/TIMING.md).
+# that comes before the one the service keys on needs this and no more (docs/TIMING.md).
 CLOCK_TOLERANCE = 0.01
 
 
