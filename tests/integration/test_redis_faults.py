@@ -12,8 +12,9 @@ answer is checked (tests/adversary/workload.py):
 During a fault a request needing Redis may be answered 503 unavailable (with Retry-After) or
 504 timeout, and any other answer must be the correct one; requests not needing Redis are served
 throughout; full service returns within the reconnect backoff's 2 s cap and 1 s (stretched for
-sanitizer builds) after the fault ends. After each run the data-set invariants hold (tests/integration/invariants.py), no
-entity's __v was seen going backwards, and no acknowledged write is missing."""
+sanitizer builds) after the fault ends. After each run the data-set invariants hold
+(tests/integration/invariants.py), no entity's __v was seen going backwards, and no
+acknowledged write is missing."""
 
 import os
 import resource
