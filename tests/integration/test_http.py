@@ -414,15 +414,19 @@ class HttpTest(harness.ServiceTestCase):
             c = self.raw()
             c.send(raw)
             self.assertEqual(c.read_response().status, status)
-        harness.wait_for(lambda: len([r for r in self.svc.logs()[before:]
-                                      if r.get('msg') == 'request']) >= len(cases),
-                         scaled(3), what='request log lines')
-        recs = [r for r in self.svc.logs()[before:] if r.get('msg') == 'request']
         # Lines are flushed in batches: an earlier test's line may land after `before`, so a
-        # case is found by its request id where the request got far enough to carry one.
-        for rid, _, status, method in cases:
-            rec = [r for r in recs if r.get('status') == status and
-                   (status == 414 or r.get('request_id') == rid)]
+        # case is found by its request id where the request got far enough to carry one, and
+        # waited for case by case (a count of lines may be met by another test's first).
+        def lines():
+            recs = [r for r in self.svc.logs()[before:] if r.get('msg') == 'request']
+            return [[r for r in recs if r.get('status') == status and
+                     (status == 414 or r.get('request_id') == rid)]
+                    for rid, _, status, _ in cases]
+        try:
+            harness.wait_for(lambda: all(lines()), scaled(5), what='request log lines')
+        except TimeoutError:
+            pass  # reported case by case below
+        for rec, (rid, _, status, method) in zip(lines(), cases):
             self.assertTrue(rec, 'no log line for the %d' % status)
             self.assertEqual(rec[0].get('method'), method,
                              'the %d was logged as %r' % (status, rec[0]))
@@ -569,6 +573,33 @@ class IdleDeadlineTest(harness.ServiceTestCase):
             self.assertGreaterEqual(t_closed - t_send, idle - harness.CLOCK_TOLERANCE)
             self.assertLessEqual(t_closed - t_answer, idle + scaled(1.5))
             self.assertEqual(c.buf, b'')
+
+    def test_idle_never_runs_while_a_request_is_in_flight(self):
+        # Redis stopped (SIGSTOP) for twice the idle timeout while a read waits on it: the
+        # connection stays, the answer comes once Redis runs again, and only then the idle
+        # clock starts (lower bound from t_resume: the answer cannot be written before it).
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'IDLE_TIMEOUT_MS': self.IDLE_MS,
+                                         'REDIS_TIMEOUT_MS': 30000, 'READ_CACHE_MB': 0})
+        idle = self.IDLE_MS / 1000
+        c = RawConn(svc.port, timeout=scaled(10))
+        self.addCleanup(c.close)
+        path = '/api/entities/c-00000000-0000-4000-8000-000000000000?address=' + ADDR
+        c.send(req_bytes('GET', path))
+        self.assertEqual(c.read_response().status, 404)  # a read that reaches Redis
+        r.pause()
+        try:
+            c.send(req_bytes('GET', path))
+            time.sleep(2 * idle)
+        finally:
+            t_resume = time.monotonic()
+            r.resume()
+        self.assertEqual(c.read_response(timeout=scaled(10)).status, 404)
+        t_answer = time.monotonic()
+        self.assertIsNotNone(c.wait_closed(idle + scaled(5)), 'never closed')
+        t_closed = time.monotonic()
+        self.assertGreaterEqual(t_closed - t_resume, idle - harness.CLOCK_TOLERANCE)
+        self.assertLessEqual(t_closed - t_answer, idle + scaled(1.5))
 
     def test_idle_waits_until_a_slow_reader_has_everything(self):
         # Twenty /metrics answers, far more than the kernel buffers on both sides (the
