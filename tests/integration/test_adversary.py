@@ -220,7 +220,7 @@ class AdversaryTest(harness.ServiceTestCase):
         # Closed: the service holds none of their sockets (the kernel's table: its end of each
         # has no owner left), whether it reset them or closed with data still queued; each
         # seen held first (one not yet accepted has no owner either).
-        deadline = t_sent + write_ms / 1000.0 + scaled(2.5)
+        deadline = t_sent + write_ms / 1000.0 + scaled(5)
         closed_at = None
         held = set(socks)
         seen = set()
@@ -246,11 +246,13 @@ class AdversaryTest(harness.ServiceTestCase):
         self.assertAlive(svc)
         self.assertLessEqual(growth, bound, 'RSS grew %.1f MiB' % (growth / 1024.0))
         self.assertIsNotNone(closed_at, 'the never-read connections were not closed')
-        # Each write deadline starts at that connection's first stuck write: after t0 (the
-        # lower bound holds with no slack), and before t_sent unless the loaded service
-        # accepted the connection only later (the upper bound's slack covers that, the 100 ms
-        # sweep and the loop's own delay; in cluster mode six Redis servers share the CPUs).
-        self.assertLessEqual(closed_at - t_sent, write_ms / 1000.0 + scaled(2.5),
+        # Each write deadline starts at that connection's first write the socket cannot take
+        # at once: after t0 (the lower bound holds with no slack), and after the service has
+        # rendered the answers that fill the kernel's buffers (half a MiB of /metrics each),
+        # which a loaded machine may do seconds after t_sent (seen: closed 7.7 s after it with
+        # two workers under the sanitizers). The upper bound's slack covers that, the 100 ms
+        # sweep and the loop's own delay; in cluster mode six Redis servers share the CPUs.
+        self.assertLessEqual(closed_at - t_sent, write_ms / 1000.0 + scaled(5),
                              'closed later than WRITE_TIMEOUT_MS + slack')
         self.assertGreaterEqual(closed_at - t0, write_ms / 1000.0 - harness.CLOCK_TOLERANCE,
                                 'closed before the write timeout')
@@ -372,8 +374,10 @@ class AdversaryTest(harness.ServiceTestCase):
             self.assertLessEqual(from_answer, idle_ms / 1000.0 + slack)
             self.assertGreaterEqual(from_send, idle_ms / 1000.0 - harness.CLOCK_TOLERANCE)
         for got, res in results['slow-reader']:
+            # Its write deadline starts once the answers rendered for it fill the kernel's
+            # buffers, which on a loaded machine may come seconds after its pipeline was sent.
             self.assertIsNotNone(res, 'a one-byte-a-second reader was never closed')
-            self.assertLessEqual(res, write_ms / 1000.0 + slack)
+            self.assertLessEqual(res, write_ms / 1000.0 + slack + scaled(2.5))
         # 50 hostile connections at most at once: far under their documented bound each.
         self.assertLessEqual(peak - base_rss, 32 * MIB * RSS_SLACK)
         self.finish_checkers(cs, 'hostile mix')
