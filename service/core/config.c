@@ -48,7 +48,8 @@ static const opt opts[] = {
     {"HEADER_TIMEOUT_MS", OPT_INT, OFF(header_timeout_ms), "10000", 1, 3600000,
      "a request's header block must arrive within this"},
     {"IDLE_TIMEOUT_MS", OPT_INT, OFF(idle_timeout_ms), "60000", 1, 3600000,
-     "idle keep-alive connections are closed after this"},
+     "a keep-alive connection is closed this long after its last answer was fully written, "
+     "unless a request began"},
     {"WRITE_TIMEOUT_MS", OPT_INT, OFF(write_timeout_ms), "30000", 1, 3600000,
      "queued answers must reach the client within this, else the connection is closed"},
     {"WRITE_BUFFER_BYTES", OPT_INT, OFF(write_buffer_bytes), "262144", 4096, 1073741824,

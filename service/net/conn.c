@@ -20,8 +20,12 @@ static bool read_buffer_busy;
 /* A buffer that grew for one large answer is given back beyond this. */
 #define KEEP_BYTES (64u * 1024)
 
-static uint64_t now_ms(const conn *c)
+/* The loop's clock is read once per iteration; one iteration of a loaded loop can take a good
+ * part of a second, so a deadline that starts at an event inside it reads the clock again
+ * (a vDSO call). The sweep compares against the same clock. */
+static uint64_t fresh_ms(const conn *c)
 {
+    uv_update_time(c->set->loop);
     return uv_now(c->set->loop);
 }
 
@@ -75,7 +79,19 @@ void conn_close(conn *c)
 
 void conn_read_deadline(conn *c, uint64_t ms)
 {
-    c->read_deadline = (ms && c->state < CONN_CLOSING) ? now_ms(c) + ms : 0;
+    c->read_deadline = (ms && c->state < CONN_CLOSING) ? fresh_ms(c) + ms : 0;
+}
+
+/* The idle deadline starts when the last answer is fully written (handed to the kernel), as
+ * docs/DECISIONS.md says: not while a request is dispatched, an answer is queued or being
+ * written (the write deadline runs then), nor once the next request has begun (its header or
+ * body deadline runs). Called wherever the output may just have emptied. */
+static void idle_from_now(conn *c)
+{
+    if (c->state != CONN_OPEN || c->owed || c->write_active || c->out.len || c->pending_in.len ||
+        c->set->proto->mid_request(c))
+        return;
+    conn_read_deadline(c, c->set->limits.idle_timeout_ms);
 }
 
 bool conn_accepts_output(const conn *c)
@@ -166,6 +182,7 @@ static void flush(conn *c)
         buf_reset(&c->writing, KEEP_BYTES);
         if (c->pending_in.len)
             c->again = true; /* room again under the high-water mark: parse on */
+        idle_from_now(c);
         return;
     }
     if (n < 0) {
@@ -179,7 +196,7 @@ static void flush(conn *c)
         return;
     }
     c->write_active = true;
-    c->write_deadline = now_ms(c) + c->set->limits.write_timeout_ms;
+    c->write_deadline = fresh_ms(c) + c->set->limits.write_timeout_ms;
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -257,6 +274,7 @@ void conn_progress(conn *c)
 
 bool conn_answered(conn *c)
 {
+    bool empty = c->out.len == 0 && !c->write_active; /* nothing for flush to write */
     c->owed = false;
     if (c->state == CONN_CLOSED) {
         conn_free(c); /* the client went away while the answer was owed */
@@ -266,9 +284,9 @@ bool conn_answered(conn *c)
         return true;
     if (c->set->draining)
         conn_finish_input(c);
-    /* The parser is at a message boundary after an answer: idle until the next one starts. */
-    conn_read_deadline(c, c->set->limits.idle_timeout_ms);
-    conn_progress(c);
+    conn_progress(c); /* writes the answer: the idle deadline starts once it is all written */
+    if (empty)
+        idle_from_now(c); /* an empty answer: nothing to wait for */
     return true;
 }
 
@@ -282,6 +300,8 @@ static void on_write(uv_write_t *w, int status)
         conn_close(c);
         return;
     }
+    if (c->out.len == 0)
+        idle_from_now(c); /* the last answer's final bytes are with the kernel */
     conn_progress(c);
 }
 
@@ -356,6 +376,7 @@ static void on_sweep(uv_timer_t *t)
             set->stats.write_timeouts++;
             close_socket(c, true);
         } else if (c->read_deadline && now >= c->read_deadline && !c->owed) {
+            /* A header or body deadline (the idle one never runs during a write). */
             set->stats.read_timeouts++;
             close_socket(c, c->write_active);
         } else if (!c->active) {

@@ -15,6 +15,15 @@
  *    v  libuv's close callback
  *   CLOSED ── memory freed at once, or when the answer still owed arrives (and is dropped)
  *
+ * Deadlines (checked by one sweep every 100 ms, so a close comes up to a sweep late):
+ *   header  from the accept, and from a request's first byte, until its header block is in;
+ *   body    from the end of the header block (IDLE_TIMEOUT_MS) until the request is complete;
+ *   idle    from the moment the last answer is fully written (handed to the kernel) until the
+ *           next request's first byte: never while a request is dispatched, an answer is
+ *           queued or being written, as nginx's keepalive_timeout;
+ *   write   from the start of a write the socket did not take at once, until it completes.
+ * None runs while an answer is owed: Redis has its own deadline then.
+ *
  * Beside the state, a dispatched request holds the connection (conn_hold) until its answer is
  * queued (conn_answered): that hold, and the socket until its close callback, are the two
  * things that keep the memory. The set owns every connection's memory and frees it in exactly
@@ -54,7 +63,7 @@ typedef struct conn_protocol {
 
 typedef struct conn_limits {
     uint64_t header_timeout_ms; /* a connection's first header block must arrive within this */
-    uint64_t idle_timeout_ms;   /* no request in progress and nothing read for this long */
+    uint64_t idle_timeout_ms;   /* from the last answer fully written to the next request */
     uint64_t write_timeout_ms;  /* a queued write must reach the client within this */
     size_t write_buffer_bytes;  /* queued answers beyond this pause the parser */
     size_t max_connections;     /* beyond it new connections are refused by the protocol */

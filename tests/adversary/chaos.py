@@ -209,7 +209,7 @@ class Chaos:
             if t is None or t > max(HEADER_MS, IDLE_MS) / 1000.0 + slack:
                 fig.violation('connect and say nothing: closed after %s' % t)
         elif kind == 'idle':
-            st, t = clients.idle_after_answer(port, end)
+            st, t, _ = clients.idle_after_answer(port, end)
             if st != 200 or t is None or t > IDLE_MS / 1000.0 + slack:
                 fig.violation('idle keep-alive: %s, closed after %s' % (st, t))
         elif kind == 'slow-reader':

@@ -109,7 +109,11 @@ def server_holds(server_port, socks):
     """Which of our connections to server_port the server process still holds open: the
     kernel's view (/proc/net/tcp), where the server's end has an inode while a process owns
     it and none once it was closed (even if its FIN or data is still queued). Returns the
-    subset of socks."""
+    subset of socks.
+
+    A connection the service has not accepted yet (still in the listener's queue, as on a
+    loaded machine for a while) has no inode either: "not held" means released only for a
+    connection seen held before."""
     by_port = {}
     for s in socks:
         try:
@@ -316,10 +320,13 @@ def slow_reader(port, request, n, deadline, rate=1.0, rcvbuf=4096):
     t0 = time.monotonic()
     got = 0
     next_read = t0
+    accepted = False
     try:
         s.setblocking(False)
         while time.monotonic() < deadline:
-            if not server_holds(port, [s]):
+            if server_holds(port, [s]):
+                accepted = True
+            elif accepted:
                 # Closed on the service's side (its end has no owner); what we have not read
                 # yet may still be queued.
                 return got, time.monotonic() - t0
@@ -341,51 +348,74 @@ def slow_reader(port, request, n, deadline, rate=1.0, rcvbuf=4096):
 
 
 def header_trickle(port, request, interval, deadline):
-    """Sends the request one byte every interval seconds. Returns ('answer', Response, t),
-    ('closed', None, t) when the service closed first, or ('open', None, None) at the
-    deadline; t is seconds since connect."""
+    """Sends the request one byte every interval seconds. Returns ('answer', Response, t, sent),
+    ('closed', None, t, sent) when the service closed first, or ('open', None, None, sent) at
+    the deadline; t is seconds since connect, sent the seconds since connect when the last byte
+    was sent (None when not all were). The service's header deadline starts at its accept and
+    again at the request's first byte, both after connect: t is never short of it."""
     s = connect(port)
     t0 = time.monotonic()
+    sent = None
     try:
         for i in range(len(request)):
             if time.monotonic() >= deadline:
-                return 'open', None, None
+                return 'open', None, None, sent
             try:
                 s.send(request[i:i + 1])
             except OSError:
-                return 'closed', None, time.monotonic() - t0
+                return 'closed', None, time.monotonic() - t0, sent
+            if i == len(request) - 1:
+                sent = time.monotonic() - t0
             if peer_gone(s):
-                return 'closed', None, time.monotonic() - t0
+                return 'closed', None, time.monotonic() - t0, sent
             time.sleep(interval)
         got, eof = read_responses(s, 1, deadline)
         if got:
-            return 'answer', got[0], time.monotonic() - t0
+            return 'answer', got[0], time.monotonic() - t0, sent
         if eof:
-            return 'closed', None, time.monotonic() - t0
-        return 'open', None, None
+            return 'closed', None, time.monotonic() - t0, sent
+        return 'open', None, None, sent
     finally:
         reset_close(s)
 
 
 def say_nothing(port, deadline):
-    """Connects and sends nothing; seconds until the service closed, or None at deadline."""
+    """Connects and sends nothing; seconds from just before the connect until the service
+    closed, or None at deadline. The service's header deadline starts at its accept, which
+    comes after the connect began: these seconds are never short of it."""
+    t0 = time.monotonic()
     s = connect(port)
     try:
-        return wait_closed(s, deadline)
+        w = wait_closed(s, deadline)
+        return None if w is None else time.monotonic() - t0
     finally:
         reset_close(s)
 
 
 def idle_after_answer(port, deadline):
-    """One GET /healthz answered, then silence; (status, seconds from the answer until the
-    service closed, or None)."""
+    """One GET /healthz answered, then silence. Returns (status, from_answer, from_send):
+    seconds until the service closed counted from when this client had read the answer, and
+    from just before it sent the request (None when never closed).
+
+    The service's idle deadline starts when its write of the answer completed, an event the
+    client cannot see. It lies after the send began, so from_send is never short of
+    IDLE_TIMEOUT_MS: a lower bound holds on it with no slack. It lies before the client has
+    read the answer, by as long as this thread waited for the CPU (seconds on a loaded
+    machine, with dozens of client threads sharing one interpreter lock), so from_answer may
+    fall short of IDLE_TIMEOUT_MS by that much: it suits an upper bound only."""
     s = connect(port)
     try:
+        t_send = time.monotonic()
         s.sendall(request_bytes('GET', '/healthz'))
         got, _ = read_responses(s, 1, deadline)
         if not got:
-            return None, None
-        return got[0].status, wait_closed(s, deadline)
+            return None, None, None
+        t_answer = time.monotonic()
+        w = wait_closed(s, deadline)
+        if w is None:
+            return got[0].status, None, None
+        t_closed = time.monotonic()
+        return got[0].status, t_closed - t_answer, t_closed - t_send
     finally:
         reset_close(s)
 

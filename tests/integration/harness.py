@@ -119,6 +119,13 @@ def scaled(seconds):
     return seconds * SLOW
 
 
+# How much earlier than its nominal length a deadline of the service may end, measured on this
+# process's clock: the service counts whole milliseconds of CLOCK_MONOTONIC (libuv may take
+# the coarse variant, a scheduler tick behind). A lower bound measured from a client event
+# that comes before the one the service keys on needs this and no more (docs/TIMING.md).
+CLOCK_TOLERANCE = 0.01
+
+
 # --------------------------------------------------------------------------------------------
 # process registry and cleanup
 
@@ -693,8 +700,14 @@ class Response:
 class RawConn:
     """A raw TCP connection for pipelining, partial sends and observing closes."""
 
-    def __init__(self, port, timeout=10, host='127.0.0.1'):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, port, timeout=10, host='127.0.0.1', rcvbuf=None):
+        if rcvbuf:  # set before connect, so the advertised window is small from the start
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.settimeout(timeout)
+            self.sock.connect((host, port))
+        else:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = timeout
         self.buf = b''

@@ -55,6 +55,18 @@ def asan_env(quarantine_mb=None):
     return {'ASAN_OPTIONS': opts} if opts else {}
 
 
+def base_env(quarantine_mb=None):
+    """The service's settings for these tests. REDIS_TIMEOUT_MS is long: the well-behaved
+    clients must get only right answers while hostile ones keep a loaded machine busy, and a
+    worker starved of CPU for seconds (seen: 20 connections pipelining /metrics under the
+    sanitizers, both cores busy) would otherwise answer 504 and, past twice the timeout, drop a
+    Redis link that merely went unread. The tests that want Redis faults set their own."""
+    e = dict(asan_env(quarantine_mb))
+    e['EVENTS_MAX'] = EVENTS_MAX  # nothing trimmed: every event is checked
+    e['REDIS_TIMEOUT_MS'] = int(scaled(5) * 1000)
+    return e
+
+
 def summarize(v):
     if isinstance(v, list):
         return '%d: %s' % (len(v), ', '.join(summarize(x) for x in v[:6]))
@@ -102,8 +114,7 @@ class AdversaryTest(harness.ServiceTestCase):
 
     def start(self, env=None, quarantine_mb=None, debug_redis=False):
         r = self.redis(extra_args=['--enable-debug-command', 'local'] if debug_redis else ())
-        e = dict(asan_env(quarantine_mb))
-        e['EVENTS_MAX'] = EVENTS_MAX  # nothing trimmed: every event is checked
+        e = base_env(quarantine_mb)
         e.update(env or {})
         svc = self.entityd(redis=r, env=e)
         world = World(svc.port)
@@ -157,12 +168,14 @@ class AdversaryTest(harness.ServiceTestCase):
         reqs = [request_bytes('GET', '/api/entities/%s?address=0x%040x' % (
             clients.random_entity_id(), 1)) for _ in range(300)]
         sent = clients.reset_while_owed(svc.port, reqs, delay=0.3)
-        sleeper.join(timeout=10)
         log('\nreset while owed: %d connections sent and reset %.2fs into the sleep' % (
             sent, time.monotonic() - t_sleep))
+        sleeper.join(timeout=10)
+        # DEBUG SLEEP was answered: Redis serves again from here on.
         self.assertEqual(sent, 300)
-        # The sleep ends; the owed answers come back from Redis for closed connections.
-        harness.wait_for(lambda: time.monotonic() > t_sleep + 1.5 + scaled(1), scaled(10))
+        # The owed answers come back from Redis for closed connections; the well-behaved
+        # clients get full service again once the backlog is through.
+        time.sleep(scaled(1))
         for c in cs:
             c.faulty.clear()
         time.sleep(scaled(1))
@@ -205,13 +218,16 @@ class AdversaryTest(harness.ServiceTestCase):
             socks.append(s)
         t_sent = time.monotonic()
         # Closed: the service holds none of their sockets (the kernel's table: its end of each
-        # has no owner left), whether it reset them or closed with data still queued.
-        deadline = t_sent + write_ms / 1000.0 + scaled(1)
+        # has no owner left), whether it reset them or closed with data still queued; each
+        # seen held first (one not yet accepted has no owner either).
+        deadline = t_sent + write_ms / 1000.0 + scaled(5)
         closed_at = None
         held = set(socks)
+        seen = set()
         while time.monotonic() < deadline + scaled(5):
             held = clients.server_holds(svc.port, socks)
-            if not held:
+            seen |= held
+            if not held and len(seen) == len(socks):
                 closed_at = time.monotonic()
                 break
             time.sleep(0.05)
@@ -230,17 +246,24 @@ class AdversaryTest(harness.ServiceTestCase):
         self.assertAlive(svc)
         self.assertLessEqual(growth, bound, 'RSS grew %.1f MiB' % (growth / 1024.0))
         self.assertIsNotNone(closed_at, 'the never-read connections were not closed')
-        self.assertLessEqual(closed_at - t_sent, write_ms / 1000.0 + scaled(1),
-                             'closed later than WRITE_TIMEOUT_MS + 1 s')
-        self.assertGreater(closed_at - t0, write_ms / 1000.0 * 0.9 - 0.2,
-                           'closed before the write timeout')
+        # Each write deadline starts at that connection's first write the socket cannot take
+        # at once: after t0 (the lower bound holds with no slack), and after the service has
+        # rendered the answers that fill the kernel's buffers (half a MiB of /metrics each),
+        # which a loaded machine may do seconds after t_sent (seen: closed 7.7 s after it with
+        # two workers under the sanitizers). The upper bound's slack covers that, the 100 ms
+        # sweep and the loop's own delay; in cluster mode six Redis servers share the CPUs.
+        self.assertLessEqual(closed_at - t_sent, write_ms / 1000.0 + scaled(5),
+                             'closed later than WRITE_TIMEOUT_MS + slack')
+        self.assertGreaterEqual(closed_at - t0, write_ms / 1000.0 - harness.CLOCK_TOLERANCE,
+                                'closed before the write timeout')
         self.finish_checkers(cs, 'pipeline never read')
         self.assertEqual(check_invariants(r, versions, acks=world.acks), [])
 
     def test_pipeline_read_late_gets_every_answer(self):
         # Backpressure must resume: a pipeline of 1024 that is read after a pause (within the
         # write timeout) gets every answer, in order.
-        r, svc, world = self.start(env={'WRITE_TIMEOUT_MS': 5000})
+        # Read 1.5 s after sending: far within the write timeout, however loaded the machine.
+        r, svc, world = self.start(env={'WRITE_TIMEOUT_MS': 10000})
         eid = world.eids[0]
         paths = ['/metrics' if k % 2 else '/api/entities/%s?address=%s' % (
             eid, world.member.address) for k in range(1024)]
@@ -319,7 +342,15 @@ class AdversaryTest(harness.ServiceTestCase):
             self.assertIsInstance(res, clients.Response, 'half-close: %r' % (res,))
             self.assertEqual(res.status, 200, res)
             self.assertEqual(res.json()['data']['id'], eid)
+        # Lower bounds below are measured from a client event that comes before the one the
+        # service keys on (clients.py says which), so they hold with no slack beyond
+        # CLOCK_TOLERANCE; upper bounds from one that may come after it carry `slack`.
         for res in results['trickle-fast']:
+            # Answered, unless this client itself (one of ~50 threads) took so long to send
+            # its last byte that the header deadline had nearly passed: then it may be closed.
+            if res[0] != 'answer' and res[3] is not None and \
+                    res[3] > header_ms / 1000.0 - slack:
+                continue
             self.assertEqual(res[0], 'answer', 'a request sent within the header timeout: %r'
                              % (res,))
             self.assertEqual(res[1].status, 200)
@@ -331,20 +362,22 @@ class AdversaryTest(harness.ServiceTestCase):
             if res[0] == 'answer':
                 self.assertGreaterEqual(res[1].status, 400, res)
             self.assertLessEqual(res[2], header_ms / 1000.0 + slack, res)
-            self.assertGreaterEqual(res[2], header_ms / 1000.0 * 0.9, res)
-        first = min(header_ms, idle_ms) / 1000.0
+            self.assertGreaterEqual(res[2], header_ms / 1000.0 - harness.CLOCK_TOLERANCE, res)
         for res in results['say-nothing']:
+            # The header deadline (the shorter) closes it; it starts at the accept.
             self.assertIsNotNone(res, 'a silent connection was never closed')
-            self.assertLessEqual(res, max(header_ms, idle_ms) / 1000.0 + slack)
-            self.assertGreaterEqual(res, first * 0.9)
-        for st, res in results['idle']:
+            self.assertLessEqual(res, header_ms / 1000.0 + slack)
+            self.assertGreaterEqual(res, header_ms / 1000.0 - harness.CLOCK_TOLERANCE)
+        for st, from_answer, from_send in results['idle']:
             self.assertEqual(st, 200)
-            self.assertIsNotNone(res, 'an idle keep-alive connection was never closed')
-            self.assertLessEqual(res, idle_ms / 1000.0 + slack)
-            self.assertGreaterEqual(res, idle_ms / 1000.0 * 0.9)
+            self.assertIsNotNone(from_answer, 'an idle keep-alive connection was never closed')
+            self.assertLessEqual(from_answer, idle_ms / 1000.0 + slack)
+            self.assertGreaterEqual(from_send, idle_ms / 1000.0 - harness.CLOCK_TOLERANCE)
         for got, res in results['slow-reader']:
+            # Its write deadline starts once the answers rendered for it fill the kernel's
+            # buffers, which on a loaded machine may come seconds after its pipeline was sent.
             self.assertIsNotNone(res, 'a one-byte-a-second reader was never closed')
-            self.assertLessEqual(res, write_ms / 1000.0 + slack)
+            self.assertLessEqual(res, write_ms / 1000.0 + slack + scaled(2.5))
         # 50 hostile connections at most at once: far under their documented bound each.
         self.assertLessEqual(peak - base_rss, 32 * MIB * RSS_SLACK)
         self.finish_checkers(cs, 'hostile mix')

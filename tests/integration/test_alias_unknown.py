@@ -96,7 +96,14 @@ class StallProxy:
                 tail = window[-256:]
                 mode = self._take_trigger(window)
                 if mode == 'sleep':
-                    threading.Thread(target=self._debug_sleep, daemon=True).start()
+                    # Sent from here, not from a thread yet to start: on a loaded machine that
+                    # start alone may take longer than the pause below.
+                    sleeper = socket.create_connection(('127.0.0.1', self.redis.port),
+                                                       timeout=10)
+                    sleeper.sendall(b'*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$%d\r\n%s\r\n' % (
+                        len(str(STALL)), str(STALL).encode()))
+                    threading.Thread(target=self._debug_sleep, args=(sleeper,),
+                                     daemon=True).start()
                     time.sleep(0.15)  # DEBUG SLEEP is running when the script arrives
                 elif mode == 'hold':
                     self.hold_until = time.monotonic() + STALL
@@ -111,8 +118,13 @@ class StallProxy:
         self._shut(u)
         self._shut(c)
 
-    def _debug_sleep(self):
-        harness.resp_command(self.redis.port, 'DEBUG', 'SLEEP', str(STALL), timeout=10)
+    def _debug_sleep(self, sleeper):
+        """Waits for DEBUG SLEEP's answer (sent on sleeper), then closes sleeper."""
+        try:
+            sleeper.recv(64)
+        except OSError:
+            pass
+        sleeper.close()
 
     def _down(self, u, c):
         try:

@@ -20,8 +20,7 @@ class ClusterAdversaryTest(test_adversary.AdversaryTest):
     def start(self, env=None, quarantine_mb=None, debug_redis=False):
         r = rcluster.RedisCluster()
         self.addCleanup(r.kill)
-        e = dict(test_adversary.asan_env(quarantine_mb))
-        e['EVENTS_MAX'] = test_adversary.EVENTS_MAX  # nothing trimmed: every event is checked
+        e = test_adversary.base_env(quarantine_mb)
         e.update(env or {})
         svc = self.entityd(redis=r, env=e)
         return r, svc, test_adversary.World(svc.port)

@@ -157,7 +157,7 @@ class ClusterRedisFaultsTest(test_redis_faults.RedisFaultsTest):
         of the primary that holds the data set's first entity."""
         r = self.cluster
         r.reset()
-        e = {'REDIS_TIMEOUT_MS': 500, 'EVENTS_MAX': 10000000}
+        e = {'REDIS_TIMEOUT_MS': 1000, 'EVENTS_MAX': 10000000}  # as in single mode
         if harness.SANITIZED:
             e['ASAN_OPTIONS'] = (os.environ.get('ASAN_OPTIONS', '') +
                                  ':quarantine_size_mb=16').lstrip(':')

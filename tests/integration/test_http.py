@@ -141,7 +141,8 @@ class HttpTest(harness.ServiceTestCase):
         self.assertEnvelope(r, 413, 'payload_too_large')
         self.assertEqual(r.headers['x-request-id'], 'too-big')
         self.assertEqual(r.headers.get('connection', '').lower(), 'close')
-        self.assertLess(elapsed, scaled(1.0))
+        # Waiting for the body would mean no answer before the body deadline (1.5 s) at all.
+        self.assertLess(elapsed, scaled(2))
         self.assertIsNotNone(c.wait_closed(scaled(3)))
         after = harness.rss_kib(pid)
         self.assertLess(after - before, 1024,
@@ -414,15 +415,19 @@ class HttpTest(harness.ServiceTestCase):
             c = self.raw()
             c.send(raw)
             self.assertEqual(c.read_response().status, status)
-        harness.wait_for(lambda: len([r for r in self.svc.logs()[before:]
-                                      if r.get('msg') == 'request']) >= len(cases),
-                         scaled(3), what='request log lines')
-        recs = [r for r in self.svc.logs()[before:] if r.get('msg') == 'request']
         # Lines are flushed in batches: an earlier test's line may land after `before`, so a
-        # case is found by its request id where the request got far enough to carry one.
-        for rid, _, status, method in cases:
-            rec = [r for r in recs if r.get('status') == status and
-                   (status == 414 or r.get('request_id') == rid)]
+        # case is found by its request id where the request got far enough to carry one, and
+        # waited for case by case (a count of lines may be met by another test's first).
+        def lines():
+            recs = [r for r in self.svc.logs()[before:] if r.get('msg') == 'request']
+            return [[r for r in recs if r.get('status') == status and
+                     (status == 414 or r.get('request_id') == rid)]
+                    for rid, _, status, _ in cases]
+        try:
+            harness.wait_for(lambda: all(lines()), scaled(5), what='request log lines')
+        except TimeoutError:
+            pass  # reported case by case below
+        for rec, (rid, _, status, method) in zip(lines(), cases):
             self.assertTrue(rec, 'no log line for the %d' % status)
             self.assertEqual(rec[0].get('method'), method,
                              'the %d was logged as %r' % (status, rec[0]))
@@ -463,39 +468,170 @@ class HttpTest(harness.ServiceTestCase):
         self.assertLessEqual(closed_at, 3 * timeout + scaled(1) - 1)
         self.assertEqual(slow.buf, b'', 'a header timeout must not send a response')
         self.assertGreater(len(latencies), 3)
-        self.assertLess(max(latencies), scaled(0.5), latencies)
+        # Served alongside, not after it: a service held up by the slow header would hold
+        # every request about a second; a loaded machine delays some of them. The median.
+        self.assertLess(sorted(latencies)[len(latencies) // 2], scaled(0.5), latencies)
 
     def test_silent_connection_closed_after_header_timeout(self):
+        # The header deadline starts at the accept, after this connect began: the lower bound
+        # from t0 holds with no slack; the upper one carries the sweep's and the load's.
         timeout = HEADER_TIMEOUT_MS / 1000
+        t0 = time.monotonic()
         c = self.raw()
         w = c.wait_closed(scaled(6))
         self.assertIsNotNone(w, 'a silent connection was never closed')
-        self.assertGreaterEqual(w, 0.8 * timeout)
-        self.assertLessEqual(w, 3 * timeout + scaled(1) - 1)
+        closed = time.monotonic() - t0
+        self.assertGreaterEqual(closed, timeout - harness.CLOCK_TOLERANCE)
+        self.assertLessEqual(closed, timeout + scaled(1.5))
         self.assertEqual(c.buf, b'')
 
     def test_idle_keep_alive_closed(self):
+        # The idle deadline starts when the answer's write completed: after t_send, before
+        # t_answer (by this client's scheduling delay, unbounded on a loaded machine). A lower
+        # bound from t_send, an upper one from t_answer (IdleDeadlineTest has the reasoning).
         timeout = IDLE_TIMEOUT_MS / 1000
         c = self.raw()
+        t_send = time.monotonic()
         c.send(req_bytes('GET', '/healthz'))
         self.assertEqual(c.read_response().status, 200)
+        t_answer = time.monotonic()
         w = c.wait_closed(scaled(8))
         self.assertIsNotNone(w, 'an idle keep-alive connection was never closed')
-        self.assertGreaterEqual(w, 0.8 * timeout)
-        self.assertLessEqual(w, 3 * timeout + scaled(1) - 1)
+        t_closed = time.monotonic()
+        self.assertGreaterEqual(t_closed - t_send, timeout - harness.CLOCK_TOLERANCE)
+        self.assertLessEqual(t_closed - t_answer, timeout + scaled(1.5))
         self.assertEqual(c.buf, b'')
 
     def test_keep_alive_activity_resets_idle_timer(self):
+        # Requests 0.25 timeout apart for 2 timeouts: the connection stays open throughout.
+        # The service sees a gap longer than this client's (its clock starts before the client
+        # reads the answer, the next request arrives after it is sent): 0.75 timeout is left
+        # for that. A close is judged only when this client's own gap stayed under half the
+        # timeout; the gaps are in the message.
         timeout = IDLE_TIMEOUT_MS / 1000
         c = self.raw()
         t0 = time.monotonic()
-        # Requests every 0.4 timeout for 2 timeouts: the connection stays open throughout.
-        while time.monotonic() - t0 < 2 * timeout:
+        gaps = []
+        t_answer = None
+        for _ in range(int(2 / 0.25) + 1):
+            if time.monotonic() - t0 >= 2 * timeout:
+                break
+            if t_answer is not None:
+                gaps.append(time.monotonic() - t_answer)
+            try:
+                c.send(req_bytes('GET', '/healthz'))
+                self.assertEqual(c.read_response().status, 200)
+            except (ConnectionError, OSError):
+                if gaps and gaps[-1] > timeout / 2:
+                    self.skipTest('this client stalled %.2fs between requests' % gaps[-1])
+                raise AssertionError('closed while in use; gaps %s' % gaps)
+            t_answer = time.monotonic()
+            time.sleep(0.25 * timeout)
+
+
+class IdleDeadlineTest(harness.ServiceTestCase):
+    """IDLE_TIMEOUT_MS runs from the moment the last answer was fully written (the write that
+    handed its final bytes to the kernel completed), as docs/DECISIONS.md says.
+
+    That moment, W, is the service's; a client sees events around it:
+      t_send    just before the request is sent          t_send < W
+      t_read    just before the first read, when the answer is larger than what the kernel
+                buffers on both sides                       t_read < W (the write can only
+                complete once this client has read: it cannot have before it began to)
+      t_answer  the last byte read and parsed               W < t_answer + tiny: the bytes
+                reach this socket during the service's write call; but this client may run
+                long after that on a loaded machine (tens or hundreds of ms, more with many
+                threads), so t_answer - W is unbounded from the client's side
+      t_closed  the close seen                              t_closed >= the close
+    The service closes no earlier than W + IDLE_TIMEOUT_MS. So t_closed - t_send and
+    t_closed - t_read are never below it (up to CLOCK_TOLERANCE): lower bounds from those
+    need no slack, and t_read is the sharp one (it lies just before W). t_closed - t_answer
+    may be short of it by the client's own delay: a lower bound from t_answer would hold
+    only with a slack as large as the worst scheduling delay, so it is not asserted. The
+    close comes at most a sweep (100 ms) plus the loop's delay after W + IDLE_TIMEOUT_MS, and
+    W < t_answer: upper bounds are from t_answer, with slack for a loaded machine."""
+
+    IDLE_MS = 1000
+
+    def start(self, **env):
+        r = self.redis()
+        e = {'IDLE_TIMEOUT_MS': self.IDLE_MS, 'HEADER_TIMEOUT_MS': 10000}
+        e.update(env)
+        return self.entityd(redis=r, env=e)
+
+    def test_idle_from_the_answer_read_at_once(self):
+        svc = self.start()
+        idle = self.IDLE_MS / 1000
+        for _ in range(3):
+            c = RawConn(svc.port, timeout=scaled(10))
+            self.addCleanup(c.close)
+            t_send = time.monotonic()
             c.send(req_bytes('GET', '/healthz'))
             self.assertEqual(c.read_response().status, 200)
-            time.sleep(0.4 * timeout)
-        c.send(req_bytes('GET', '/healthz'))
-        self.assertEqual(c.read_response().status, 200)
+            t_answer = time.monotonic()
+            self.assertIsNotNone(c.wait_closed(idle + scaled(5)), 'never closed')
+            t_closed = time.monotonic()
+            sys.stderr.write('closed %.3fs after the send, %.3fs after the answer was read\n'
+                             % (t_closed - t_send, t_closed - t_answer))
+            self.assertGreaterEqual(t_closed - t_send, idle - harness.CLOCK_TOLERANCE)
+            self.assertLessEqual(t_closed - t_answer, idle + scaled(1.5))
+            self.assertEqual(c.buf, b'')
+
+    def test_idle_never_runs_while_a_request_is_in_flight(self):
+        # Redis stopped (SIGSTOP) for twice the idle timeout while a read waits on it: the
+        # connection stays, the answer comes once Redis runs again, and only then the idle
+        # clock starts (lower bound from t_resume: the answer cannot be written before it).
+        r = self.redis()
+        svc = self.entityd(redis=r, env={'IDLE_TIMEOUT_MS': self.IDLE_MS,
+                                         'REDIS_TIMEOUT_MS': 30000, 'READ_CACHE_MB': 0})
+        idle = self.IDLE_MS / 1000
+        c = RawConn(svc.port, timeout=scaled(10))
+        self.addCleanup(c.close)
+        path = '/api/entities/c-00000000-0000-4000-8000-000000000000?address=' + ADDR
+        c.send(req_bytes('GET', path))
+        self.assertEqual(c.read_response().status, 404)  # a read that reaches Redis
+        r.pause()
+        try:
+            c.send(req_bytes('GET', path))
+            time.sleep(2 * idle)
+        finally:
+            t_resume = time.monotonic()
+            r.resume()
+        self.assertEqual(c.read_response(timeout=scaled(10)).status, 404)
+        t_answer = time.monotonic()
+        self.assertIsNotNone(c.wait_closed(idle + scaled(5)), 'never closed')
+        t_closed = time.monotonic()
+        self.assertGreaterEqual(t_closed - t_resume, idle - harness.CLOCK_TOLERANCE)
+        self.assertLessEqual(t_closed - t_answer, idle + scaled(1.5))
+
+    def test_idle_waits_until_a_slow_reader_has_everything(self):
+        # Twenty /metrics answers, far more than the kernel buffers on both sides (the
+        # service's send buffer is WRITE_BUFFER_BYTES); this client reads nothing for twice
+        # the idle timeout. The write is stuck meanwhile: the write deadline runs (10 s), not
+        # the idle one, so every answer arrives whole. Then it reads all; the idle clock
+        # starts when the service's last write completes, which is after t_read.
+        svc = self.start(WRITE_BUFFER_BYTES=4096, WRITE_TIMEOUT_MS=10000)
+        idle = self.IDLE_MS / 1000
+        n = 20
+        c = RawConn(svc.port, timeout=scaled(10), rcvbuf=4096)
+        self.addCleanup(c.close)
+        c.send(req_bytes('GET', '/metrics') * n)
+        time.sleep(2 * idle)
+        t_read = time.monotonic()
+        got = []
+        for _ in range(n):
+            got.append(c.read_response(timeout=scaled(10)))
+        t_answer = time.monotonic()
+        self.assertEqual([r.status for r in got], [200] * n)
+        size = sum(len(r.body) for r in got)
+        self.assertGreater(size, 8 * 4096 + 65536, 'the answers fit the kernel buffers')
+        self.assertIsNotNone(c.wait_closed(idle + scaled(5)), 'never closed')
+        t_closed = time.monotonic()
+        sys.stderr.write('%d bytes; closed %.3fs after the first read, %.3fs after the last\n'
+                         % (size, t_closed - t_read, t_closed - t_answer))
+        self.assertGreaterEqual(t_closed - t_read, idle - harness.CLOCK_TOLERANCE)
+        self.assertLessEqual(t_closed - t_answer, idle + scaled(1.5))
+        self.assertEqual(c.buf, b'')
 
 
 class LimitsTest(harness.ServiceTestCase):

@@ -54,13 +54,17 @@ class LogStallTest(harness.ServiceTestCase):
         return proc, port
 
     def burst(self, port):
+        """ROUND requests one after another: (seconds in all, the slowest one's seconds)."""
         c = harness.Client(port, timeout=scaled(5))
         try:
             t0 = time.monotonic()
+            slowest = 0.0
             for _ in range(ROUND):
+                t1 = time.monotonic()
                 st, _, b = c.request('GET', '/healthz')
+                slowest = max(slowest, time.monotonic() - t1)
                 self.assertEqual(st, 200, b)
-            return time.monotonic() - t0
+            return time.monotonic() - t0, slowest
         finally:
             c.close()
 
@@ -76,13 +80,16 @@ class LogStallTest(harness.ServiceTestCase):
     def test_unread_stdout_never_stalls_requests(self):
         r = self.redis()
         proc, port = self.start(r)
-        first = self.burst(port)  # fills the pipe, then the buffer
+        first, _ = self.burst(port)  # fills the pipe, then the buffer
         rss1 = harness.rss_kib(proc.pid)
-        second = self.burst(port)  # all of it past the bound
+        second, slowest = self.burst(port)  # all of it past the bound
         rss2 = harness.rss_kib(proc.pid)
-        sys.stderr.write('\n%d /healthz with stdout stalled: %.2f s, then %.2f s; '
-                         'RSS %d KiB, then %d KiB\n' % (ROUND, first, second, rss1, rss2))
-        self.assertLess(second, scaled(5))
+        sys.stderr.write('\n%d /healthz with stdout stalled: %.2f s, then %.2f s (slowest '
+                         '%.3f s); RSS %d KiB, then %d KiB\n' % (ROUND, first, second, slowest,
+                                                                 rss1, rss2))
+        # A write blocked on the pipe would hold a request forever (the client's timeout); the
+        # throughput of this client on a loaded machine is not the point, so no total bound.
+        self.assertLess(slowest, scaled(2))
         self.assertLess(rss2 - rss1, 4096, 'RSS grew by %d KiB' % (rss2 - rss1))
         dropped = self.dropped(port)
         self.assertGreater(dropped, 0)

@@ -768,7 +768,7 @@ class MetricsRedisTest(harness.ServiceTestCase):
 
     def test_redis_stalled_counts_timeouts(self):
         r = self.redis()
-        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 300})
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 1000})
         (a,) = wallets(1)
         creds = q(*a.sign(harness.current_message(svc.port)[0]))
         r.pause()

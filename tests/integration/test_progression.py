@@ -872,7 +872,8 @@ class ProgressionTest(ProgressionBase):
         self.assertTrue(self.level_of(self.prog(owner, eid, m), 'open')['reached'])
         self.assertTrue(self.level_of(self.prog(owner, eid, m2), 'open')['reached'])
         # endsAt passing while a member holds it: one reached before it stays reached
-        soon = int(time.time() * 1000) + int(scaled(1500))
+        # Far enough ahead for the level and the award below on a loaded machine.
+        soon = int(time.time() * 1000) + int(scaled(3000))
         self.assertOk(self.put_level(owner, eid, 'soon', [s1], [3], 0,
                                      ends_at=harness.iso_ms(soon)), 201)
         self.award_ok(owner, eid, self.contrib(m, [s1], [1]))   # m: 3, reaches 'soon'
@@ -1504,7 +1505,9 @@ class RoundTripTest(ProgressionBase):
             self.prog(owner, eid, m)
             base.append(time.monotonic() - t0)
         self.assertOk(self.api.leaderboard(owner, eid))
-        delay = 0.3
+        # One round trip takes `delay`, two take twice it: the bounds below tell them apart
+        # with `delay` to spare for a loaded machine.
+        delay = 1.0
         p.delay(int(delay * 1000))
         try:
             reads = [(lambda w=w: self.prog(w, eid, m)['xp'], 3) for w in (owner, c['member'])]

@@ -45,21 +45,23 @@ class RedisTest(harness.ServiceTestCase):
     # ------------------------------------------------------------------------------------
 
     def test_killed_then_restarted_same_process(self):
+        # REDIS_TIMEOUT_MS far above the bounds below: "at once" means from the dropped
+        # link, not from a command's timeout, with slack for a loaded machine.
         r = self.redis()
-        svc = self.entityd(redis=r)
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 30000})
         pid = svc.pid
         self.assertRevokeOk(svc, self.signed(svc))
         later = [self.signed(svc) for _ in range(2)]
 
         r.kill()
         t0 = time.monotonic()
-        svc.wait_ready(scaled(1), ready=False)
-        self.assertLess(time.monotonic() - t0, scaled(1))
+        svc.wait_ready(scaled(2), ready=False)
+        self.assertLess(time.monotonic() - t0, scaled(2))
         self.assertEnvelope(svc.request('GET', '/readyz'), 503, 'unavailable')
 
         t1 = time.monotonic()
         resp = self.revoke(svc, later[0])
-        self.assertLess(time.monotonic() - t1, scaled(1))
+        self.assertLess(time.monotonic() - t1, scaled(2))
         self.assertEnvelope(resp, 503, 'unavailable')
         # Routes that don't touch Redis keep working.
         self.assertEqual(svc.request('GET', '/healthz')[0], 200)
@@ -95,8 +97,10 @@ class RedisTest(harness.ServiceTestCase):
         self.assertEqual(svc.pid, pid)
 
     def test_paused_redis_times_out_then_recovers(self):
+        # 1 s: long enough that a healthy command on a loaded machine never meets it (the
+        # requests around the pause must succeed), short enough for a quick test.
         r = self.redis()
-        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 300})
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 1000})
         self.assertRevokeOk(svc, self.signed(svc))
         creds = [self.signed(svc) for _ in range(5)]
         keep = harness.Client(svc.port, timeout=scaled(10))
@@ -109,8 +113,10 @@ class RedisTest(harness.ServiceTestCase):
             st, h, body = keep.request('POST', revoke_path(*creds[0]))
             elapsed = time.monotonic() - t0
             self.assertEnvelope((st, h, body), 504, 'timeout')
-            self.assertGreaterEqual(elapsed, 0.25)
-            self.assertLess(elapsed, 0.3 + scaled(0.7), 'took %.2fs' % elapsed)
+            # The command's deadline starts after t0: no slack below; above, the 20 ms tick
+            # and a loaded machine.
+            self.assertGreaterEqual(elapsed, 1.0 - harness.CLOCK_TOLERANCE)
+            self.assertLess(elapsed, 1.0 + scaled(1), 'took %.2fs' % elapsed)
             # Several at once, on their own connections: each gets its 504.
             results = [None] * 3
 
@@ -127,7 +133,7 @@ class RedisTest(harness.ServiceTestCase):
             # Unrelated routes are not held up.
             t1 = time.monotonic()
             self.assertEqual(svc.request('GET', '/healthz')[0], 200)
-            self.assertLess(time.monotonic() - t1, scaled(0.5))
+            self.assertLess(time.monotonic() - t1, scaled(1))
         finally:
             r.resume()
         # The late replies are dropped; the same keep-alive connection carries on.
@@ -139,7 +145,7 @@ class RedisTest(harness.ServiceTestCase):
 
     def test_request_in_flight_when_redis_dies(self):
         r = self.redis()
-        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 5000})
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 30000})
         creds = [self.signed(svc) for _ in range(3)]
         r.pause()
         conns = []
@@ -157,8 +163,8 @@ class RedisTest(harness.ServiceTestCase):
             resp = c.read_response(timeout=scaled(3))
             self.assertEnvelope(resp, 503, 'unavailable')
             self.assertEqual(resp.headers['x-request-id'], 'inflight-%d' % i)
-        # Long before the 5 s Redis timeout.
-        self.assertLess(time.monotonic() - t0, scaled(1))
+        # Long before the 30 s Redis timeout (from the kill, which comes after its start).
+        self.assertLess(time.monotonic() - t0, scaled(2))
         r.restart()
         self.wait_ready(svc, scaled(8))
         self.assertRevokeOk(svc, creds[2])
@@ -220,7 +226,7 @@ class RedisTest(harness.ServiceTestCase):
         # a command is outstanding: the connection is given up, /readyz says so, and the
         # service recovers when Redis answers again.
         r = self.redis()
-        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 300})
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 1000})
         creds = [self.signed(svc) for _ in range(2)]
         r.pause()
         try:
@@ -359,8 +365,10 @@ class RedisTest(harness.ServiceTestCase):
         self.assertLessEqual(highest, 64)
         self.assertGreaterEqual(highest, 48)
         self.assertGreater(shed, 0)
-        # The timed-out reads still count until Redis answers them; then full service.
-        self.assertLess(recovery, 1.0, 'every worker had a 200 within %.2fs' % recovery)
+        # The timed-out reads still count until Redis answers them; then full service. From
+        # just before SIGCONT (before Redis runs again), with 160 client threads sharing one
+        # interpreter on a machine that may be fully loaded.
+        self.assertLess(recovery, scaled(2), 'every worker had a 200 within %.2fs' % recovery)
 
     def test_max_pending_above_the_load_sheds_nothing(self):
         # The same load with a cap it never reaches: the gauge passes 64, nothing is shed

@@ -11,9 +11,10 @@ answer is checked (tests/adversary/workload.py):
 
 During a fault a request needing Redis may be answered 503 unavailable (with Retry-After) or
 504 timeout, and any other answer must be the correct one; requests not needing Redis are served
-throughout; full service returns within 1 s (stretched for sanitizer builds) after the fault
-ends. After each run the data-set invariants hold (tests/integration/invariants.py), no
-entity's __v was seen going backwards, and no acknowledged write is missing."""
+throughout; full service returns within the reconnect backoff's 2 s cap and 1 s (stretched for
+sanitizer builds) after the fault ends. After each run the data-set invariants hold
+(tests/integration/invariants.py), no entity's __v was seen going backwards, and no
+acknowledged write is missing."""
 
 import os
 import resource
@@ -91,7 +92,9 @@ class RedisFaultsTest(harness.ServiceTestCase):
     def setup(self, env=None, appendonly=False, proxy=False):
         r = self.redis(extra_args=['--enable-debug-command', 'local'], appendonly=appendonly,
                        appendfsync='always' if appendonly else None)
-        e = {'REDIS_TIMEOUT_MS': 500, 'EVENTS_MAX': 10000000}  # nothing trimmed: all checked
+        # 1 s: the faults below last longer, and a healthy command on a fully loaded machine
+        # (the good clients' answers after a fault are judged) stays well under it.
+        e = {'REDIS_TIMEOUT_MS': 1000, 'EVENTS_MAX': 10000000}  # nothing trimmed: all checked
         if harness.SANITIZED:
             e['ASAN_OPTIONS'] = (os.environ.get('ASAN_OPTIONS', '') +
                                  ':quarantine_size_mb=16').lstrip(':')
@@ -123,10 +126,13 @@ class RedisFaultsTest(harness.ServiceTestCase):
             c.faulty.set()
         t_fault = time.monotonic()
         fault()
-        t_end = time.monotonic()
-        time.sleep(scaled(1))
+        t_end = time.monotonic()  # the fault is over: Redis answers again
+        # Full service from here on: the service may first try Redis again up to its reconnect
+        # backoff's cap (2 s, store.c) after the fault, then reload its scripts, on a machine
+        # that may be fully loaded.
+        time.sleep(2.0 + scaled(1))
         for c in cs:
-            c.faulty.clear()  # from here on: full service
+            c.faulty.clear()
         t_full = time.monotonic()
         time.sleep(tail)
         for c in cs:
@@ -223,14 +229,14 @@ class RedisFaultsTest(harness.ServiceTestCase):
         self.assertNotIn(504, during)
 
     def test_proxy_delay_past_timeout_from_evalsha(self):
-        r, svc, world, p = self.setup(proxy=True, env={'REDIS_TIMEOUT_MS': 500})
+        r, svc, world, p = self.setup(proxy=True, env={'REDIS_TIMEOUT_MS': 1000})
 
         def fault():
-            p.delay(1500, match=rb'^EVALSHA ')
+            p.delay(2500, match=rb'^EVALSHA ')
             self.assertTrue(p.wait_triggered(scaled(10)), 'no EVALSHA passed')
             time.sleep(3.0)
             p.release()
-        self.run_fault(r, svc, world, fault, what='replies 1.5 s late from an EVALSHA')
+        self.run_fault(r, svc, world, fault, what='replies 2.5 s late from an EVALSHA')
 
     # How long test_proxy_stall_from_evalsha holds replies (the cluster suite holds them past
     # its silent-link guard), and what it checks of the proxy's links afterwards.
@@ -240,7 +246,7 @@ class RedisFaultsTest(harness.ServiceTestCase):
         pass
 
     def test_proxy_stall_from_evalsha(self):
-        r, svc, world, p = self.setup(proxy=True, env={'REDIS_TIMEOUT_MS': 500,
+        r, svc, world, p = self.setup(proxy=True, env={'REDIS_TIMEOUT_MS': 1000,
                                                         'REDIS_MAX_PENDING': 64})
 
         def fault():

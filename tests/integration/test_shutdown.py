@@ -55,16 +55,16 @@ class ShutdownTest(harness.ServiceTestCase):
 
     def test_sigterm_finishes_in_flight_request(self):
         r = self.redis()
-        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 10000, 'IDLE_TIMEOUT_MS': 60000})
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 30000, 'IDLE_TIMEOUT_MS': 60000})
         creds = self.signed(svc)
         idle = self.idle_keep_alive(svc)
         r.pause()
         busy = self.raw(svc)
+        t_sent = time.monotonic()  # the Redis op's deadline starts after this
         busy.send(req_bytes('POST', revoke_path(creds), {'X-Request-Id': 'in-flight'}))
         self.assertEqual(busy.read_available(0.3), b'', 'answered while Redis is paused')
 
         svc.send_signal(signal.SIGTERM)
-        t0 = time.monotonic()
         # The listener closes soon: new connections are refused.
         harness.wait_for(lambda: refused(svc.port), scaled(2), interval=0.02,
                          what='the listener to close')
@@ -75,7 +75,8 @@ class ShutdownTest(harness.ServiceTestCase):
         svc.send_signal(signal.SIGTERM)
         time.sleep(0.2)
         self.assertTrue(svc.alive(), 'exited with a request in flight')
-        self.assertLess(time.monotonic() - t0, 8, 'too slow to keep the Redis op in time')
+        # The test's own premise: the op is still within REDIS_TIMEOUT_MS (30 s).
+        self.assertLess(time.monotonic() - t_sent, 20, 'too slow to keep the Redis op in time')
 
         r.resume()
         resp = busy.read_response(timeout=scaled(5))
@@ -90,25 +91,30 @@ class ShutdownTest(harness.ServiceTestCase):
         keys = r.cli('KEYS', 'auth:revoked:*')
         self.assertEqual(len(keys), 1, keys)
 
+    # "Quickly": without waiting for SHUTDOWN_TIMEOUT_MS (30 s here), measured from before the
+    # signal is sent (the service keys on its arrival), with slack for a loaded machine and the
+    # sanitizer's leak scan at exit.
+    QUICK = {'SHUTDOWN_TIMEOUT_MS': 30000}
+
     def test_sigterm_idle_exits_quickly(self):
         r = self.redis()
-        svc = self.entityd(redis=r)
+        svc = self.entityd(redis=r, env=self.QUICK)
         for _ in range(3):
             self.assertEqual(svc.request('GET', '/healthz')[0], 200)
         t0 = time.monotonic()
-        rc = svc.stop(timeout=scaled(5))
+        rc = svc.stop(timeout=scaled(10))
         self.assertEqual(rc, 0)
-        self.assertLess(time.monotonic() - t0, scaled(1.5))
+        self.assertLess(time.monotonic() - t0, scaled(3))
         self.assertLogged(svc, 'stopped')
 
     def test_sigint_idle_exits_quickly(self):
         r = self.redis()
-        svc = self.entityd(redis=r)
+        svc = self.entityd(redis=r, env=self.QUICK)
         idle = self.idle_keep_alive(svc)
         t0 = time.monotonic()
-        rc = svc.stop(timeout=scaled(5), sig=signal.SIGINT)
+        rc = svc.stop(timeout=scaled(10), sig=signal.SIGINT)
         self.assertEqual(rc, 0)
-        self.assertLess(time.monotonic() - t0, scaled(1.5))
+        self.assertLess(time.monotonic() - t0, scaled(3))
         self.assertIsNotNone(idle.wait_closed(scaled(1)))
         rec = [x for x in svc.logs() if x.get('msg') == 'shutdown requested: draining']
         self.assertTrue(rec)
@@ -116,17 +122,18 @@ class ShutdownTest(harness.ServiceTestCase):
 
     def test_sigterm_while_redis_down(self):
         r = self.redis()
-        svc = self.entityd(redis=r)
+        svc = self.entityd(redis=r, env=self.QUICK)
         r.kill()
         svc.wait_ready(scaled(2), ready=False)
         time.sleep(0.3)  # reconnect attempts are under way
         t0 = time.monotonic()
-        self.assertEqual(svc.stop(timeout=scaled(5)), 0)
-        self.assertLess(time.monotonic() - t0, scaled(1.5))
+        self.assertEqual(svc.stop(timeout=scaled(10)), 0)
+        self.assertLess(time.monotonic() - t0, scaled(3))
 
     def test_sigterm_lets_partial_request_complete(self):
         r = self.redis()
-        svc = self.entityd(redis=r, env={'SHUTDOWN_TIMEOUT_MS': 5000})
+        # The shutdown timeout far above the steps below, however loaded the machine.
+        svc = self.entityd(redis=r, env={'SHUTDOWN_TIMEOUT_MS': 30000})
         part = self.raw(svc)
         data = req_bytes('GET', '/healthz', {'X-Request-Id': 'late-half'})
         part.send(data[:20])
@@ -153,7 +160,8 @@ class ShutdownTest(harness.ServiceTestCase):
         rc = svc.wait(1 + scaled(3))
         elapsed = time.monotonic() - t0
         self.assertEqual(rc, 0)
-        self.assertGreaterEqual(elapsed, 0.8)
+        # The shutdown timer starts when the signal arrives, after t0: no slack needed below.
+        self.assertGreaterEqual(elapsed, 1 - harness.CLOCK_TOLERANCE)
         self.assertIsNotNone(part.wait_closed(scaled(2)))
         self.assertEqual(part.buf, b'')
 
@@ -174,7 +182,7 @@ class ShutdownTest(harness.ServiceTestCase):
         rc = svc.wait(1 + scaled(3))
         elapsed = time.monotonic() - t0
         self.assertEqual(rc, 0, svc.stderr()[-3000:])
-        self.assertGreaterEqual(elapsed, 0.8)
+        self.assertGreaterEqual(elapsed, 1 - harness.CLOCK_TOLERANCE)
         self.assertLess(elapsed, 1 + scaled(3))
         self.assertLogged(svc, 'shutdown timeout: closing connections with requests in flight')
         # Each client got an answer (a 503) or a closed socket: never a hang.

@@ -27,6 +27,15 @@ def gone(pid):
         return True
 
 
+def exited(pid):
+    """Gone, or a zombie: its sockets are closed either way."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] in ('Z', 'X')
+    except (OSError, IndexError):
+        return True
+
+
 def children(pid):
     out = set()
     for task in os.listdir('/proc/%d/task' % pid):
@@ -90,8 +99,12 @@ class WorkersTest(harness.ServiceTestCase):
         load = Load(svc.port)
         try:
             time.sleep(0.5)
-            killed_at = time.monotonic()
             os.kill(pids[0], signal.SIGKILL)
+            # Its listening socket (SO_REUSEPORT) is closed once it has exited, which on a
+            # loaded machine may be a while after the signal: the service keys on that.
+            harness.wait_for(lambda: exited(pids[0]), scaled(5), interval=0.005,
+                             what='worker 0 to exit')
+            exited_at = time.monotonic()
             restarted = harness.wait_for(
                 lambda: self.listening(svc).get(0) not in (None, pids[0]) and self.listening(svc),
                 scaled(5), what='worker 0 restarted')
@@ -99,13 +112,14 @@ class WorkersTest(harness.ServiceTestCase):
         finally:
             results = load.finish()
 
-        # The other worker kept serving: every request begun after the kill (once the kernel
-        # had closed the dead worker's socket) was answered; only those in flight could fail.
-        after = [ok for t0, ok in results if t0 > killed_at + 0.05]
+        # The other worker kept serving: every request begun after the dead worker had exited
+        # (and the kernel had closed its socket) was answered; only those before could fail.
+        after = [ok for t0, ok in results if t0 > exited_at]
         self.assertGreater(len(after), 20)
         self.assertEqual(after.count(False), 0, '%d of %d requests after the kill failed'
                          % (after.count(False), len(after)))
-        # Restarted within 1 s, by the service's own clock: from the death to listening again.
+        # Restarted within 1 s, by the service's own clock: from the death to listening again
+        # (the sanitizer build starts slower: scaled).
         recs = svc.logs()
         died = [rec for rec in recs if rec.get('msg') == 'worker died' and rec.get('worker') == 0]
         self.assertEqual(len(died), 1, svc.stdout()[-3000:])
@@ -114,7 +128,7 @@ class WorkersTest(harness.ServiceTestCase):
         back = [rec for rec in recs if rec.get('msg') == 'listening'
                 and rec.get('pid') == restarted[0]]
         delay = (log_time(back[0]) - log_time(died[0])).total_seconds()
-        self.assertLess(delay, 1.0)
+        self.assertLess(delay, scaled(1.0))
         self.assertEqual(restarted[1], pids[1])
         self.assertFalse(gone(pids[1]))
         self.assertEqual(children(svc.pid), {restarted[0], pids[1]})
@@ -154,21 +168,29 @@ class WorkersTest(harness.ServiceTestCase):
                          what='two workers listening')
         harness.wait_for(svc.ready, scaled(10), what='ready')
         # Redis paused: reads wait in every worker that took one.
-        r.cli('CLIENT', 'PAUSE', '1500')
+        r.cli('CLIENT', 'PAUSE', '3000')
         results = []
 
-        def read():
+        def read(k):
             try:
-                st, _, _ = harness.request(svc.port, 'GET', '/api/entities/c-%s?address=0x%s'
-                                           % ('00000000-0000-4000-8000-000000000000', '1' * 40),
+                st, _, _ = harness.request(svc.port, 'GET', '/api/entities/c-%s%012d?address=0x%s'
+                                           % ('00000000-0000-4000-8000-', k, '1' * 40),
                                            headers={'Connection': 'close'}, timeout=scaled(10))
                 results.append(st)
             except OSError as e:
                 results.append(e)
-        threads = [threading.Thread(target=read) for _ in range(8)]
+        threads = [threading.Thread(target=read, args=(k,)) for k in range(8)]
         for t in threads:
             t.start()
-        time.sleep(0.3)
+
+        # SIGTERM once every read is in flight (sent to Redis), not after a guessed pause: a
+        # request the service has not read yet when the drain starts is closed unanswered.
+        def pending():
+            st, _, body = harness.request(svc.port, 'GET', '/metrics')
+            text = body.decode() if isinstance(body, bytes) else str(body)
+            return sum(float(line.split()[-1]) for line in text.splitlines()
+                       if line.startswith('entityd_redis_pending_commands')) >= 8
+        harness.wait_for(pending, scaled(2), what='eight reads waiting for Redis')
         svc.send_signal(signal.SIGTERM)
         for t in threads:
             t.join()

@@ -1,9 +1,9 @@
 /* conn: the connection lifecycle against scripted peers over loopback TCP, with a toy line
  * protocol instead of HTTP and no Redis: an answer owed to a peer that reset is dropped and
  * the memory freed once; the parser waits while answers pile up unread; a peer that does not
- * read is closed by the write deadline, and the idle deadline runs while a write is stuck;
- * a half-closed peer still gets its answer; a drain closes idle connections at once and busy
- * ones after their last answer; unparsed input is bounded. */
+ * read is closed by the write deadline, and the idle deadline starts only once the answer is
+ * written; a half-closed peer still gets its answer; a drain closes idle connections at once
+ * and busy ones after their last answer; unparsed input is bounded. */
 #include <stdarg.h>
 #include <setjmp.h>
 #include <stddef.h>
@@ -290,7 +290,7 @@ static void test_write_deadline_closes_a_peer_that_does_not_read(void **state)
     stop();
 }
 
-static void test_idle_deadline_runs_while_a_write_is_stuck(void **state)
+static void test_idle_deadline_starts_when_the_answer_is_written(void **state)
 {
     (void)state;
     conn_limits lim = limits();
@@ -298,9 +298,28 @@ static void test_idle_deadline_runs_while_a_write_is_stuck(void **state)
     start(ANSWER_NOW, 4 << 20, lim);
     int fd = peer(4096);
     send_all(fd, "get\n", 4);
-    pump(150);
+    /* The peer reads nothing: the write is stuck, the write deadline runs, the idle one not. */
+    pump(700);
     assert_int_equal(set.count, 1);
-    pump(400);
+    conn *c = g.last;
+    assert_true(c->write_active);
+    assert_int_equal(c->read_deadline, 0);
+    /* The peer reads it all: the idle deadline starts once the last bytes are written. */
+    uint64_t reading_from = uv_now(&loop);
+    size_t total = 0;
+    for (int i = 0; i < 20000 && total < (4u << 20); i++) {
+        pump(1);
+        drain_peer(fd, &total, NULL);
+    }
+    assert_int_equal(total, 4u << 20);
+    assert_false(c->write_active);
+    assert_true(c->read_deadline >= reading_from + 300);
+    /* Open until then by the loop's clock (the sweep compares against the same clock). */
+    for (int i = 0; i < 1000 && uv_now(&loop) + 5 < c->read_deadline; i++) {
+        assert_int_equal(set.count, 1);
+        pump(1);
+    }
+    pump(400); /* past it, and a sweep or more */
     assert_int_equal(set.count, 0);
     close(fd);
     stop();
@@ -433,7 +452,7 @@ int main(void)
         cmocka_unit_test(test_answer_after_reset_is_dropped_and_memory_freed_once),
         cmocka_unit_test(test_parser_waits_while_answers_pile_up_unread),
         cmocka_unit_test(test_write_deadline_closes_a_peer_that_does_not_read),
-        cmocka_unit_test(test_idle_deadline_runs_while_a_write_is_stuck),
+        cmocka_unit_test(test_idle_deadline_starts_when_the_answer_is_written),
         cmocka_unit_test(test_half_closed_peer_gets_its_answer_then_eof),
         cmocka_unit_test(test_drain_closes_idle_now_and_busy_after_their_answer),
         cmocka_unit_test(test_unparsed_input_is_bounded),
