@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "api/backfill.h"
 #include "api/dispatch.h"
 #include "auth/auth.h"
 #include "auth/limits.h"
@@ -55,6 +56,7 @@ static void on_limits_closed(void *ctx)
 {
     server *srv = ctx;
     app *a = &the_app;
+    backfill_stop();
     group_close(a->groups);
     store_close(a->store);
     tracking_close(a->tracking);
@@ -176,6 +178,7 @@ int main(int argc, char **argv)
     }
     metrics_register(pagecache_render_metrics, a->pages);
     metrics_register(readcache_render_metrics, a->reads);
+    backfill_start(a);
     dispatch_init();
     server_options so = {
         .host = a->cfg.host,

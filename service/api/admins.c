@@ -1,6 +1,7 @@
 /* handlers_admins: an entity's admins, listed by its owners and admins, managed by its owners. */
 #include "core/app.h"
 #include "auth/auth.h"
+#include "api/findindex.h"
 #include "api/handlers.h"
 #include "api/entity.h"
 #include "core/ids.h"
@@ -58,14 +59,39 @@ void admins_get(request *req)
         run(req, id, LUA_ADMINS_LIST, NULL, 0);
 }
 
+static void admins_add_write(request *req, int status)
+{
+    entity_addresses *a = req->state;
+    if (status != STORE_OK) {
+        respond_store_failed(req, status, NULL);
+        return;
+    }
+    run(req, a->id, LUA_ADMINS_ADD, a->list, a->n);
+}
+
 void admins_post(request *req)
 {
-    entity_addresses a;
-    json_t *body = entity_addresses_body(req, 100, &a);
+    entity_addresses *a = request_state(req, sizeof *a);
+    if (!a)
+        return;
+    json_t *body = entity_addresses_body(req, 100, a);
     if (!body)
         return;
     json_decref(body);
-    run(req, a.id, LUA_ADMINS_ADD, a.list, a.n);
+    /* Add-before (findindex.h): every address listed may become an admin. */
+    findindex_add(req, a->id, (const char(*)[43])a->list, a->n, FINDINDEX_ADMIN, 0, NULL, 0,
+                  admins_add_write);
+}
+
+/* The removal's answer, then its remove-after (findindex.h). */
+static void on_admin_removed(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    entity_addresses *a = req->state;
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ARRAY)
+        findindex_drop_roles(req->app, a->id, (const char(*)[43])a->list, a->n, FINDINDEX_ADMIN,
+                             false);
+    on_admins(data, status, r);
 }
 
 void admins_delete(request *req)
@@ -80,5 +106,23 @@ void admins_delete(request *req)
         request_fail(req, 404, "not_found", "No such admin address.", NULL);
         return;
     }
-    run(req, id, LUA_ADMINS_REMOVE, &lower, 1);
+    entity_addresses *ea = request_state(req, sizeof *ea + sizeof lower);
+    if (!ea)
+        return;
+    memcpy(ea->id, id, IDS_SIZE);
+    ea->list = (char(*)[43])(ea + 1);
+    memcpy(ea->list[0], lower, sizeof lower);
+    ea->n = 1;
+    entity_keys k;
+    keys_entity(&k, id);
+    entity_event_args ev;
+    entity_event_args_fill(req, isotime_now_ms(), &ev);
+    const char *head[] = {k.entity,
+                          k.owners,
+                          k.admins,
+                          req->caller,
+                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+                          ev.max,
+                          ev.at};
+    entity_script(req, LUA_ADMINS_REMOVE, on_admin_removed, 3, head, 7, ea->list, 1);
 }

@@ -40,5 +40,9 @@ void events_get(request *req);
 /* contributions.c */
 void contributions_post(request *req);
 void contribution_revoke(request *req);
+/* entities.c: CONTRACT §9's lookup by alias; find.c: a wallet's entities, the directory */
+void entity_by_alias_get(request *req);
+void wallet_entities_get(request *req);
+void entities_list_get(request *req);
 
 #endif

@@ -102,6 +102,10 @@ static const opt opts[] = {
      "password for every cluster node or the sentinels' primary"},
     {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
      "development mode: a fixed AUTH_SECRET when none is set (never in production)"},
+    {"FIND_REPAIR_GRACE_MS", OPT_INT, OFF(find_repair_grace_ms), "60000", 100, 86400000,
+     "a wallet or directory index entry added this recently is never dropped by a read's repair"},
+    {"FIND_BACKFILL_BATCH", OPT_INT, OFF(find_backfill_batch), "200", 1, 100000,
+     "entities one step of the index backfill (of data from earlier releases) indexes"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])

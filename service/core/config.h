@@ -47,6 +47,8 @@ typedef struct config {
     char *redis_password;
     char *redis_sentinels;
     char *redis_sentinel_master;
+    int64_t find_repair_grace_ms; /* index entries added more recently are never dropped */
+    int64_t find_backfill_batch;  /* entities one backfill step indexes */
     bool dev;
 } config;
 

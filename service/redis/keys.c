@@ -104,3 +104,11 @@ size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias)
 {
     return put(out, KEYS_ALIAS_SIZE, "alias:{", alias, "}");
 }
+
+void keys_wallet(wallet_keys *k, const char *address)
+{
+    static const char *const suffix[KEYS_WALLET_N] = {"}:meta", "}:any", "}:owner", "}:admin",
+                                                      "}:member"};
+    for (size_t i = 0; i < KEYS_WALLET_N; i++)
+        k->len[i] = put(k->key[i], KEYS_WALLET_SIZE, "wallet:{", address, suffix[i]);
+}

@@ -1,0 +1,133 @@
+/* findindex: adds before, drops after (findindex.h). */
+#include "api/findindex.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/app.h"
+#include "core/buf.h"
+#include "redis/keys.h"
+#include "redis/lua_scripts.h"
+#include "redis/store.h"
+
+size_t findindex_fold(const char *name, size_t len, char out[FINDINDEX_NAME_MAX])
+{
+    while (len && (name[0] == ' ' || (name[0] >= '\t' && name[0] <= '\r'))) {
+        name++;
+        len--;
+    }
+    while (len && (name[len - 1] == ' ' || (name[len - 1] >= '\t' && name[len - 1] <= '\r')))
+        len--;
+    if (len > FINDINDEX_NAME_MAX - 1)
+        len = FINDINDEX_NAME_MAX - 1;
+    for (size_t i = 0; i < len; i++)
+        out[i] = name[i] >= 'A' && name[i] <= 'Z' ? (char)(name[i] - 'A' + 'a') : name[i];
+    out[len] = '\0';
+    return len;
+}
+
+/* One findindex_add: answers counted down to the one call of done. */
+typedef struct add_state {
+    request *req;
+    findindex_done done;
+    size_t pending;
+    int status;
+} add_state;
+
+static void add_answered(add_state *s, int status)
+{
+    if (status != STORE_OK && s->status == STORE_OK)
+        s->status = status;
+    if (--s->pending == 0)
+        s->done(s->req, s->status);
+}
+
+static void on_add(void *data, int status, redisReply *r)
+{
+    add_state *s = data;
+    /* A script's error (a slot on the move) did not add: as unavailable, so nothing is written. */
+    if (status == STORE_OK && (!r || r->type == REDIS_REPLY_ERROR))
+        status = STORE_UNAVAILABLE;
+    add_answered(s, status);
+}
+
+void findindex_add(request *req, const char *id, const char (*addrs)[43], size_t n,
+                   const char *roles, int64_t created_ms, const char *name, size_t name_len,
+                   findindex_done done)
+{
+    add_state *s = arena_alloc(&req->pool, sizeof *s);
+    if (!s) {
+        done(req, STORE_UNAVAILABLE);
+        return;
+    }
+    *s = (add_state){req, done, 1, STORE_OK}; /* 1: held until every add is sent */
+    store *st = req->app->store;
+    size_t idlen = strlen(id);
+    if (roles && *roles) {
+        for (size_t i = 0; i < n; i++) {
+            wallet_keys k;
+            keys_wallet(&k, addrs[i]);
+            const char *argv[KEYS_WALLET_N + 3] = {k.key[0], k.key[1], k.key[2], k.key[3],
+                                                   k.key[4], id,       roles,    ""};
+            size_t lens[KEYS_WALLET_N + 3] = {k.len[0], k.len[1], k.len[2],      k.len[3],
+                                              k.len[4], idlen,    strlen(roles), 0};
+            s->pending++;
+            store_script(st, LUA_FIND_WALLET_ADD, on_add, s, KEYS_WALLET_N, KEYS_WALLET_N + 3, argv,
+                         lens);
+        }
+    }
+    char folded[FINDINDEX_NAME_MAX], created[BUF_INT_SIZE] = "";
+    size_t flen = name ? findindex_fold(name, name_len, folded) : 0;
+    if (created_ms > 0)
+        buf_format_int(created, created_ms);
+    if (flen || created[0]) {
+        const char *argv[] = {KEYS_DIR_META, KEYS_DIR_CREATED, KEYS_DIR_NAMES, id, created, folded};
+        size_t lens[] = {strlen(KEYS_DIR_META),  strlen(KEYS_DIR_CREATED),
+                         strlen(KEYS_DIR_NAMES), idlen,
+                         strlen(created),        flen};
+        s->pending++;
+        store_script(st, LUA_FIND_DIR_ADD, on_add, s, 3, 6, argv, lens);
+    }
+    add_answered(s, STORE_OK);
+}
+
+static void on_ignored(void *data, int status, redisReply *r)
+{
+    (void)data, (void)status, (void)r;
+}
+
+void findindex_drop_roles(struct app *a, const char *id, const char (*addrs)[43], size_t n,
+                          const char *roles, bool all_roles)
+{
+    char grace[BUF_INT_SIZE];
+    buf_format_int(grace, a->cfg.find_repair_grace_ms);
+    for (size_t i = 0; i < n; i++) {
+        wallet_keys k;
+        keys_wallet(&k, addrs[i]);
+        const char *argv[KEYS_WALLET_N + 5] = {
+            k.key[0], k.key[1], k.key[2], k.key[3],           k.key[4],
+            grace,    id,       "",       roles ? roles : "", all_roles ? "1" : "0"};
+        size_t lens[KEYS_WALLET_N + 5];
+        for (size_t j = 0; j < KEYS_WALLET_N + 5; j++)
+            lens[j] = strlen(argv[j]);
+        store_script(a->store, LUA_FIND_WALLET_DROP, on_ignored, NULL, KEYS_WALLET_N,
+                     KEYS_WALLET_N + 5, argv, lens);
+    }
+}
+
+void findindex_drop_name(struct app *a, const char *id, const char *name, size_t len)
+{
+    char folded[FINDINDEX_NAME_MAX], entry[FINDINDEX_NAME_MAX + 48], grace[BUF_INT_SIZE];
+    size_t flen = findindex_fold(name, len, folded);
+    if (!flen)
+        return;
+    int elen = snprintf(entry, sizeof entry, "%s\x01%s", folded, id);
+    if (elen < 0 || (size_t)elen >= sizeof entry)
+        return;
+    buf_format_int(grace, a->cfg.find_repair_grace_ms);
+    const char *argv[] = {KEYS_DIR_META, KEYS_DIR_CREATED, KEYS_DIR_NAMES, grace, id, "", entry};
+    size_t lens[7];
+    for (size_t j = 0; j < 7; j++)
+        lens[j] = j == 6 ? (size_t)elen : strlen(argv[j]);
+    store_script(a->store, LUA_FIND_DIR_DROP, on_ignored, NULL, 3, 7, argv, lens);
+}

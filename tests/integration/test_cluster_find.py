@@ -1,0 +1,19 @@
+"""test_find.py's classes against a local Redis Cluster (3 primaries, 3 replicas; rcluster.py):
+every wallet's index, the directory and each entity in slots of their own, the backfill
+scanning each primary."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+import test_cluster_suite  # noqa: E402
+import test_find  # noqa: E402
+
+
+class ClusterFindTest(test_cluster_suite.OnCluster, test_find.FindTest):
+    pass
+
+
+if __name__ == '__main__':
+    harness.main()
