@@ -21,7 +21,7 @@
 #include "redis/lua_scripts.h"
 #include "redis/store.h"
 
-#define LEASE_MS       30000
+#define LEASE_MS       10000
 #define RETRY_MS       1000
 #define CURSOR_DONE    "done"
 #define NODE_NAME_SIZE 300
@@ -318,8 +318,9 @@ static void on_node_cursor(void *data, int status, redisReply *r)
     }
     snprintf(bf.cursor, sizeof bf.cursor, "%s",
              r->type == REDIS_REPLY_STRING && r->len < sizeof bf.cursor ? r->str : "0");
-    if (!strcmp(bf.cursor, "0") && bf.steps == 0)
-        log_progress("find backfill: scanning");
+    if (bf.steps == 0)
+        log_progress(strcmp(bf.cursor, "0") ? "find backfill: resuming"
+                                            : "find backfill: scanning");
     char count[BUF_INT_SIZE];
     buf_format_int(count, bf.a->cfg.find_backfill_batch);
     const char *argv[] = {"SCAN", bf.cursor, "MATCH", "ent:{c-*}", "COUNT", count, "TYPE", "hash"};

@@ -63,23 +63,24 @@ void findindex_add(request *req, const char *id, const char (*addrs)[43], size_t
     *s = (add_state){req, done, 1, STORE_OK}; /* 1: held until every add is sent */
     store *st = req->app->store;
     size_t idlen = strlen(id);
+    char created[BUF_INT_SIZE] = "";
+    if (created_ms > 0) /* a creation: its owners since then, as the backfill tells it */
+        buf_format_int(created, created_ms);
     if (roles && *roles) {
         for (size_t i = 0; i < n; i++) {
             wallet_keys k;
             keys_wallet(&k, addrs[i]);
             const char *argv[KEYS_WALLET_N + 3] = {k.key[0], k.key[1], k.key[2], k.key[3],
-                                                   k.key[4], id,       roles,    ""};
+                                                   k.key[4], id,       roles,    created};
             size_t lens[KEYS_WALLET_N + 3] = {k.len[0], k.len[1], k.len[2],      k.len[3],
-                                              k.len[4], idlen,    strlen(roles), 0};
+                                              k.len[4], idlen,    strlen(roles), strlen(created)};
             s->pending++;
             store_script(st, LUA_FIND_WALLET_ADD, on_add, s, KEYS_WALLET_N, KEYS_WALLET_N + 3, argv,
                          lens);
         }
     }
-    char folded[FINDINDEX_NAME_MAX], created[BUF_INT_SIZE] = "";
+    char folded[FINDINDEX_NAME_MAX];
     size_t flen = name ? findindex_fold(name, name_len, folded) : 0;
-    if (created_ms > 0)
-        buf_format_int(created, created_ms);
     if (flen || created[0]) {
         const char *argv[] = {KEYS_DIR_META, KEYS_DIR_CREATED, KEYS_DIR_NAMES, id, created, folded};
         size_t lens[] = {strlen(KEYS_DIR_META),  strlen(KEYS_DIR_CREATED),

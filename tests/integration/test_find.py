@@ -382,5 +382,190 @@ class FindTest(FindCase):
         self.assertNotIn(ents[3], self.ids(self.dir_all(c['stranger'])))
 
 
+class FindFaultTest(FindCase):
+    """The link to Redis cut between the index add and the entity write: no list shows a role
+    the data does not have, and none misses a role a write was answered for."""
+
+    @classmethod
+    def setUpClass(cls):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..',
+                                        'adversary'))
+        from resp_proxy import RespProxy
+        cls.r = cls.class_redis()
+        cls.proxy = RespProxy(cls.r.port).start()
+        wallets = harness.Wallet.random(len(cls.ROLES))
+        env = {'REDIS_URL': 'redis://127.0.0.1:%d/0' % cls.proxy.port,
+               'REDIS_TIMEOUT_MS': '1000', 'FIND_REPAIR_GRACE_MS': '200',
+               'RATE_WRITES_PER_MINUTE': '0', 'ENTITY_CREATE_PER_DAY': '0'}
+        cls.svc = cls.class_entityd(redis=cls.r, env=env)
+        cls.port = cls.svc.port
+        message, _ = harness.current_message(cls.port)
+        sigs = sign_wallets(wallets, message)
+        cls.c = {role: Caller(w, sigs[w.address], role) for role, w in zip(cls.ROLES, wallets)}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proxy.stop()
+        super().tearDownClass()
+
+    def ready(self):
+        harness.wait_for(lambda: self.req('GET', '/readyz')[0] == 200, scaled(20),
+                         what='entityd ready again')
+
+    def truth(self, addr, eids):
+        """{entity id: [roles]} the stored data gives the wallet, from Redis itself."""
+        out = {}
+        for e in eids:
+            roles = []
+            if int(rcli(self.r, 'SISMEMBER', ekey(e, ':owners'), addr)):
+                roles.append('owner')
+            if int(rcli(self.r, 'SISMEMBER', ekey(e, ':admins'), addr)):
+                roles.append('admin')
+            if int(rcli(self.r, 'HEXISTS', ekey(e, ':members'), addr)):
+                roles.append('member')
+            if roles:
+                out[e] = roles
+        return out
+
+    def test_cut_between_index_and_entity_write(self):
+        c = self.c
+        me = c['solo']
+        p = self.proxy
+        eids, acked = [], {}
+        # each kind of write, its entity write cut: answered 503, its index entry left behind
+        cuts = ((rb'^EVALSHA \w+ 2 ent:', lambda: self.post_entity(
+                    me, self.body([me.address, c['owner'].address]))),
+                (rb'^EVALSHA \w+ 3 ent:', lambda: self.admins_post(eids[0], c['owner'],
+                                                                   [me.address])),
+                (rb'^EVALSHA \w+ 5 ent:', lambda: self.force_add(eids[0], c['owner'],
+                                                                 [me.address])))
+        eids.append(self.create(c['owner'])['id'])
+        for pattern, write in cuts:
+            for _ in range(3):
+                self.ready()
+                p.cut(match=pattern)
+                st, _, body = write()
+                self.assertTrue(p.wait_triggered(scaled(10)))
+                p.release()
+                self.assertIn(st, (503, 504), body)
+        self.ready()
+        self.assertGreater(int(rcli(self.r, 'ZCARD', wallet_keys(me.address)[1])), 0,
+                           'the index adds went through before the cut')
+        for who in (me, c['stranger']):
+            self.assertEqual(self.wallet_all(me.address, who), [])
+            for role in ('owner', 'admin', 'member'):
+                self.assertEqual(self.wallet_all(me.address, who, extra='&role=' + role), [])
+        # a workload of writes, the link cut at random commands: afterwards every answered
+        # role shows, and nothing the data does not have
+        import random
+        rnd = random.Random(28)
+        for i in range(30):
+            self.ready()
+            if i % 3 == 0:
+                p.cut(at_command=rnd.randint(1, 6))
+            kind = rnd.choice(('create', 'admin', 'member', 'unadmin'))
+            if kind == 'create':
+                st, _, body = self.post_entity(me, self.body([me.address]))
+                if st == 201:
+                    eids.append(body['data']['id'])
+                    acked.setdefault(body['data']['id'], set()).add('owner')
+            else:
+                e = rnd.choice(eids)
+                if kind == 'admin':
+                    st, _, _ = self.admins_post(e, c['owner'], [me.address])
+                    if st == 200:
+                        acked.setdefault(e, set()).add('admin')
+                elif kind == 'member':
+                    st, _, _ = self.force_add(e, c['owner'], [me.address])
+                    if st == 200:
+                        acked.setdefault(e, set()).add('member')
+                else:
+                    st, _, _ = self.admins_delete(e, c['owner'], me.address)
+                    if st == 200:
+                        acked.get(e, set()).discard('admin')
+            p.release()
+        self.ready()
+        listed = {i['entity']['id']: i['roles'] for i in self.wallet_all(me.address, me,
+                                                                           limit=3)}
+        # entities created with a cut answer may exist too: the truth is the stored data
+        every = set(eids) | set(listed)
+        for k in rcli(self.r, 'KEYS', 'ent:{c-*}') or []:
+            if k.endswith('}'):
+                every.add(k[len('ent:{'):-1])
+        truth = self.truth(me.address, every)
+        self.assertEqual(listed, truth)
+        for e, roles in acked.items():
+            for role in roles:
+                self.assertIn(role, listed.get(e, []), 'an answered %s of %s missing' % (role, e))
+
+
+class BackfillTest(FindCase):
+    """Entities stored as the previous release stores them (no index keys) show once the
+    backfill ran; killed half-way, another instance resumes it."""
+
+    def test_backfill_killed_and_resumed(self):
+        r = self.redis()
+        wallets = harness.Wallet.random(3)
+        env = {'RATE_WRITES_PER_MINUTE': '0', 'ENTITY_CREATE_PER_DAY': '0'}
+        a = self.entityd(redis=r, env=env)
+        self.r, self.port = r, a.port
+        sigs = sign_wallets(wallets, harness.current_message(a.port)[0])
+        owner, admin, member = (Caller(w, sigs[w.address], 'x') for w in wallets)
+        harness.wait_for(lambda: rcli(r, 'GET', 'find:backfill:done') == '1', scaled(20),
+                         what='the backfill of an empty store done')
+        eids = []
+        for i in range(240):
+            body = self.body([owner.address], name='Old %03d' % i, public=(i % 5 != 0))
+            st, _, got = self.post_entity(owner, body)
+            self.assertEqual(st, 201, got)
+            eids.append(got['data']['id'])
+        for e in eids[::4]:
+            self.assertOk(self.admins_post(e, owner, [admin.address]))
+            self.assertOk(self.force_add(e, owner, [member.address, rand_addr()]))
+        want_owner = self.ids(self.wallet_all(owner.address, owner))
+        want_member = self.wallet_all(member.address, member)
+        want_dir = self.ids(self.dir_all(owner))
+        want_q = self.ids(self.dir_all(owner, extra='&q=old%2001'))
+        self.assertEqual(len(want_owner), 240)
+        self.assertEqual(len(want_dir), 192)
+        a.stop()
+        # as the previous release left it: no index key at all
+        for pattern in ('wallet:*', 'dir:*', 'find:*'):
+            for k in rcli(r, 'KEYS', pattern) or []:
+                rcli(r, 'DEL', k)
+        b = self.entityd(redis=r, env=dict(env, FIND_BACKFILL_BATCH='3'))
+        self.port = b.port
+
+        def half_way():
+            cur = rcli(r, 'GET', 'find:backfill:cursor:primary')
+            return cur not in (None, '0', 'done') and int(rcli(r, 'ZCARD',
+                                                               'dir:{entities}:created')) > 20
+        harness.wait_for(half_way, scaled(30), interval=0.005, what='the backfill under way')
+        b.kill()  # SIGKILL
+        done_before = int(rcli(r, 'ZCARD', 'dir:{entities}:created'))
+        self.assertLess(done_before, 240, 'killed half-way')
+        self.assertIsNone(rcli(r, 'GET', 'find:backfill:done'))
+        cursor = rcli(r, 'GET', 'find:backfill:cursor:primary')
+        c2 = self.entityd(redis=r, env=dict(env, FIND_BACKFILL_BATCH='50'))
+        self.port = c2.port
+        # the killed instance's lease runs out first; then this one resumes from its cursor
+        harness.wait_for(lambda: rcli(r, 'GET', 'find:backfill:done') == '1', scaled(60),
+                         what='the backfill resumed and done')
+        self.assertIn('"find backfill: lease taken"', c2.stdout())
+        self.assertIn('"cursor":"%s"' % cursor, c2.stdout())
+        metrics = self.req('GET', '/metrics')[2]
+        self.assertIn(b'entityd_find_backfill_done 1', metrics)
+        got = self.wallet_all(owner.address, owner)
+        self.assertEqual(self.ids(got), want_owner)
+        got = self.wallet_all(member.address, member)
+        self.assertEqual(sorted(self.ids(got)), sorted(self.ids(want_member)))
+        self.assertEqual([i['since'] for i in got],
+                         sorted([i['since'] for i in got], reverse=True))
+        self.assertEqual({i['entity']['id']: i['roles'] for i in got},
+                         {i['entity']['id']: i['roles'] for i in want_member})
+        self.assertEqual(self.ids(self.dir_all(owner)), want_dir)
+        self.assertEqual(self.ids(self.dir_all(owner, extra='&q=old%2001')), want_q)
+
+
 if __name__ == '__main__':
     harness.main()
