@@ -23,6 +23,7 @@
 
 #define LEASE_MS       10000
 #define RETRY_MS       1000
+#define READY_POLL_MS  5
 #define CURSOR_DONE    "done"
 #define NODE_NAME_SIZE 300
 
@@ -116,6 +117,8 @@ static bool stopped(void)
 
 /* ---- a step's end ---- */
 
+static void scan_node(void);
+
 static void on_cursor_saved(void *data, int status, redisReply *r)
 {
     (void)data;
@@ -128,6 +131,11 @@ static void on_cursor_saved(void *data, int status, redisReply *r)
     bf.steps++;
     if (bf.steps % 50 == 0 || !strcmp(bf.next, "0"))
         log_progress(strcmp(bf.next, "0") ? "find backfill: progress" : "find backfill: node done");
+    if (!strcmp(bf.next, "0")) { /* the node is done: on to the next at once */
+        bf.node++;
+        scan_node();
+        return;
+    }
     bf.state = BF_IDLE;
     /* As long a pause as the step took: the backfill takes at most about half of Redis. */
     uint64_t took = uv_now(bf.a->loop) - bf.step_started;
@@ -300,8 +308,6 @@ static void on_scan(void *data, int status, redisReply *r)
     step_done();
 }
 
-static void scan_node(void);
-
 static void on_node_cursor(void *data, int status, redisReply *r)
 {
     (void)data;
@@ -445,7 +451,9 @@ static void on_timer(uv_timer_t *t)
     if (bf.state != BF_IDLE)
         return;
     if (!store_ready(bf.a->store)) {
-        schedule(RETRY_MS);
+        /* a timer check only: the first step goes out as soon as the store is ready, not in
+         * the middle of the first requests' reads */
+        schedule(READY_POLL_MS);
         return;
     }
     bf.state = BF_BUSY;
@@ -472,7 +480,7 @@ void backfill_start(app *a)
     bf.token[16] = '\0';
     uv_timer_init(a->loop, &bf.timer);
     metrics_register(on_metrics, NULL);
-    schedule(100);
+    schedule(10);
 }
 
 void backfill_stop(void)

@@ -66,17 +66,33 @@ void findindex_add(request *req, const char *id, const char (*addrs)[43], size_t
     char created[BUF_INT_SIZE] = "";
     if (created_ms > 0) /* a creation: its owners since then, as the backfill tells it */
         buf_format_int(created, created_ms);
-    if (roles && *roles) {
-        for (size_t i = 0; i < n; i++) {
-            wallet_keys k;
-            keys_wallet(&k, addrs[i]);
-            const char *argv[KEYS_WALLET_N + 3] = {k.key[0], k.key[1], k.key[2], k.key[3],
-                                                   k.key[4], id,       roles,    created};
-            size_t lens[KEYS_WALLET_N + 3] = {k.len[0], k.len[1], k.len[2],      k.len[3],
-                                              k.len[4], idlen,    strlen(roles), strlen(created)};
+    if (roles && *roles && n) {
+        /* One script per wallet in cluster mode (each wallet's keys in their own slot); one
+         * for all of them otherwise. */
+        size_t per = store_cluster_mode(st) ? 1 : n;
+        wallet_keys *k = arena_alloc(&req->pool, n * sizeof *k);
+        const char **argv = arena_alloc(&req->pool, (per * KEYS_WALLET_N + 3) * sizeof *argv);
+        size_t *lens = arena_alloc(&req->pool, (per * KEYS_WALLET_N + 3) * sizeof *lens);
+        if (!k || !argv || !lens) {
+            s->status = STORE_UNAVAILABLE;
+            add_answered(s, STORE_OK);
+            return;
+        }
+        for (size_t at = 0; at < n; at += per) {
+            size_t m = n - at < per ? n - at : per, argc = 0;
+            for (size_t i = at; i < at + m; i++) {
+                keys_wallet(&k[i], addrs[i]);
+                for (size_t j = 0; j < KEYS_WALLET_N; j++) {
+                    argv[argc] = k[i].key[j];
+                    lens[argc++] = k[i].len[j];
+                }
+            }
+            argv[argc] = id, lens[argc++] = idlen;
+            argv[argc] = roles, lens[argc++] = strlen(roles);
+            argv[argc] = created, lens[argc++] = strlen(created);
             s->pending++;
-            store_script(st, LUA_FIND_WALLET_ADD, on_add, s, KEYS_WALLET_N, KEYS_WALLET_N + 3, argv,
-                         lens);
+            store_script(st, LUA_FIND_WALLET_ADD, on_add, s, (int)(m * KEYS_WALLET_N), (int)argc,
+                         argv, lens);
         }
     }
     char folded[FINDINDEX_NAME_MAX];

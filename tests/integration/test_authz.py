@@ -103,6 +103,15 @@ disabled:        400   401   401       401    404      404    403   403   200
 missing:         400   401   401       401    404      404    404   404   404
 ''')
 
+# GET a wallet's entities: signed; what it lists is test_find.py's.
+READ_WALLET = parse('''
+any:             400   401   401       401    200      200    200   200   200
+''')
+# GET the directory: address required, signature optional.
+READ_DIRECTORY = parse('''
+any:             400   200   200       401    200      200    200   200   200
+''')
+
 # (method, pattern from routes.c, case name, rule, success status)
 TABLE = [
     ('GET', '/healthz', 'health', ALL_200, 200),
@@ -132,6 +141,9 @@ TABLE = [
     ('POST', '/api/entities/{id}/contributions', 'contrib-award', WRITE_OWNERS_ADMINS, 201),
     ('POST', '/api/entities/{id}/contributions/{cid}/revoke', 'contrib-revoke',
      WRITE_OWNERS_ADMINS, 200),
+    ('GET', '/api/entities/by-alias/{alias}', 'by-alias', READ_ENTITY, 200),
+    ('GET', '/api/wallets/{address}/entities', 'wallet-entities', READ_WALLET, 200),
+    ('GET', '/api/entities', 'directory', READ_DIRECTORY, 200),
 ]
 
 ERROR_CODES = {400: 'invalid_request', 401: 'unauthenticated', 403: 'forbidden',
@@ -166,8 +178,10 @@ class AuthzTest(harness.ServiceTestCase):
         cls.entities = {}
         cls.spare_admins = {}
         cls.contribs = {'missing': 'k-' + str(uuid.uuid4())}
+        cls.aliases = {'missing': 'authz-' + uuid.uuid4().hex[:12]}
         for variant in ('public', 'private', 'disabled'):
             body = cls.entity_body()
+            cls.aliases[variant] = body['communityURLAlias'] = 'authz-' + uuid.uuid4().hex[:12]
             if variant == 'private':
                 body['public'] = False
             st, _, b = cls.call(cls, 'owner', 'POST', '/api/entities', body)
@@ -243,6 +257,12 @@ class AuthzTest(harness.ServiceTestCase):
             return 'POST', '/api/entities?entityID=%s' % eid, self.entity_body(), port
         if case == 'get':
             return 'GET', '/api/entities/%s' % eid, None, port
+        if case == 'by-alias':
+            return 'GET', '/api/entities/by-alias/%s' % self.aliases[variant], None, port
+        if case == 'wallet-entities':
+            return 'GET', '/api/wallets/%s/entities' % self.w['owner'].address, None, port
+        if case == 'directory':
+            return 'GET', '/api/entities?limit=5', None, port
         if case == 'users':
             return 'GET', '/api/entities/%s/users?limit=10' % eid, None, port
         if case == 'force-add':
