@@ -38,7 +38,8 @@ typedef struct backfill {
     char node_name[NODE_NAME_SIZE];
     char cursor[32]; /* the SCAN cursor the step starts from */
     char next[32];   /* the one SCAN answered */
-    size_t pending;
+    size_t pending;  /* the step's commands and scripts unanswered, + 1 while it sends */
+    size_t reads;    /* its entity reads unanswered, + 1 while it sends */
     bool failed, running;
     uint64_t step_started;
     uint64_t entities, steps; /* indexed by this process */
@@ -179,26 +180,52 @@ static int64_t entry_ms(const char *s, size_t len)
     return ms;
 }
 
+/* The step's wallet adds, sent FINDINDEX_WALLETS_PER_CALL at a time (one in cluster mode). */
+static findindex_wallet batch[FINDINDEX_WALLETS_PER_CALL];
+static char batch_ids[FINDINDEX_WALLETS_PER_CALL][IDS_SIZE];
+static char batch_since[FINDINDEX_WALLETS_PER_CALL][BUF_INT_SIZE];
+static size_t nbatch;
+
+static void flush_wallets(void)
+{
+    if (!nbatch)
+        return;
+    bf.pending++;
+    if (findindex_send_wallets(bf.a->store, batch, nbatch, on_indexed, NULL) != 0) {
+        bf.failed = true;
+        bf.pending--;
+    }
+    nbatch = 0;
+}
+
 static void add_wallet(const char *id, const char *addr, size_t alen, const char *roles,
                        int64_t since)
 {
     if (alen != 42)
         return;
-    char a[43], s[BUF_INT_SIZE] = "";
+    char a[43];
     memcpy(a, addr, 42);
     a[42] = '\0';
+    findindex_wallet *w = &batch[nbatch];
+    keys_wallet(&w->k, a);
+    snprintf(batch_ids[nbatch], IDS_SIZE, "%s", id);
+    batch_since[nbatch][0] = '\0';
     if (since > 0)
-        buf_format_int(s, since);
-    wallet_keys k;
-    keys_wallet(&k, a);
-    const char *argv[KEYS_WALLET_N + 3] = {k.key[0], k.key[1], k.key[2], k.key[3],
-                                           k.key[4], id,       roles,    s};
-    size_t lens[KEYS_WALLET_N + 3];
-    for (int i = 0; i < KEYS_WALLET_N + 3; i++)
-        lens[i] = i < KEYS_WALLET_N ? k.len[i] : strlen(argv[i]);
-    bf.pending++;
-    store_script(bf.a->store, LUA_FIND_WALLET_ADD, on_indexed, NULL, KEYS_WALLET_N,
-                 KEYS_WALLET_N + 3, argv, lens);
+        buf_format_int(batch_since[nbatch], since);
+    w->id = batch_ids[nbatch];
+    w->roles = roles; /* static strings */
+    w->since = batch_since[nbatch];
+    nbatch++;
+    size_t per = store_cluster_mode(bf.a->store) ? 1 : FINDINDEX_WALLETS_PER_CALL;
+    if (nbatch >= per)
+        flush_wallets();
+}
+
+/* Once every entity of the step is read, the last wallets go out. */
+static void read_done(void)
+{
+    if (--bf.reads == 0)
+        flush_wallets();
 }
 
 static bool in_set(const redisReply *set, const char *s, size_t len)
@@ -217,6 +244,7 @@ static void on_entity(void *data, int status, redisReply *r)
         return;
     if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
         bf.failed = true;
+        read_done();
         step_done();
         return;
     }
@@ -224,6 +252,7 @@ static void on_entity(void *data, int status, redisReply *r)
                      *members = r->element[3];
     if (h->type != REDIS_REPLY_ARRAY || h->elements != 3 ||
         h->element[0]->type != REDIS_REPLY_STRING || h->element[0]->len >= IDS_SIZE) {
+        read_done();
         step_done(); /* gone since the SCAN, or not an entity */
         return;
     }
@@ -264,6 +293,7 @@ static void on_entity(void *data, int status, redisReply *r)
     bf.pending++;
     store_script(bf.a->store, LUA_FIND_DIR_ADD, on_indexed, NULL, 3, 6, argv, lens);
     bf.entities++;
+    read_done();
     step_done();
 }
 
@@ -283,6 +313,8 @@ static void on_scan(void *data, int status, redisReply *r)
     memcpy(bf.next, r->element[0]->str, r->element[0]->len);
     bf.next[r->element[0]->len] = '\0';
     bf.pending = 1;
+    bf.reads = 1;
+    nbatch = 0;
     bf.failed = false;
     const redisReply *keys = r->element[1];
     for (size_t i = 0; i < keys->elements; i++) {
@@ -303,8 +335,10 @@ static void on_scan(void *data, int status, redisReply *r)
         size_t sol[] = {8, ek.owners_len}, sal[] = {8, ek.admins_len}, hgl[] = {7, ek.members_len};
         store_cmd cmds[] = {{5, hm, hl}, {2, so, sol}, {2, sa, sal}, {2, hg, hgl}};
         bf.pending++;
+        bf.reads++;
         store_exec(bf.a->store, on_entity, NULL, 4, cmds);
     }
+    read_done();
     step_done();
 }
 

@@ -2,6 +2,7 @@
 #include "api/findindex.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/app.h"
@@ -68,31 +69,23 @@ void findindex_add(request *req, const char *id, const char (*addrs)[43], size_t
         buf_format_int(created, created_ms);
     if (roles && *roles && n) {
         /* One script per wallet in cluster mode (each wallet's keys in their own slot); one
-         * for all of them otherwise. */
-        size_t per = store_cluster_mode(st) ? 1 : n;
-        wallet_keys *k = arena_alloc(&req->pool, n * sizeof *k);
-        const char **argv = arena_alloc(&req->pool, (per * KEYS_WALLET_N + 3) * sizeof *argv);
-        size_t *lens = arena_alloc(&req->pool, (per * KEYS_WALLET_N + 3) * sizeof *lens);
-        if (!k || !argv || !lens) {
+         * per FINDINDEX_WALLETS_PER_CALL otherwise. */
+        size_t per = store_cluster_mode(st) ? 1 : FINDINDEX_WALLETS_PER_CALL;
+        findindex_wallet *w = arena_alloc(&req->pool, (n < per ? n : per) * sizeof *w);
+        if (!w) {
             s->status = STORE_UNAVAILABLE;
             add_answered(s, STORE_OK);
             return;
         }
         for (size_t at = 0; at < n; at += per) {
-            size_t m = n - at < per ? n - at : per, argc = 0;
-            for (size_t i = at; i < at + m; i++) {
-                keys_wallet(&k[i], addrs[i]);
-                for (size_t j = 0; j < KEYS_WALLET_N; j++) {
-                    argv[argc] = k[i].key[j];
-                    lens[argc++] = k[i].len[j];
-                }
+            size_t m = n - at < per ? n - at : per;
+            for (size_t i = 0; i < m; i++) {
+                keys_wallet(&w[i].k, addrs[at + i]);
+                w[i].id = id, w[i].roles = roles, w[i].since = created;
             }
-            argv[argc] = id, lens[argc++] = idlen;
-            argv[argc] = roles, lens[argc++] = strlen(roles);
-            argv[argc] = created, lens[argc++] = strlen(created);
             s->pending++;
-            store_script(st, LUA_FIND_WALLET_ADD, on_add, s, (int)(m * KEYS_WALLET_N), (int)argc,
-                         argv, lens);
+            if (findindex_send_wallets(st, w, m, on_add, s) != 0)
+                add_answered(s, STORE_UNAVAILABLE);
         }
     }
     char folded[FINDINDEX_NAME_MAX];
@@ -106,6 +99,36 @@ void findindex_add(request *req, const char *id, const char (*addrs)[43], size_t
         store_script(st, LUA_FIND_DIR_ADD, on_add, s, 3, 6, argv, lens);
     }
     add_answered(s, STORE_OK);
+}
+
+int findindex_send_wallets(store *st, const findindex_wallet *w, size_t n, store_cb cb, void *data)
+{
+    size_t argc = n * (KEYS_WALLET_N + 3);
+    const char **argv = malloc(argc * sizeof *argv);
+    size_t *lens = malloc(argc * sizeof *lens);
+    if (!argv || !lens) {
+        free(argv);
+        free(lens);
+        return -1;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < KEYS_WALLET_N; j++) {
+            argv[at] = w[i].k.key[j];
+            lens[at++] = w[i].k.len[j];
+        }
+    for (size_t i = 0; i < n; i++) {
+        const char *a[3] = {w[i].id, w[i].roles, w[i].since};
+        for (size_t j = 0; j < 3; j++) {
+            argv[at] = a[j];
+            lens[at++] = strlen(a[j]);
+        }
+    }
+    store_script(st, LUA_FIND_WALLET_ADD, cb, data, (int)(n * KEYS_WALLET_N), (int)argc, argv,
+                 lens);
+    free(argv);
+    free(lens);
+    return 0;
 }
 
 static void on_ignored(void *data, int status, redisReply *r)

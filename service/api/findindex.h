@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 #include "http/request.h"
+#include "redis/keys.h"
+#include "redis/store.h"
 
 struct app;
 
@@ -39,6 +41,20 @@ typedef void (*findindex_done)(request *req, int status);
 void findindex_add(request *req, const char *id, const char (*addrs)[43], size_t n,
                    const char *roles, int64_t created_ms, const char *name, size_t name_len,
                    findindex_done done);
+
+/* One wallet's index add: its keys, the entity, the role letters and since (ms as decimal, or
+ * "" for Redis's now). */
+typedef struct findindex_wallet {
+    wallet_keys k;
+    const char *id, *roles, *since;
+} findindex_wallet;
+/* Wallets that one script call adds outside Redis Cluster (one per call in it). */
+#define FINDINDEX_WALLETS_PER_CALL 256
+/* Sends the adds of w[0..n) (n at most FINDINDEX_WALLETS_PER_CALL; 1 in cluster mode) as one
+ * find_wallet_add.lua call; cb as store_script's. Returns -1 (cb not called) when out of
+ * memory. */
+int findindex_send_wallets(struct store *st, const findindex_wallet *w, size_t n, store_cb cb,
+                           void *data);
 
 /* Remove-after, fire and forget, sent once the entity write that removed the roles is
  * answered: the n addresses no longer hold `roles` in entity `id`. With all_roles, they hold

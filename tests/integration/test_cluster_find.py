@@ -7,12 +7,22 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import rcluster  # noqa: E402
 import test_cluster_suite  # noqa: E402
 import test_find  # noqa: E402
 
 
 class ClusterFindTest(test_cluster_suite.OnCluster, test_find.FindTest):
     pass
+
+
+class ClusterBackfillTest(test_find.BackfillTest):
+    """The backfill SCANs each primary, its cursor per node."""
+
+    def make_redis(self):
+        r = rcluster.RedisCluster()
+        self.addCleanup(r.kill)
+        return r
 
 
 if __name__ == '__main__':

@@ -503,8 +503,16 @@ class BackfillTest(FindCase):
     """Entities stored as the previous release stores them (no index keys) show once the
     backfill ran; killed half-way, another instance resumes it."""
 
+    def make_redis(self):
+        return self.redis()
+
+    def cursors(self, r):
+        """{node: cursor} of the backfill."""
+        return {k[len('find:backfill:cursor:'):]: rcli(r, 'GET', k)
+                for k in rcli(r, 'KEYS', 'find:backfill:cursor:*') or []}
+
     def test_backfill_killed_and_resumed(self):
-        r = self.redis()
+        r = self.make_redis()
         wallets = harness.Wallet.random(3)
         env = {'RATE_WRITES_PER_MINUTE': '0', 'ENTITY_CREATE_PER_DAY': '0'}
         a = self.entityd(redis=r, env=env)
@@ -537,22 +545,26 @@ class BackfillTest(FindCase):
         self.port = b.port
 
         def half_way():
-            cur = rcli(r, 'GET', 'find:backfill:cursor:primary')
-            return cur not in (None, '0', 'done') and int(rcli(r, 'ZCARD',
-                                                               'dir:{entities}:created')) > 20
+            cur = self.cursors(r)
+            return any(v not in ('0', 'done') for v in cur.values()) and \
+                int(rcli(r, 'ZCARD', 'dir:{entities}:created')) > 20
         harness.wait_for(half_way, scaled(30), interval=0.005, what='the backfill under way')
         b.kill()  # SIGKILL
         done_before = int(rcli(r, 'ZCARD', 'dir:{entities}:created'))
         self.assertLess(done_before, 240, 'killed half-way')
         self.assertIsNone(rcli(r, 'GET', 'find:backfill:done'))
-        cursor = rcli(r, 'GET', 'find:backfill:cursor:primary')
+        cursors = self.cursors(r)
         c2 = self.entityd(redis=r, env=dict(env, FIND_BACKFILL_BATCH='50'))
         self.port = c2.port
         # the killed instance's lease runs out first; then this one resumes from its cursor
         harness.wait_for(lambda: rcli(r, 'GET', 'find:backfill:done') == '1', scaled(60),
                          what='the backfill resumed and done')
-        self.assertIn('"find backfill: lease taken"', c2.stdout())
-        self.assertIn('"cursor":"%s"' % cursor, c2.stdout())
+        self.assertIn('find backfill: lease taken', c2.stdout())
+        # it resumed where the killed one stopped: the node being scanned, from its cursor
+        resumed = [(n, v) for n, v in cursors.items() if v not in ('0', 'done')]
+        self.assertTrue(resumed)
+        self.assertTrue(any('"node":"%s","cursor":"%s"' % nv in c2.stdout() for nv in resumed),
+                        (resumed, c2.stdout()[-2000:]))
         metrics = self.req('GET', '/metrics')[2]
         self.assertIn(b'entityd_find_backfill_done 1', metrics)
         got = self.wallet_all(owner.address, owner)
