@@ -232,6 +232,15 @@ static bool entry_id(int kind, const char *e, size_t len, char id[IDS_SIZE])
     return true;
 }
 
+/* Entries a round reads: what the page still needs and one more, twice as many each round
+ * (past entries left out), at most FIND_MAX_READ. */
+#define FIND_MAX_READ 1000
+static long round_count(const find_req *f)
+{
+    long n = (f->limit - f->have + 1) << f->rounds;
+    return n < FIND_MAX_READ ? n : FIND_MAX_READ;
+}
+
 static void on_range(void *data, int status, redisReply *r)
 {
     find_req *f = data;
@@ -247,7 +256,7 @@ static void on_range(void *data, int status, redisReply *r)
         request_fail_internal(f->req, "out of memory");
         return;
     }
-    long asked = (f->limit - f->have + 1) << f->rounds;
+    long asked = round_count(f);
     f->full = (long)r->elements >= asked;
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *e = r->element[i];
@@ -281,7 +290,7 @@ static void on_range(void *data, int status, redisReply *r)
 static void send_round(find_req *f)
 {
     char count[BUF_INT_SIZE], start[ENTRY_MAX + 2], end[FINDINDEX_NAME_MAX + 2];
-    buf_format_int(count, (f->limit - f->have + 1) << f->rounds);
+    buf_format_int(count, round_count(f));
     size_t slen, elen;
     const char *cmd;
     if (f->kind == LIST_NAMES) {
