@@ -180,10 +180,12 @@ static int64_t entry_ms(const char *s, size_t len)
     return ms;
 }
 
-/* The step's wallet adds, sent FINDINDEX_WALLETS_PER_CALL at a time (one in cluster mode). */
-static findindex_wallet batch[FINDINDEX_WALLETS_PER_CALL];
-static char batch_ids[FINDINDEX_WALLETS_PER_CALL][IDS_SIZE];
-static char batch_since[FINDINDEX_WALLETS_PER_CALL][BUF_INT_SIZE];
+/* The step's wallet adds, sent BACKFILL_WALLETS_PER_CALL at a time (one in cluster mode): a
+ * script of a few hundred wallets holds Redis up for about a millisecond. */
+#define BACKFILL_WALLETS_PER_CALL 256
+static findindex_wallet batch[BACKFILL_WALLETS_PER_CALL];
+static char batch_ids[BACKFILL_WALLETS_PER_CALL][IDS_SIZE];
+static char batch_since[BACKFILL_WALLETS_PER_CALL][BUF_INT_SIZE];
 static size_t nbatch;
 
 static void flush_wallets(void)
@@ -216,7 +218,7 @@ static void add_wallet(const char *id, const char *addr, size_t alen, const char
     w->roles = roles; /* static strings */
     w->since = batch_since[nbatch];
     nbatch++;
-    size_t per = store_cluster_mode(bf.a->store) ? 1 : FINDINDEX_WALLETS_PER_CALL;
+    size_t per = store_cluster_mode(bf.a->store) ? 1 : BACKFILL_WALLETS_PER_CALL;
     if (nbatch >= per)
         flush_wallets();
 }

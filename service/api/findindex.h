@@ -48,8 +48,9 @@ typedef struct findindex_wallet {
     wallet_keys k;
     const char *id, *roles, *since;
 } findindex_wallet;
-/* Wallets that one script call adds outside Redis Cluster (one per call in it). */
-#define FINDINDEX_WALLETS_PER_CALL 256
+/* Wallets that one script call adds outside Redis Cluster (one per call in it): as many as
+ * one force-add names, so that a write sends one index call. */
+#define FINDINDEX_WALLETS_PER_CALL 1000
 /* Sends the adds of w[0..n) (n at most FINDINDEX_WALLETS_PER_CALL; 1 in cluster mode) as one
  * find_wallet_add.lua call; cb as store_script's. Returns -1 (cb not called) when out of
  * memory. */
