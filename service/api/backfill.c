@@ -41,6 +41,8 @@ typedef struct backfill {
     size_t pending;  /* the step's commands and scripts unanswered, + 1 while it sends */
     size_t reads;    /* its entity reads unanswered, + 1 while it sends */
     bool failed, running;
+    bool cursor_known; /* bf.cursor is the node's stored cursor: the next step needs no GET */
+    uint64_t lease_at; /* when the lease was last taken or renewed (loop ms) */
     uint64_t step_started;
     uint64_t entities, steps; /* indexed by this process */
 } backfill;
@@ -88,6 +90,7 @@ static void send_scan(store_cb cb, int argc, const char **argv, const size_t *le
 static void fail_step(const char *why)
 {
     bf.state = BF_IDLE;
+    bf.cursor_known = false;
     if (why) {
         buf *l = log_begin(LOG_WARN, "find backfill: step failed, retrying");
         if (l) {
@@ -130,17 +133,22 @@ static void on_cursor_saved(void *data, int status, redisReply *r)
         return;
     }
     bf.steps++;
+    memcpy(bf.cursor, bf.next, sizeof bf.cursor);
+    bf.cursor_known = true;
     if (bf.steps % 50 == 0 || !strcmp(bf.next, "0"))
         log_progress(strcmp(bf.next, "0") ? "find backfill: progress" : "find backfill: node done");
     if (!strcmp(bf.next, "0")) { /* the node is done: on to the next at once */
+        bf.cursor_known = false;
         bf.node++;
         scan_node();
         return;
     }
     bf.state = BF_IDLE;
-    /* As long a pause as the step took: the backfill takes at most about half of Redis. */
+    /* A pause of a quarter of the step's time: the backfill's commands leave Redis to the
+     * requests a fifth of the time at least (its steps are bound by round trips far more
+     * than by Redis's work). */
     uint64_t took = uv_now(bf.a->loop) - bf.step_started;
-    schedule(took > 0 ? took : 1);
+    schedule(took / 4 > 0 ? took / 4 : 1);
 }
 
 static void step_done(void)
@@ -344,6 +352,19 @@ static void on_scan(void *data, int status, redisReply *r)
     step_done();
 }
 
+/* SCAN COUNT counts keys looked at, not matches: an entity has about five keys (its hash,
+ * owners, members, their order, perhaps an alias), so a step looks at five per entity. */
+static void send_step_scan(void)
+{
+    char count[BUF_INT_SIZE];
+    buf_format_int(count, bf.a->cfg.find_backfill_batch * 5);
+    const char *argv[] = {"SCAN", bf.cursor, "MATCH", "ent:{c-*}", "COUNT", count, "TYPE", "hash"};
+    size_t lens[8];
+    for (int i = 0; i < 8; i++)
+        lens[i] = strlen(argv[i]);
+    send_scan(on_scan, 8, argv, lens);
+}
+
 static void on_node_cursor(void *data, int status, redisReply *r)
 {
     (void)data;
@@ -363,13 +384,7 @@ static void on_node_cursor(void *data, int status, redisReply *r)
     if (bf.steps == 0)
         log_progress(strcmp(bf.cursor, "0") ? "find backfill: resuming"
                                             : "find backfill: scanning");
-    char count[BUF_INT_SIZE];
-    buf_format_int(count, bf.a->cfg.find_backfill_batch);
-    const char *argv[] = {"SCAN", bf.cursor, "MATCH", "ent:{c-*}", "COUNT", count, "TYPE", "hash"};
-    size_t lens[8];
-    for (int i = 0; i < 8; i++)
-        lens[i] = strlen(argv[i]);
-    send_scan(on_scan, 8, argv, lens);
+    send_step_scan();
 }
 
 static void on_done_set(void *data, int status, redisReply *r)
@@ -431,6 +446,7 @@ static void on_lease_owner(void *data, int status, redisReply *r)
         buf_format_int(px, LEASE_MS);
         const char *argv[] = {"PEXPIRE", KEYS_BACKFILL_LEASE, px};
         cmd(on_ignored, 3, argv);
+        bf.lease_at = uv_now(bf.a->loop);
         bf.node = 0;
         scan_node();
         return;
@@ -453,6 +469,7 @@ static void on_lease(void *data, int status, redisReply *r)
         if (!bf.running)
             log_progress("find backfill: lease taken");
         bf.running = true;
+        bf.lease_at = uv_now(bf.a->loop);
         bf.node = 0;
         scan_node();
         return;
@@ -494,6 +511,10 @@ static void on_timer(uv_timer_t *t)
     }
     bf.state = BF_BUSY;
     bf.step_started = uv_now(bf.a->loop);
+    if (bf.running && bf.cursor_known && bf.step_started - bf.lease_at < LEASE_MS / 3) {
+        send_step_scan(); /* the lease is ours for a while yet, the cursor known */
+        return;
+    }
     const char *argv[] = {"GET", KEYS_BACKFILL_DONE};
     cmd(on_done_flag, 2, argv);
 }

@@ -12,6 +12,7 @@
 #include "api/respond.h"
 #include "api/validate.h"
 #include "auth/auth.h"
+#include "cache/readcache.h"
 #include "core/app.h"
 #include "core/ids.h"
 #include "core/isotime.h"
@@ -34,8 +35,7 @@ typedef struct find_item {
     char id[IDS_SIZE];
     bool checked, exists, is_public, enabled;
     int held;
-    char *summary; /* the EntitySummary without its closing brace (arena) */
-    size_t summary_len;
+    size_t summary_at, summary_len;  /* the EntitySummary without its closing brace, in rows */
     char folded[FINDINDEX_NAME_MAX]; /* the entity's name, folded (LIST_NAMES) */
     size_t folded_len;
 } find_item;
@@ -59,12 +59,14 @@ typedef struct find_req {
     bool failed; /* a check went unanswered: the page cannot be told */
     bool full;   /* the round's read returned all it asked for: more may follow */
     buf out;
+    buf rows; /* the summaries the checks rendered, each item's at its offset */
 } find_req;
 
 static void find_release(void *data)
 {
     find_req *f = data;
     buf_free(&f->out);
+    buf_free(&f->rows);
 }
 
 static void send_round(find_req *f);
@@ -97,22 +99,16 @@ static void check_fields(find_req *f, find_item *it, const redisReply *h)
     it->enabled = reply_flag(h->element[6]);
     if (h->element[1]->type == REDIS_REPLY_STRING)
         it->folded_len = findindex_fold(h->element[1]->str, h->element[1]->len, it->folded);
-    buf b = BUF_INIT;
-    append_field(&b, "{\"id\":", h->element[0]);
-    append_field(&b, ",\"name\":", h->element[1]);
-    append_field(&b, ",\"description\":", h->element[2]);
-    append_field(&b, ",\"imageURL\":", h->element[3]);
-    append_field(&b, ",\"communityURLAlias\":", h->element[4]);
-    buf_append_str(&b, it->is_public ? ",\"public\":true" : ",\"public\":false");
-    buf_append_str(&b, it->enabled ? ",\"isEnabled\":true" : ",\"isEnabled\":false");
-    if (b.len) {
-        it->summary = arena_alloc(&f->req->pool, b.len);
-        if (it->summary) {
-            memcpy(it->summary, b.data, b.len);
-            it->summary_len = b.len;
-        }
-    }
-    buf_free(&b);
+    buf *b = &f->rows;
+    it->summary_at = b->len;
+    append_field(b, "{\"id\":", h->element[0]);
+    append_field(b, ",\"name\":", h->element[1]);
+    append_field(b, ",\"description\":", h->element[2]);
+    append_field(b, ",\"imageURL\":", h->element[3]);
+    append_field(b, ",\"communityURLAlias\":", h->element[4]);
+    buf_append_str(b, it->is_public ? ",\"public\":true" : ",\"public\":false");
+    buf_append_str(b, it->enabled ? ",\"isEnabled\":true" : ",\"isEnabled\":false");
+    it->summary_len = b->len - it->summary_at;
 }
 
 static void process_round(find_req *f);
@@ -128,78 +124,150 @@ static void check_done(find_req *f)
         process_round(f);
 }
 
+/* Applies one entity's replies: el[0] the HMGET, then its role lookups (a wallet's list) or
+ * the HLEN of its members (the directory). */
+static void check_item(find_req *f, find_item *it, redisReply *const *el, size_t n)
+{
+    it->checked = true;
+    check_fields(f, it, el[0]);
+    if (f->kind == LIST_WALLET && n == 4) {
+        it->held = (el[1]->integer ? HELD_OWNER : 0) | (el[2]->integer ? HELD_ADMIN : 0) |
+                   (el[3]->integer ? HELD_MEMBER : 0);
+    } else if (f->kind != LIST_WALLET && n == 2 && it->summary_len &&
+               el[1]->type == REDIS_REPLY_INTEGER) {
+        /* memberCount: the member hash's cardinality, right after the summary in rows */
+        buf_append_str(&f->rows, ",\"memberCount\":");
+        buf_append_uint(&f->rows, el[1]->integer > 0 ? (unsigned long long)el[1]->integer : 0);
+        it->summary_len = f->rows.len - it->summary_at;
+    }
+}
+
+/* Entities per transaction outside Redis Cluster: as many as the read cache keeps the answer
+ * of (READCACHE_MAX_KEYS keys; an entity's check reads 4, or 2 for the directory). */
+static size_t check_run_size(const find_req *f)
+{
+    return READCACHE_MAX_KEYS / (f->kind == LIST_WALLET ? 4 : 2);
+}
+
+/* Commands per entity check: the HMGET, then 3 role lookups or 1 HLEN. */
+static size_t check_width(const find_req *f)
+{
+    return f->kind == LIST_WALLET ? 4 : 2;
+}
+
+/* One entity's transaction (cluster mode: each entity in its own slot). */
 static void on_check(void *data, int status, redisReply *r)
 {
     check_ctx *c = data;
     find_req *f = c->f;
-    find_item *it = c->it;
-    if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
+    if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements != check_width(f))
         f->failed = true;
-        check_done(f);
-        return;
-    }
-    it->checked = true;
-    check_fields(f, it, r->element[0]);
-    if (f->kind == LIST_WALLET && r->elements == 4) {
-        it->held = (r->element[1]->integer ? HELD_OWNER : 0) |
-                   (r->element[2]->integer ? HELD_ADMIN : 0) |
-                   (r->element[3]->integer ? HELD_MEMBER : 0);
-    } else if (f->kind != LIST_WALLET && it->summary &&
-               r->element[1]->type == REDIS_REPLY_INTEGER) {
-        /* memberCount: the member hash's cardinality, appended to the summary */
-        char n[BUF_INT_SIZE + 16];
-        int len = snprintf(n, sizeof n, ",\"memberCount\":%lld", r->element[1]->integer);
-        char *more = arena_alloc(&f->req->pool, it->summary_len + (size_t)len);
-        if (more) {
-            memcpy(more, it->summary, it->summary_len);
-            memcpy(more + it->summary_len, n, (size_t)len);
-            it->summary = more;
-            it->summary_len += (size_t)len;
-        }
-    }
+    else
+        check_item(f, c->it, r->element, r->elements);
     check_done(f);
 }
 
-/* Checks every item of the round: one transaction per entity (its slot), all sent at once. */
+/* A run of entities' commands in one transaction (one Redis: one read, one read-cache entry). */
+typedef struct check_run {
+    find_req *f;
+    size_t at, n;
+} check_run;
+
+static void on_check_run(void *data, int status, redisReply *r)
+{
+    check_run *c = data;
+    find_req *f = c->f;
+    size_t w = check_width(f);
+    if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements != c->n * w)
+        f->failed = true;
+    else
+        for (size_t i = 0; i < c->n; i++)
+            check_item(f, &f->items[c->at + i], r->element + i * w, w);
+    check_done(f);
+}
+
+/* The argument vectors of one entity's check, alive until the commands are sent. */
+typedef struct check_args {
+    entity_keys k;
+    const char *hm[9], *ro[3][3], *hlen[2];
+    size_t hl[9], rl[3][3], hlenl[2];
+} check_args;
+
+static void check_cmds(find_req *f, const find_item *it, check_args *a, store_cmd *out)
+{
+    static const char *const fields[] = {
+        "HMGET",  "",         "id", "name", "description", "imageURL", "communityURLAlias",
+        "public", "isEnabled"};
+    entity_keys *k = &a->k;
+    keys_entity(k, it->id);
+    for (int j = 0; j < 9; j++) {
+        a->hm[j] = j == 1 ? k->entity : fields[j];
+        a->hl[j] = j == 1 ? k->entity_len : strlen(fields[j]);
+    }
+    out[0] = (store_cmd){9, a->hm, a->hl};
+    if (f->kind == LIST_WALLET) {
+        static const char *const names[3] = {"SISMEMBER", "SISMEMBER", "HEXISTS"};
+        const char *keys[3] = {k->owners, k->admins, k->members};
+        size_t klens[3] = {k->owners_len, k->admins_len, k->members_len};
+        for (int j = 0; j < 3; j++) {
+            a->ro[j][0] = names[j], a->rl[j][0] = strlen(names[j]);
+            a->ro[j][1] = keys[j], a->rl[j][1] = klens[j];
+            a->ro[j][2] = f->wallet, a->rl[j][2] = 42;
+            out[1 + j] = (store_cmd){3, a->ro[j], a->rl[j]};
+        }
+    } else {
+        a->hlen[0] = "HLEN", a->hlenl[0] = 4;
+        a->hlen[1] = k->members, a->hlenl[1] = k->members_len;
+        out[1] = (store_cmd){2, a->hlen, a->hlenl};
+    }
+}
+
+/* Checks every item of the round, all at once: one transaction per entity in cluster mode
+ * (each in its slot: one round trip per slot), else one per few entities, kept in the read
+ * cache under the kind, the wallet and the ids it reads. */
 static void send_checks(find_req *f)
 {
     f->pending = 1;
     f->failed = false;
-    check_ctx *ctx = arena_alloc(&f->req->pool, f->nitems * sizeof *ctx + 1);
-    if (!ctx) {
+    size_t w = check_width(f);
+    bool cluster = store_cluster_mode(f->req->app->store);
+    check_args *args = arena_alloc(&f->req->pool, (cluster ? 1 : f->nitems) * sizeof *args);
+    store_cmd *cmds = arena_alloc(&f->req->pool, f->nitems * w * sizeof *cmds);
+    check_ctx *ctx = cluster ? arena_alloc(&f->req->pool, f->nitems * sizeof *ctx) : NULL;
+    if (!args || !cmds || (cluster && !ctx)) {
         request_fail_internal(f->req, "out of memory");
         return;
     }
-    for (size_t i = 0; i < f->nitems; i++) {
-        find_item *it = &f->items[i];
-        ctx[i] = (check_ctx){f, it};
-        entity_keys k;
-        keys_entity(&k, it->id);
-        const char *hm[] = {
-            "HMGET",  k.entity,   "id", "name", "description", "imageURL", "communityURLAlias",
-            "public", "isEnabled"};
-        size_t hl[9];
-        for (int j = 0; j < 9; j++)
-            hl[j] = j == 1 ? k.entity_len : strlen(hm[j]);
-        store_cmd cmds[4] = {{9, hm, hl}};
-        int n = 1;
-        const char *ro[3][3], *hlen[2] = {"HLEN", k.members};
-        size_t rl[3][3], hlenl[2] = {4, k.members_len};
-        if (f->kind == LIST_WALLET) {
-            const char *names[3] = {"SISMEMBER", "SISMEMBER", "HEXISTS"};
-            const char *keys[3] = {k.owners, k.admins, k.members};
-            size_t klens[3] = {k.owners_len, k.admins_len, k.members_len};
-            for (int j = 0; j < 3; j++) {
-                ro[j][0] = names[j], rl[j][0] = strlen(names[j]);
-                ro[j][1] = keys[j], rl[j][1] = klens[j];
-                ro[j][2] = f->wallet, rl[j][2] = 42;
-                cmds[n++] = (store_cmd){3, ro[j], rl[j]};
-            }
-        } else {
-            cmds[n++] = (store_cmd){2, hlen, hlenl};
+    if (cluster) {
+        for (size_t i = 0; i < f->nitems; i++) {
+            ctx[i] = (check_ctx){f, &f->items[i]};
+            check_cmds(f, &f->items[i], args, cmds);
+            f->pending++;
+            store_read_exec(f->req->app->store, 0, on_check, &ctx[i], (int)w, cmds);
+        }
+        check_done(f);
+        return;
+    }
+    size_t per = check_run_size(f);
+    for (size_t at = 0; at < f->nitems; at += per) {
+        size_t n = f->nitems - at < per ? f->nitems - at : per;
+        check_run *run = arena_alloc(&f->req->pool, sizeof *run);
+        char *key = arena_alloc(&f->req->pool, 48 + n * IDS_SIZE);
+        if (!run || !key) {
+            f->failed = true;
+            break;
+        }
+        *run = (check_run){f, at, n};
+        size_t klen = (size_t)snprintf(key, 48, "F%d|%s|", f->kind, f->wallet);
+        for (size_t i = at; i < at + n; i++) {
+            check_cmds(f, &f->items[i], &args[i], cmds + i * w);
+            size_t idn = strlen(f->items[i].id);
+            memcpy(key + klen, f->items[i].id, idn);
+            klen += idn;
         }
         f->pending++;
-        store_read_exec(f->req->app->store, 0, on_check, &ctx[i], n, cmds);
+        store_read_exec_as(f->req->app->store, 0, key, klen, on_check_run, run, (int)(n * w),
+                           cmds + at * w);
     }
     check_done(f);
 }
@@ -263,7 +331,9 @@ static void on_range(void *data, int status, redisReply *r)
         find_item *it = &f->items[f->nitems];
         if (e->type != REDIS_REPLY_STRING || e->len >= ENTRY_MAX)
             continue;
-        memset(it, 0, sizeof *it);
+        it->checked = it->exists = it->is_public = it->enabled = false;
+        it->held = 0;
+        it->summary_len = it->folded_len = 0;
         memcpy(it->entry, e->str, e->len);
         it->entry[e->len] = '\0';
         it->entry_len = e->len;
@@ -336,7 +406,7 @@ static void append_item(find_req *f, const find_item *it, int held)
         buf_append(b, ",", 1);
     if (f->kind == LIST_WALLET) {
         buf_append_str(b, "{\"entity\":");
-        buf_append(b, it->summary, it->summary_len);
+        buf_append(b, f->rows.data + it->summary_at, it->summary_len);
         buf_append_str(b, "},");
         append_roles(b, held);
         int64_t ms = 0;
@@ -348,7 +418,7 @@ static void append_item(find_req *f, const find_item *it, int held)
         buf_append_str(b, iso);
         buf_append_str(b, "\"}");
     } else {
-        buf_append(b, it->summary, it->summary_len);
+        buf_append(b, f->rows.data + it->summary_at, it->summary_len);
         buf_append(b, "}", 1);
     }
     f->have++;
@@ -441,7 +511,7 @@ static void process_round(find_req *f)
                 argv[argc] = drop[i], lens[argc++] = nd;
                 argv[argc] = none ? "1" : "0", lens[argc++] = 1;
             }
-            show = !none && (!f->role || (held & f->role)) && it->summary &&
+            show = !none && (!f->role || (held & f->role)) && it->summary_len &&
                    (f->see_all || (it->is_public && it->enabled));
         } else {
             bool stale = !it->exists || (f->kind == LIST_NAMES &&
@@ -454,7 +524,7 @@ static void process_round(find_req *f)
                 argv[argc] = f->kind == LIST_NAMES ? it->entry : "";
                 lens[argc++] = f->kind == LIST_NAMES ? it->entry_len : 0;
             }
-            show = !stale && it->summary && it->is_public && it->enabled;
+            show = !stale && it->summary_len && it->is_public && it->enabled;
         }
         if (show && f->have < f->limit) {
             append_item(f, it, held);

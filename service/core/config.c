@@ -104,7 +104,7 @@ static const opt opts[] = {
      "development mode: a fixed AUTH_SECRET when none is set (never in production)"},
     {"FIND_REPAIR_GRACE_MS", OPT_INT, OFF(find_repair_grace_ms), "60000", 100, 86400000,
      "a wallet or directory index entry added this recently is never dropped by a read's repair"},
-    {"FIND_BACKFILL_BATCH", OPT_INT, OFF(find_backfill_batch), "200", 1, 100000,
+    {"FIND_BACKFILL_BATCH", OPT_INT, OFF(find_backfill_batch), "500", 1, 100000,
      "entities one step of the index backfill (of data from earlier releases) indexes"},
 };
 

@@ -559,6 +559,9 @@ class BackfillTest(FindCase):
         # the killed instance's lease runs out first; then this one resumes from its cursor
         harness.wait_for(lambda: rcli(r, 'GET', 'find:backfill:done') == '1', scaled(60),
                          what='the backfill resumed and done')
+        # (log lines go out on a timer)
+        harness.wait_for(lambda: 'find backfill: done' in c2.stdout(), scaled(10),
+                         what='the backfill logged')
         self.assertIn('find backfill: lease taken', c2.stdout())
         # it resumed where the killed one stopped: the node being scanned, from its cursor
         resumed = [(n, v) for n, v in cursors.items() if v not in ('0', 'done')]
