@@ -20,6 +20,11 @@ SUMMARY_FIELDS = {'id', 'name', 'description', 'imageURL', 'communityURLAlias', 
                   'isEnabled'}
 
 
+def tick():
+    """Since and createdAt have milliseconds: writes whose order a test checks go one apart."""
+    time.sleep(0.003)
+
+
 def wallet_keys(addr):
     return ['wallet:{%s}:%s' % (addr, s) for s in ('meta', 'any', 'owner', 'admin', 'member')]
 
@@ -156,10 +161,13 @@ class FindTest(FindCase):
         w = harness.Wallet.random(1)[0]
         me = Caller(w, sign_wallets([w], harness.current_message(self.port)[0])[w.address], 'me')
         e1 = self.create(c['owner'], owners=[c['owner'].address, me.address])['id']
+        tick()
         e2 = self.create(c['owner'])['id']
         self.assertOk(self.admins_post(e2, c['owner'], [me.address]))
+        tick()
         e3 = self.create(c['owner'])['id']
         self.assertOk(self.force_add(e3, c['owner'], [me.address]))
+        tick()
         e4 = self.create(me)['id']  # owner (creator)
         self.assertOk(self.admins_post(e4, me, [me.address]))
         self.assertOk(self.force_add(e4, me, [me.address]))
@@ -260,6 +268,7 @@ class FindTest(FindCase):
         a, b = (Caller(x, sigs[x.address], 'x') for x in w)
         e1 = self.create(c['owner'])['id']
         self.assertOk(self.admins_post(e1, c['owner'], [a.address]))
+        tick()
         e2 = self.create(c['owner'], owners=[c['owner'].address, a.address])['id']
         self.assertEqual(self.ids(self.wallet_all(a.address, a)), [e2, e1])
         self.assertOk(self.admins_delete(e1, c['owner'], a.address))
@@ -292,6 +301,7 @@ class FindTest(FindCase):
             e = self.create(c['owner'])['id']
             self.assertOk(self.force_add(e, c['owner'], [me.address]))
             keep.append(e)
+            tick()
             for _ in range(6):
                 g = self.create(c['owner'])['id']
                 self.assertOk(self.admins_post(g, c['owner'], [me.address]))
