@@ -31,7 +31,8 @@ static void on_admins(void *data, int status, redisReply *r)
 
 /* Runs an admin script: keys entity, owners, admins; args caller, platform, then for the
  * writes EVENTS_MAX and the time, for an add MAX_ADMINS_PER_ENTITY, then addresses... */
-static void run(request *req, const char *id, int script, const char (*addrs)[43], size_t n)
+static void run(request *req, const char *id, int script, const char (*addrs)[43], size_t n,
+                store_cb cb)
 {
     entity_keys k;
     keys_entity(&k, id);
@@ -49,14 +50,14 @@ static void run(request *req, const char *id, int script, const char (*addrs)[43
                           limit};
     /* A list reads no event arguments; only an add takes the most admins. */
     size_t nhead = script == LUA_ADMINS_LIST ? 5 : script == LUA_ADMINS_ADD ? 8 : 7;
-    entity_script(req, script, on_admins, 3, head, nhead, addrs, n);
+    entity_script(req, script, cb, 3, head, nhead, addrs, n);
 }
 
 void admins_get(request *req)
 {
     char id[IDS_SIZE];
     if (entity_path_id(req, id))
-        run(req, id, LUA_ADMINS_LIST, NULL, 0);
+        run(req, id, LUA_ADMINS_LIST, NULL, 0, on_admins);
 }
 
 static void admins_add_write(request *req, int status)
@@ -66,7 +67,7 @@ static void admins_add_write(request *req, int status)
         respond_store_failed(req, status, NULL);
         return;
     }
-    run(req, a->id, LUA_ADMINS_ADD, a->list, a->n);
+    run(req, a->id, LUA_ADMINS_ADD, a->list, a->n, on_admins);
 }
 
 void admins_post(request *req)
@@ -113,16 +114,5 @@ void admins_delete(request *req)
     ea->list = (char(*)[43])(ea + 1);
     memcpy(ea->list[0], lower, sizeof lower);
     ea->n = 1;
-    entity_keys k;
-    keys_entity(&k, id);
-    entity_event_args ev;
-    entity_event_args_fill(req, isotime_now_ms(), &ev);
-    const char *head[] = {k.entity,
-                          k.owners,
-                          k.admins,
-                          req->caller,
-                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
-                          ev.max,
-                          ev.at};
-    entity_script(req, LUA_ADMINS_REMOVE, on_admin_removed, 3, head, 7, ea->list, 1);
+    run(req, id, LUA_ADMINS_REMOVE, (const char(*)[43])ea->list, 1, on_admin_removed);
 }

@@ -144,11 +144,11 @@ static void on_cursor_saved(void *data, int status, redisReply *r)
         return;
     }
     bf.state = BF_IDLE;
-    /* A pause of a quarter of the step's time: the backfill's commands leave Redis to the
-     * requests a fifth of the time at least (its steps are bound by round trips far more
-     * than by Redis's work). */
+    /* A pause of twice the step's time: the backfill works a third of the time at most, so
+     * that the requests keep most of Redis (a step costs Redis about 40% of a core while it
+     * runs, bench/RESULTS.md). */
     uint64_t took = uv_now(bf.a->loop) - bf.step_started;
-    schedule(took / 4 > 0 ? took / 4 : 1);
+    schedule(took > 0 ? 2 * took : 1);
 }
 
 static void step_done(void)
