@@ -5,7 +5,6 @@ another instance)."""
 
 import json
 import os
-import signal
 import sys
 import threading
 import time
