@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "api/attester.h"
+#include "api/backfill.h"
 #include "api/dispatch.h"
 #include "auth/auth.h"
 #include "auth/limits.h"
@@ -66,6 +67,7 @@ static void on_limits_closed(void *ctx)
     server *srv = ctx;
     app *a = &the_app;
     auth_close(a->auth);
+    backfill_stop();
     group_close(a->groups);
     erasure_close(a->erasure);
     store_close(a->store);
@@ -209,6 +211,7 @@ int main(int argc, char **argv)
         return 1;
     }
     metrics_register(erasure_render_metrics, a->erasure);
+    backfill_start(a);
     dispatch_init();
     server_options so = {
         .host = a->cfg.host,

@@ -1,6 +1,7 @@
 /* handlers_admins: an entity's admins, listed by its owners and admins, managed by its owners. */
 #include "core/app.h"
 #include "auth/auth.h"
+#include "api/findindex.h"
 #include "api/handlers.h"
 #include "api/entity.h"
 #include "core/ids.h"
@@ -30,7 +31,8 @@ static void on_admins(void *data, int status, redisReply *r)
 
 /* Runs an admin script: keys entity, owners, admins; args caller, platform, then for the
  * writes EVENTS_MAX and the time, for an add MAX_ADMINS_PER_ENTITY, then addresses... */
-static void run(request *req, const char *id, int script, const char (*addrs)[43], size_t n)
+static void run(request *req, const char *id, int script, const char (*addrs)[43], size_t n,
+                store_cb cb)
 {
     entity_keys k;
     keys_entity(&k, id);
@@ -48,24 +50,49 @@ static void run(request *req, const char *id, int script, const char (*addrs)[43
                           limit};
     /* A list reads no event arguments; only an add takes the most admins. */
     size_t nhead = script == LUA_ADMINS_LIST ? 5 : script == LUA_ADMINS_ADD ? 8 : 7;
-    entity_script(req, script, on_admins, 3, head, nhead, addrs, n);
+    entity_script(req, script, cb, 3, head, nhead, addrs, n);
 }
 
 void admins_get(request *req)
 {
     char id[IDS_SIZE];
     if (entity_path_id(req, id))
-        run(req, id, LUA_ADMINS_LIST, NULL, 0);
+        run(req, id, LUA_ADMINS_LIST, NULL, 0, on_admins);
+}
+
+static void admins_add_write(request *req, int status)
+{
+    entity_addresses *a = req->state;
+    if (status != STORE_OK) {
+        respond_store_failed(req, status, NULL);
+        return;
+    }
+    run(req, a->id, LUA_ADMINS_ADD, a->list, a->n, on_admins);
 }
 
 void admins_post(request *req)
 {
-    entity_addresses a;
-    json_t *body = entity_addresses_body(req, 100, &a);
+    entity_addresses *a = request_state(req, sizeof *a);
+    if (!a)
+        return;
+    json_t *body = entity_addresses_body(req, 100, a);
     if (!body)
         return;
     json_decref(body);
-    run(req, a.id, LUA_ADMINS_ADD, a.list, a.n);
+    /* Add-before (findindex.h): every address listed may become an admin. */
+    findindex_add(req, a->id, (const char(*)[43])a->list, a->n, FINDINDEX_ADMIN, 0, NULL, 0,
+                  admins_add_write);
+}
+
+/* The removal's answer, then its remove-after (findindex.h). */
+static void on_admin_removed(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    entity_addresses *a = req->state;
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ARRAY)
+        findindex_drop_roles(req->app, a->id, (const char(*)[43])a->list, a->n, FINDINDEX_ADMIN,
+                             false);
+    on_admins(data, status, r);
 }
 
 void admins_delete(request *req)
@@ -80,5 +107,12 @@ void admins_delete(request *req)
         request_fail(req, 404, "not_found", "No such admin address.", NULL);
         return;
     }
-    run(req, id, LUA_ADMINS_REMOVE, &lower, 1);
+    entity_addresses *ea = request_state(req, sizeof *ea + sizeof lower);
+    if (!ea)
+        return;
+    memcpy(ea->id, id, IDS_SIZE);
+    ea->list = (char(*)[43])(ea + 1);
+    memcpy(ea->list[0], lower, sizeof lower);
+    ea->n = 1;
+    run(req, id, LUA_ADMINS_REMOVE, (const char(*)[43])ea->list, 1, on_admin_removed);
 }

@@ -10,6 +10,7 @@
 #include "auth/auth.h"
 #include "auth/limits.h"
 #include "api/entity.h"
+#include "api/findindex.h"
 #include "api/handlers.h"
 #include "crypto/hex.h"
 #include "core/ids.h"
@@ -83,6 +84,109 @@ void entity_get(request *req)
     send_entity_read(req, false);
 }
 
+/* ---- GET /api/entities/by-alias/{alias} (CONTRACT §9) ---- */
+
+/* An alias claim may be stale (keys.h): the entity's own communityURLAlias decides. */
+typedef struct alias_read {
+    char id[IDS_SIZE]; /* first: send_entity_read reads the id at req->state */
+    char alias[65];
+    size_t alias_len;
+} alias_read;
+
+static void send_alias_entity_read(request *req, bool roles);
+
+static bool alias_held(const alias_read *ar, const redisReply *f)
+{
+    const redisReply *a = f->elements >= 4 ? f->element[3] : NULL;
+    return a && a->type == REDIS_REPLY_STRING && a->len == ar->alias_len &&
+           !memcmp(a->str, ar->alias, a->len);
+}
+
+static void on_alias_entity(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    alias_read *ar = req->state;
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ARRAY && r->elements >= 4 &&
+        r->element[0]->type == REDIS_REPLY_STRING && !alias_held(ar, r)) {
+        request_fail(req, 404, "not_found", "No entity has this alias.", NULL);
+        return;
+    }
+    entity_read e = entity_read_fields(req, status, r, true);
+    if (e == ENTITY_READ_OK)
+        send_entity(req, 200, r->element[0]);
+    else if (e == ENTITY_READ_ASK_ROLES)
+        send_alias_entity_read(req, true);
+}
+
+static void on_alias_entity_roles(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    alias_read *ar = req->state;
+    const redisReply *f;
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+        r->element[0]->type == REDIS_REPLY_ARRAY && r->element[0]->elements >= 4 &&
+        r->element[0]->element[0]->type == REDIS_REPLY_STRING && !alias_held(ar, r->element[0])) {
+        request_fail(req, 404, "not_found", "No entity has this alias.", NULL);
+        return;
+    }
+    if (entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, ENTITY_ROLE_CMDS, true, &f) ==
+        ENTITY_READ_OK)
+        send_entity(req, 200, f->element[0]);
+}
+
+static void send_alias_entity_read(request *req, bool roles)
+{
+    alias_read *ar = req->state;
+    entity_keys k;
+    keys_entity(&k, ar->id);
+    const char *argv[] = {"HMGET", k.entity, "json", "isEnabled", "public", "communityURLAlias"};
+    size_t lens[] = {5, k.entity_len, 4, 9, 6, 17};
+    entity_read_send(req, &k, 6, argv, lens, roles, on_alias_entity, on_alias_entity_roles);
+}
+
+static void on_alias(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    alias_read *ar = req->state;
+    if (respond_store_failed(req, status, r))
+        return;
+    /* "<entity id> <claimed at> <token>", or an older release's shorter forms */
+    size_t n = 0;
+    if (r->type == REDIS_REPLY_STRING)
+        while (n < r->len && r->str[n] != ' ')
+            n++;
+    if (r->type != REDIS_REPLY_STRING || !ids_valid(r->str, n, 'c')) {
+        request_fail(req, 404, "not_found", "No entity has this alias.", NULL);
+        return;
+    }
+    memcpy(ar->id, r->str, n);
+    ar->id[n] = '\0';
+    send_alias_entity_read(req, false);
+}
+
+void entity_by_alias_get(request *req)
+{
+    alias_read *ar = request_state(req, sizeof *ar);
+    if (!ar)
+        return;
+    slice a = request_path_param(req, 0);
+    bool ok = a.len >= 3 && a.len <= 64;
+    for (size_t i = 0; ok && i < a.len; i++)
+        ok = (a.s[i] >= 'a' && a.s[i] <= 'z') || (a.s[i] >= '0' && a.s[i] <= '9') || a.s[i] == '-';
+    if (!ok) {
+        request_fail(req, 404, "not_found", "No entity has this alias.", NULL);
+        return;
+    }
+    memcpy(ar->alias, a.s, a.len);
+    ar->alias[a.len] = '\0';
+    ar->alias_len = a.len;
+    char key[KEYS_ALIAS_SIZE];
+    size_t klen = keys_alias(key, ar->alias);
+    const char *argv[] = {"GET", key};
+    size_t lens[] = {3, klen};
+    auth_store_command(req, on_alias, 2, argv, lens);
+}
+
 /* ---- POST /api/entities: create or update ---- */
 
 typedef struct post_state {
@@ -97,6 +201,7 @@ typedef struct post_state {
     char holder_value[IDS_SIZE + 48]; /* the stale claim as stored, for compare-and-set */
     char guard[70]; /* an alias-setting update: "=" + the alias the entity had before */
     int attempts;
+    bool indexed;     /* the wallet and directory index entries are added (findindex.h) */
     bool quota_taken; /* a unit of the creation quota is spent for this create */
 } post_state;
 
@@ -129,6 +234,9 @@ static void start_alias_update(request *req);
 
 #define ALIAS_ATTEMPTS 10
 
+static void drop_after_update(request *req, const redisReply *old_name,
+                              const redisReply *old_owners);
+
 static void on_write(void *data, int status, redisReply *r)
 {
     request *req = data;
@@ -158,7 +266,7 @@ static void on_write(void *data, int status, redisReply *r)
     /* create: the entity JSON; update: {entity JSON, the alias held before, its claim token} */
     const redisReply *json = r;
     if (!st->creating) {
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
             r->element[1]->type != REDIS_REPLY_STRING ||
             r->element[2]->type != REDIS_REPLY_STRING) {
             request_fail_internal(req, "entity write: unexpected reply");
@@ -170,6 +278,8 @@ static void on_write(void *data, int status, redisReply *r)
          * stale-claim takeover rather than released blind. */
         if (*old && *old_token && st->in.has_alias && strcmp(old, st->in.alias) != 0)
             alias_release(req, old, st->id, old_token);
+        if (r->elements >= 5)
+            drop_after_update(req, r->element[3], r->element[4]);
     }
     if (json->type != REDIS_REPLY_STRING) {
         request_fail_internal(req, "entity write: unexpected reply");
@@ -178,9 +288,74 @@ static void on_write(void *data, int status, redisReply *r)
     send_entity(req, st->creating ? 201 : 200, json);
 }
 
+/* Remove-after (findindex.h): the owners the update took away and the name it replaced. */
+static void drop_after_update(request *req, const redisReply *old_name,
+                              const redisReply *old_owners)
+{
+    post_state *st = req->state;
+    if (old_owners->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < old_owners->elements; i++) {
+            const redisReply *o = old_owners->element[i];
+            bool kept = o->type != REDIS_REPLY_STRING || o->len != 42;
+            for (size_t j = 0; !kept && j < st->in.nowners; j++)
+                kept = !memcmp(st->in.owners[j], o->str, 42);
+            if (!kept) {
+                char addr[1][43];
+                memcpy(addr[0], o->str, 42);
+                addr[0][42] = '\0';
+                findindex_drop_roles(req->app, st->id, (const char(*)[43])addr, 1, FINDINDEX_OWNER,
+                                     false);
+            }
+        }
+    }
+    json_t *name = json_object_get(st->in.fields, "name");
+    if (old_name->type == REDIS_REPLY_STRING && json_is_string(name)) {
+        char a[FINDINDEX_NAME_MAX], b[FINDINDEX_NAME_MAX];
+        size_t al = findindex_fold(old_name->str, old_name->len, a);
+        size_t bl = findindex_fold(json_string_value(name), json_string_length(name), b);
+        if (al != bl || memcmp(a, b, al) != 0)
+            findindex_drop_name(req->app, st->id, old_name->str, old_name->len);
+    }
+}
+
+static void write_entity_now(request *req);
+
+/* Add-before (findindex.h): a failed add answers the request and writes nothing. */
+static void on_indexed(request *req, int status)
+{
+    post_state *st = req->state;
+    if (status != STORE_OK) {
+        if (st->claimed_new) /* the write is never sent: its claim goes */
+            alias_release(req, st->in.alias, st->id, st->token);
+        respond_store_failed(req, status, NULL);
+        return;
+    }
+    st->indexed = true;
+    write_entity_now(req);
+}
+
+/* Every owner the write names takes the owner role; a creation enters the directory, and a
+ * name (required in both) its name entry. */
+static void write_entity(request *req)
+{
+    post_state *st = req->state;
+    if (st->indexed) {
+        write_entity_now(req);
+        return;
+    }
+    int64_t created = 0;
+    json_t *at = json_object_get(st->in.fields, "createdAt");
+    if (st->creating && json_is_string(at))
+        isotime_parse(json_string_value(at), json_string_length(at), &created);
+    json_t *name = json_object_get(st->in.fields, "name");
+    findindex_add(req, st->id, (const char(*)[43])st->in.owners, st->in.nowners, FINDINDEX_OWNER,
+                  created, json_is_string(name) ? json_string_value(name) : NULL,
+                  json_is_string(name) ? json_string_length(name) : 0, on_indexed);
+}
+
 /* Sends the create or update script. The rendered JSON is local: store_script copies its
  * arguments, and an answer given inside the call (store down) ends the request's state. */
-static void write_entity(request *req)
+static void write_entity_now(request *req)
 {
     post_state *st = req->state;
     entity_keys k;
@@ -695,6 +870,12 @@ void entity_users_get(request *req)
 
 /* ---- POST /api/entities/{id}/force-add ---- */
 
+/* The force-add's parsed request, kept across its index step. */
+typedef struct force_add_state {
+    entity_addresses a;
+    char chain[33];
+} force_add_state;
+
 static void on_force_add(void *data, int status, redisReply *r)
 {
     request *req = data;
@@ -706,38 +887,23 @@ static void on_force_add(void *data, int status, redisReply *r)
         return;
     }
     /* {added, existing, board...}: the boards re-added members went back on */
-    entity_drop_boards(req, req->state, r, 2);
+    const force_add_state *fs = req->state;
+    entity_drop_boards(req, fs->a.id, r, 2);
     json_t *out = respond_ok();
     json_object_set_new(out, "added", json_integer(r->element[0]->integer));
     json_object_set_new(out, "existing", json_integer(r->element[1]->integer));
     request_reply(req, 200, out);
 }
 
-void entity_force_add(request *req)
+static void force_add_write(request *req, int status)
 {
-    entity_addresses a;
-    json_t *body = entity_addresses_body(req, 1000, &a);
-    if (!body)
-        return;
-    const char *chain_key = json_object_get(body, "Chain") ? "Chain" : "chain";
-    json_t *chain = json_object_get(body, chain_key);
-    if (!json_is_string(chain) ||
-        !valid_chain(json_string_value(chain), json_string_length(chain))) {
-        json_decref(body);
-        request_fail_field(req, "Chain",
-                           "Chain must be 1 to 32 characters of A-Z, a-z, 0-9, _ and -.");
+    force_add_state *fs = req->state;
+    if (status != STORE_OK) {
+        respond_store_failed(req, status, NULL);
         return;
     }
-    char chain_buf[33];
-    snprintf(chain_buf, sizeof chain_buf, "%s", json_string_value(chain));
-    json_decref(body);
-    char *held = request_state(req, IDS_SIZE); /* the entity id, for the answer */
-    if (!held)
-        return;
-    memcpy(held, a.id, IDS_SIZE);
-
     entity_keys k;
-    keys_entity(&k, a.id);
+    keys_entity(&k, fs->a.id);
     char added_at[24], version[17];
     int64_t now = isotime_now_ms();
     snprintf(added_at, sizeof added_at, "%016lld", (long long)now);
@@ -758,12 +924,36 @@ void entity_force_add(request *req)
                           k.order,
                           req->caller,
                           is_platform(req) ? "1" : "0",
-                          chain_buf,
+                          fs->chain,
                           added_at,
                           version,
                           ev.max,
                           ev.at,
                           limit};
-    entity_script(req, LUA_FORCE_ADD, on_force_add, 5, head, sizeof head / sizeof head[0], a.list,
-                  a.n);
+    entity_script(req, LUA_FORCE_ADD, on_force_add, 5, head, sizeof head / sizeof head[0],
+                  fs->a.list, fs->a.n);
+}
+
+void entity_force_add(request *req)
+{
+    force_add_state *fs = request_state(req, sizeof *fs);
+    if (!fs)
+        return;
+    json_t *body = entity_addresses_body(req, 1000, &fs->a);
+    if (!body)
+        return;
+    const char *chain_key = json_object_get(body, "Chain") ? "Chain" : "chain";
+    json_t *chain = json_object_get(body, chain_key);
+    if (!json_is_string(chain) ||
+        !valid_chain(json_string_value(chain), json_string_length(chain))) {
+        json_decref(body);
+        request_fail_field(req, "Chain",
+                           "Chain must be 1 to 32 characters of A-Z, a-z, 0-9, _ and -.");
+        return;
+    }
+    snprintf(fs->chain, sizeof fs->chain, "%s", json_string_value(chain));
+    json_decref(body);
+    /* Add-before (findindex.h): every address listed may become a member. */
+    findindex_add(req, fs->a.id, (const char(*)[43])fs->a.list, fs->a.n, FINDINDEX_MEMBER, 0, NULL,
+                  0, force_add_write);
 }

@@ -53,5 +53,9 @@ void entity_leave(request *req);
 void skill_update(request *req);
 void skill_delete(request *req);
 void level_delete(request *req);
+/* entities.c: CONTRACT §9's lookup by alias; find.c: a wallet's entities, the directory */
+void entity_by_alias_get(request *req);
+void wallet_entities_get(request *req);
+void entities_list_get(request *req);
 
 #endif

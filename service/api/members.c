@@ -8,6 +8,7 @@
 #include "core/app.h"
 #include "auth/auth.h"
 #include "api/entity.h"
+#include "api/findindex.h"
 #include "api/handlers.h"
 #include "crypto/hex.h"
 #include "core/ids.h"
@@ -18,10 +19,14 @@
 #include "redis/store.h"
 #include "api/validate.h"
 
-/* The entity a removal names, kept for its answer (the boards to drop from the read cache). */
+/* The entity and addresses a removal names, kept for its answer: the boards to drop from the
+ * read cache, and the wallets whose index entries to drop (findindex.h: remove-after). */
 typedef struct removal {
     char id[IDS_SIZE];
     bool leave;
+    char one[43]; /* the address of a removal of one, or of the caller leaving */
+    const char (*addrs)[43];
+    size_t n;
 } removal;
 
 /* members_remove.lua answers {removed, missing, board...}. */
@@ -37,6 +42,8 @@ static void on_removed(void *data, int status, redisReply *r)
         return;
     }
     entity_drop_boards(req, m->id, r, 2);
+    if (r->element[0]->integer > 0)
+        findindex_drop_roles(req->app, m->id, m->addrs, m->n, FINDINDEX_MEMBER, false);
     json_t *out = respond_ok();
     json_object_set_new(out, "removed", json_integer(r->element[0]->integer));
     if (!m->leave)
@@ -48,6 +55,8 @@ static void on_removed(void *data, int status, redisReply *r)
 static void run(request *req, removal *m, const char (*addrs)[43], size_t n)
 {
     req->state = m;
+    m->addrs = addrs;
+    m->n = n;
     entity_keys k;
     keys_entity(&k, m->id);
     char board[KEYS_BOARD_SIZE], version[17];
@@ -84,13 +93,12 @@ void members_delete(request *req)
         return;
     m->leave = false;
     slice a = request_path_param(req, 1);
-    char lower[43];
     verr e;
-    if (validate_address(a.s, a.len, "address", lower, &e) != 0) {
+    if (validate_address(a.s, a.len, "address", m->one, &e) != 0) {
         request_fail(req, 404, "not_found", "No such member address.", NULL);
         return;
     }
-    run(req, m, &lower, 1);
+    run(req, m, (const char(*)[43]) & m->one, 1);
 }
 
 void members_remove_post(request *req)
@@ -114,7 +122,6 @@ void entity_leave(request *req)
     if (!m || !entity_path_id(req, m->id))
         return;
     m->leave = true;
-    char self[43];
-    snprintf(self, sizeof self, "%s", req->caller);
-    run(req, m, &self, 1);
+    snprintf(m->one, sizeof m->one, "%s", req->caller);
+    run(req, m, (const char(*)[43]) & m->one, 1);
 }

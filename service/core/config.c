@@ -136,6 +136,10 @@ static const opt opts[] = {
      "deadline of one EIP-1271 check; past it that sign-in gets 503"},
     {"ETH_RPC_MAX_INFLIGHT", OPT_INT, OFF(eth_rpc_max_inflight), "64", 1, 100000,
      "EIP-1271 checks in flight at once; beyond it a new contract signature gets 503"},
+    {"FIND_REPAIR_GRACE_MS", OPT_INT, OFF(find_repair_grace_ms), "60000", 100, 86400000,
+     "a wallet or directory index entry added this recently is never dropped by a read's repair"},
+    {"FIND_BACKFILL_BATCH", OPT_INT, OFF(find_backfill_batch), "500", 1, 100000,
+     "entities one step of the index backfill (of data from earlier releases) indexes"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])

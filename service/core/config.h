@@ -58,6 +58,8 @@ typedef struct config {
     int64_t erase_pause_ms;
     int64_t erase_poll_ms;
     int64_t erase_lease_ms;
+    int64_t find_repair_grace_ms; /* index entries added more recently are never dropped */
+    int64_t find_backfill_batch;  /* entities one backfill step indexes */
     bool dev;
     char *auth_uri; /* "": https:// + auth_domain */
     int64_t auth_chain_id;

@@ -109,3 +109,11 @@ size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id)
 {
     return put(out, KEYS_ENTITY_SIZE, "ent:{", entity_id, "}:erasure");
 }
+
+void keys_wallet(wallet_keys *k, const char *address)
+{
+    static const char *const suffix[KEYS_WALLET_N] = {"}:meta", "}:any", "}:owner", "}:admin",
+                                                      "}:member"};
+    for (size_t i = 0; i < KEYS_WALLET_N; i++)
+        k->len[i] = put(k->key[i], KEYS_WALLET_SIZE, "wallet:{", address, suffix[i]);
+}

@@ -87,6 +87,28 @@
  *                                     "stale" when it is older than the grace period and its
  *                                     holder's record names another alias, and the next claimant
  *                                     takes it over with a compare-and-set on the stored value.
+
+ * Finding entities (CONTRACT §9): indexes in other slots than the entities they name, so no
+ * entity script writes them. Entries are added BEFORE the entity write is sent and dropped
+ * AFTER the entity shows they no longer hold; every read checks its page against the entities
+ * themselves (docs/DECISIONS.md, "Indexes across slots"). Written by find_*.lua alone.
+ *   wallet:{<address>}:meta   hash    entity id -> "<since ms, 16 digits> <touched ms>": since,
+ *                                     when the wallet first took a role in it; touched, the
+ *                                     last add (a drop within the grace period skips it)
+ *   wallet:{<address>}:any    zset    all scores 0; "<since, 16 digits>:<entity id>", every
+ *                                     entity the wallet may hold a role in: ZREVRANGEBYLEX is
+ *                                     newest first, the cursor the last entry
+ *   wallet:{<address>}:owner, :admin, :member
+ *                             zset    the same entries, per role
+ *   dir:{entities}:meta       hash    entity id -> the last add's time (ms)
+ *   dir:{entities}:created    zset    all scores 0; "<createdAt ms, 16 digits>:<entity id>"
+ *   dir:{entities}:names      zset    all scores 0; "<name trimmed, ASCII lowercase>\x01<id>":
+ *                                     a name prefix is one ZRANGEBYLEX, ordered by folded name,
+ *                                     then id (\x01 sorts before every byte a name may hold)
+ *   find:backfill:lease       string  the instance running the backfill (SET NX PX)
+ *   find:backfill:cursor:<host:port>
+ *                             string  the SCAN cursor reached on that node ("0" before the start)
+ *   find:backfill:done        string  "1" once every node is scanned: the backfill never reruns
  *
  * Erasures (DELETE of an entity; jobs/erasure.h), in a slot of its own:
  *   erasures                  zset    all scores 0; one entry per delete request,
@@ -157,5 +179,22 @@ size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 #define KEYS_ERASURES "erasures"
 /* The alias index key of a validated alias; returns its length. */
 size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias);
+
+/* A wallet's index keys (find_wallet_*.lua), for a lowercase "0x…" address: meta, any, owner,
+ * admin, member, in the order those scripts take them. */
+#define KEYS_WALLET_SIZE 64
+#define KEYS_WALLET_N    5
+typedef struct wallet_keys {
+    char key[KEYS_WALLET_N][KEYS_WALLET_SIZE];
+    size_t len[KEYS_WALLET_N];
+} wallet_keys;
+void keys_wallet(wallet_keys *k, const char *address);
+/* The directory's keys (find_dir_*.lua): meta, created, names. */
+#define KEYS_DIR_META        "dir:{entities}:meta"
+#define KEYS_DIR_CREATED     "dir:{entities}:created"
+#define KEYS_DIR_NAMES       "dir:{entities}:names"
+#define KEYS_BACKFILL_LEASE  "find:backfill:lease"
+#define KEYS_BACKFILL_DONE   "find:backfill:done"
+#define KEYS_BACKFILL_CURSOR "find:backfill:cursor:"
 
 #endif

@@ -18,6 +18,9 @@ check_invariants(r, versions=None) returns a list of problems (empty when consis
   event (when the stream was trimmed by EVENTS_MAX, at most one); an idempotency key's stored
   answer names contributions as stored, and no key was applied twice (contributions titled
   "idem <key>" or "idem <key> #<i>", tests/adversary/workload.py, are each the key's only one);
+- finding (CONTRACT §9): every owner, admin and member of an entity this release indexed (named in
+  dir:{entities}:meta) has its entry in the wallet's list and in that role's list (the entries
+  are added before the entity write, so no stored role lacks one);
 - no key outside the documented shapes;
 - with versions (an object with problems() and max_seen(eid), e.g. clients.VersionLog): no
   entity's __v was seen to go backwards during the run, and the stored __v is not below the
@@ -249,6 +252,12 @@ def check_invariants(r, versions=None, versions_durable=True, acks=None):
             by_entity.setdefault(tag, {})[rest] = k
         elif k.startswith('alias:{'):
             aliases[k[7:-1]] = k
+        elif re.match(r'^wallet:\{0x[0-9a-f]{40}\}:(meta|any|owner|admin|member)$', k):
+            pass
+        elif k in ('dir:{entities}:meta', 'dir:{entities}:created', 'dir:{entities}:names',
+                   'find:backfill:lease', 'find:backfill:done') or \
+                k.startswith('find:backfill:cursor:'):
+            pass
         elif not k.startswith(('auth:revoked:', 'limit:{')) and k != 'erasures':
             problems.append('unknown key %s' % k)
 
@@ -329,6 +338,15 @@ def check_invariants(r, versions=None, versions_durable=True, acks=None):
         if set(seen) != set(members) or any(n != 1 for n in seen.values()):
             problems.append('%s: members hash (%d) and order (%d entries) differ' % (
                 eid, len(members), sum(seen.values())))
+        if r.cli('HEXISTS', 'dir:{entities}:meta', eid) == 1:
+            held = [(a, 'owner') for a in owners] + [(a, 'admin') for a in admins] + \
+                [(a, 'member') for a in members]
+            for a, role in held:
+                meta = r.cli('HGET', 'wallet:{%s}:meta' % a, eid)
+                entry = '%s:%s' % (meta.decode().split(' ')[0], eid) if meta else None
+                if not entry or r.cli('ZSCORE', 'wallet:{%s}:any' % a, entry) is None or \
+                        r.cli('ZSCORE', 'wallet:{%s}:%s' % (a, role), entry) is None:
+                    problems.append('%s: %s is %s without its index entry' % (eid, a, role))
         # skills: hash id -> JSON, order holds the same JSONs, names map one to one
         skills = hgetall('ent:{%s}:skills' % eid)
         sorder = zset('ent:{%s}:skills:order' % eid)

@@ -110,6 +110,15 @@ disabled:        400   401   401       401    404      404    403   403   200
 missing:         400   401   401       401    404      404    404   404   404
 ''')
 
+# GET a wallet's entities: signed; what it lists is test_find.py's.
+READ_WALLET = parse('''
+any:             400   401   401       401    200      200    200   200   200
+''')
+# GET the directory: address required, signature optional.
+READ_DIRECTORY = parse('''
+any:             400   200   200       401    200      200    200   200   200
+''')
+
 # (method, pattern from routes.c, case name, rule, success status)
 TABLE = [
     ('GET', '/healthz', 'health', ALL_200, 200),
@@ -150,6 +159,9 @@ TABLE = [
     ('GET', '/api/attestations/config', 'attest-config', ALL_200, 200),
     ('GET', '/api/entities/{id}/members/{address}/attestations', 'attestations', READ_SIGNED,
      200),
+    ('GET', '/api/entities/by-alias/{alias}', 'by-alias', READ_ENTITY, 200),
+    ('GET', '/api/wallets/{address}/entities', 'wallet-entities', READ_WALLET, 200),
+    ('GET', '/api/entities', 'directory', READ_DIRECTORY, 200),
     # Last: the member leaves, and is no member for any cell after it.
     ('POST', '/api/entities/{id}/leave', 'leave', LEAVE, 200),
 ]
@@ -189,8 +201,10 @@ class AuthzTest(harness.ServiceTestCase):
         cls.spare_admins = {}
         cls.contribs = {'missing': 'k-' + str(uuid.uuid4())}
         cls.doomed = {'missing': ['s-' + str(uuid.uuid4()) for _ in range(len(ROLES) + 1)]}
+        cls.aliases = {'missing': 'authz-' + uuid.uuid4().hex[:12]}
         for variant in ('public', 'private', 'disabled'):
             body = cls.entity_body()
+            cls.aliases[variant] = body['communityURLAlias'] = 'authz-' + uuid.uuid4().hex[:12]
             if variant == 'private':
                 body['public'] = False
             st, _, b = cls.call(cls, 'owner', 'POST', '/api/entities', body)
@@ -295,6 +309,12 @@ class AuthzTest(harness.ServiceTestCase):
             return 'POST', '/api/entities?entityID=%s' % eid, self.entity_body(), port
         if case == 'get':
             return 'GET', '/api/entities/%s' % eid, None, port
+        if case == 'by-alias':
+            return 'GET', '/api/entities/by-alias/%s' % self.aliases[variant], None, port
+        if case == 'wallet-entities':
+            return 'GET', '/api/wallets/%s/entities' % self.w['owner'].address, None, port
+        if case == 'directory':
+            return 'GET', '/api/entities?limit=5', None, port
         if case == 'users':
             return 'GET', '/api/entities/%s/users?limit=10' % eid, None, port
         if case == 'force-add':

@@ -572,7 +572,7 @@ class CorsTest(LimitsBase):
         self.assertEqual(body, b'')
         self.assertNotIn('content-length', headers)
         self.assertEqual(headers['access-control-allow-origin'], 'https://app.example')
-        self.assertEqual(headers['access-control-allow-methods'], 'POST')
+        self.assertEqual(headers['access-control-allow-methods'], 'GET, POST')
         allowed = [h.strip().lower() for h in headers['access-control-allow-headers'].split(',')]
         for h in ('content-type', 'x-request-id', 'traceparent'):
             self.assertIn(h, allowed)
@@ -625,7 +625,7 @@ class CorsTest(LimitsBase):
         svc = self.entityd(redis=self.redis())
         status, headers, body = self.req(svc, 'OPTIONS', '/api/entities', headers=self.PREFLIGHT)
         self.assertEnvelope((status, headers, body), 405, 'method_not_allowed')
-        self.assertEqual(headers['allow'], 'POST')
+        self.assertEqual(headers['allow'], 'GET, POST')
         status, headers, _ = self.req(svc, 'GET', '/api/auth/message',
                                       headers={'Origin': 'https://app.example'})
         self.assertEqual(status, 200)

@@ -7,7 +7,8 @@
 --       service claims again), events_max, now (ISO)
 -- Writes an entity.updated event {__v (the new one)}.
 -- The fields carry aliasClaim, the token of the alias claim, whenever they set the alias.
--- Returns {entity JSON, the alias held before, the token of its claim ('' when unknown)}.
+-- Returns {entity JSON, the alias held before, the token of its claim ('' when unknown), the
+-- name before, the owners before}: the service drops the index entries these no longer hold.
 local moving = moving_guard(KEYS[1])
 if moving then return moving end
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
@@ -21,10 +22,12 @@ if ARGV[6] ~= '' and '=' .. (redis.call('HGET', KEYS[1], 'communityURLAlias') or
 end
 local old_alias = redis.call('HGET', KEYS[1], 'communityURLAlias') or ''
 local old_claim = redis.call('HGET', KEYS[1], 'aliasClaim') or ''
+local old_name = redis.call('HGET', KEYS[1], 'name') or ''
+local old_owners = redis.call('SMEMBERS', KEYS[2])
 local owners = cjson.decode(ARGV[5])
 hset_json(KEYS[1], ARGV[4])
 local v = redis.call('HINCRBY', KEYS[1], '__v', 1)
 redis.call('DEL', KEYS[2])
 redis.call('SADD', KEYS[2], unpack(owners))
 emit(KEYS[1], ARGV[7], 'entity.updated', ARGV[8], ARGV[1], '{"__v":' .. string.format('%d', v) .. '}')
-return {render_entity(KEYS[1], KEYS[2]), old_alias, old_claim}
+return {render_entity(KEYS[1], KEYS[2]), old_alias, old_claim, old_name, old_owners}

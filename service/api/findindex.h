@@ -1,0 +1,68 @@
+/* findindex: the wallet and directory indexes of CONTRACT §9, kept across slots.
+ *
+ * A wallet's list and the directory live in other slots than the entities they name, so an
+ * entity's script cannot write them. The rule (docs/DECISIONS.md, "Indexes across slots"):
+ * an entry is added BEFORE the entity write that makes it true is sent (findindex_add, whose
+ * failure answers the request before anything is written), and removed only AFTER the entity
+ * no longer holds it (the drops below, and every read's repair). Every read checks its page
+ * against the entities themselves, so a drop that never happens (a crash, a route without the
+ * hook) is never shown: the drops keep the indexes small, the adds keep the lists complete. */
+#ifndef ENTITYD_FINDINDEX_H
+#define ENTITYD_FINDINDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http/request.h"
+#include "redis/keys.h"
+#include "redis/store.h"
+
+struct app;
+
+/* Role letters of the index scripts. */
+#define FINDINDEX_OWNER  "o"
+#define FINDINDEX_ADMIN  "a"
+#define FINDINDEX_MEMBER "m"
+
+/* Folded name of the directory's search: trimmed, ASCII lowercase. Returns its length (0 for
+ * a blank name); out holds cap bytes, the name is cut there. */
+#define FINDINDEX_NAME_MAX 512
+size_t findindex_fold(const char *name, size_t len, char out[FINDINDEX_NAME_MAX]);
+
+/* Runs when every add of a findindex_add is answered: STORE_OK, or the first failure (the
+ * request must then be answered with it, and the entity write not sent). */
+typedef void (*findindex_done)(request *req, int status);
+
+/* Add-before: each of the n addresses takes `roles` (letters above; NULL or "" none) in entity
+ * `id`; with created_ms > 0 or a name, the directory gets the entity's created entry and its
+ * name's entry. One script per wallet and one for the directory, all sent at once; done runs
+ * once, after the last answer (perhaps before this returns). */
+void findindex_add(request *req, const char *id, const char (*addrs)[43], size_t n,
+                   const char *roles, int64_t created_ms, const char *name, size_t name_len,
+                   findindex_done done);
+
+/* One wallet's index add: its keys, the entity, the role letters and since (ms as decimal, or
+ * "" for Redis's now). */
+typedef struct findindex_wallet {
+    wallet_keys k;
+    const char *id, *roles, *since;
+} findindex_wallet;
+/* Wallets that one script call adds outside Redis Cluster (one per call in it): as many as
+ * one force-add names, so that a write sends one index call. */
+#define FINDINDEX_WALLETS_PER_CALL 1000
+/* Sends the adds of w[0..n) (n at most FINDINDEX_WALLETS_PER_CALL; 1 in cluster mode) as one
+ * find_wallet_add.lua call; cb as store_script's. Returns -1 (cb not called) when out of
+ * memory. */
+int findindex_send_wallets(struct store *st, const findindex_wallet *w, size_t n, store_cb cb,
+                           void *data);
+
+/* Remove-after, fire and forget, sent once the entity write that removed the roles is
+ * answered: the n addresses no longer hold `roles` in entity `id`. With all_roles, they hold
+ * none at all any more (a member removed who was no owner or admin, an entity deleted). */
+void findindex_drop_roles(struct app *a, const char *id, const char (*addrs)[43], size_t n,
+                          const char *roles, bool all_roles);
+/* Remove-after of the directory's name entry of a name the entity no longer has. */
+void findindex_drop_name(struct app *a, const char *id, const char *name, size_t len);
+
+#endif
