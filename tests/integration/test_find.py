@@ -290,6 +290,32 @@ class FindTest(FindCase):
                                   int(rcli(self.r, 'ZCARD', wallet_keys(a.address)[1])) == 0),
                          scaled(10), what='the ghost entry dropped')
 
+    def test_removed_and_leaving_members_never_shown_and_dropped(self):
+        # CONTRACT §8 feeds §9: a member removed, or leaving, is gone from its wallet's list at
+        # once, and the removal's own drop (remove-after) clears its member entries with no read
+        c = self.c
+        w = harness.Wallet.random(2)
+        sigs = sign_wallets(w, harness.current_message(self.port)[0])
+        a, b = (Caller(x, sigs[x.address], 'x') for x in w)
+        eid = self.create(c['owner'])['id']
+        self.assertOk(self.force_add(eid, c['owner'], [a.address, b.address]))
+        for x in (a, b):
+            self.assertEqual(self.wallet_all(x.address, x)[0]['roles'], ['member'])
+        time.sleep(1.6)  # past FIND_REPAIR_GRACE_MS (1500): a drop may now take the entries
+        self.assertOk(self.req('DELETE', '/api/entities/%s/members/%s?%s' % (
+            eid, a.address, c['owner'].q)))
+        self.assertOk(self.req('POST', '/api/entities/%s/leave?%s' % (eid, b.q)))
+        for x in (a, b):
+            keys = wallet_keys(x.address.lower())
+            # the member role's entries (the wallet's "any" entry is a read's to repair: the
+            # removal does not know whether the wallet holds another role there)
+            harness.wait_for(lambda: int(rcli(self.r, 'ZCARD', keys[4])) == 0,
+                             scaled(10), what='the removal dropping the member entries')
+            self.assertEqual(self.wallet_all(x.address, x), [])
+        # added again: listed again
+        self.assertOk(self.force_add(eid, c['owner'], [a.address]))
+        self.assertEqual(self.ids(self.wallet_all(a.address, a, extra='&role=member')), [eid])
+
     def test_pages_refill_past_dropped_entries(self):
         # 30 entries the entities no longer bear out between the visible ones: pages stay full
         c = self.c
