@@ -1521,6 +1521,14 @@ class EntityApiTest(EntityCase):
         # transaction reads again with the caller's role lookups (SISMEMBER owners, SISMEMBER
         # admins, HEXISTS members).
         self.assertOk(self.update(c['owner'], eid, self.owners(), public=False))
+        # The update's index drops (CONTRACT §9: the directory entry of an entity no longer
+        # public) are sent after its answer; let them land before counting the next read.
+        quiet = []
+
+        def settled():
+            quiet.append(commandstats(self.r))
+            return len(quiet) > 1 and not stats_delta(quiet[-2], quiet[-1])
+        harness.wait_for(settled, scaled(10), interval=0.2, what="the update's index drops")
         resp, private = cost(lambda: self.get_entity(eid, c['member']))
         self.assertOk(resp)
         self.assertEqual(private, {'exists': 1, 'hmget': 2, 'multi': 1, 'sismember': 2,
