@@ -1466,6 +1466,10 @@ class EntityApiTest(EntityCase):
         c = self.c
         eid = self.fresh()
         port = self.entityd(redis=self.r, env={'READ_CACHE_MB': '0'}).port
+        # the instance's start-up look at the find backfill (a GET) must not land in a count
+        harness.wait_for(lambda: b'entityd_find_backfill_done 1' in
+                         harness.request(port, 'GET', '/metrics')[2], scaled(10),
+                         what='the new instance past its backfill check')
         get_entity, users = self.get_entity, self.users
         self.get_entity = lambda *a, **kw: get_entity(*a, port=port, **kw)
         self.users = lambda *a, **kw: users(*a, port=port, **kw)
