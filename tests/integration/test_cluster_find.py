@@ -1,7 +1,7 @@
 """test_find.py's classes against a local Redis Cluster (3 primaries, 3 replicas; rcluster.py):
 every wallet's index, the directory and each entity in slots of their own, the backfill
-scanning each primary; and the API tests again in Sentinel mode (1 primary, 1 replica, 3
-sentinels)."""
+scanning each primary; and the API tests and the backfill again in Sentinel mode (1 primary,
+1 replica, 3 sentinels)."""
 
 import os
 import sys
@@ -37,6 +37,15 @@ class ClusterBackfillTest(test_find.BackfillTest):
 
     def make_redis(self):
         r = rcluster.RedisCluster()
+        self.addCleanup(r.kill)
+        return r
+
+
+class SentinelBackfillTest(test_find.BackfillTest):
+    """The backfill against the primary the sentinels name, its cursor kept there."""
+
+    def make_redis(self):
+        r = rcluster.SentinelSet()
         self.addCleanup(r.kill)
         return r
 
