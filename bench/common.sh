@@ -28,7 +28,7 @@ bench_alive() {
 
 bench_stop_pid() {
   local pid=$1 i
-  kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
+  kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
   kill -TERM "$pid" 2>/dev/null || true
   for i in $(seq 1 100); do
     kill -0 "$pid" 2>/dev/null || break
