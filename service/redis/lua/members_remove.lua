@@ -40,17 +40,22 @@ for i = 7, #ARGV do
   if entry then
     redis.call('HDEL', KEYS[4], a)
     redis.call('ZREM', KEYS[5], entry)
-    -- its entries, tombstoned (a deleted skill's score has no board: nothing to tombstone)
-    local flat, rec = redis.call('HGETALL', prog_key(E, a)), {a}
+    -- its entries, tombstoned (a deleted skill's score has no board: nothing to tombstone;
+    -- the skills asked in one HMGET, not one HEXISTS each)
+    local flat, rec, bys, ask = redis.call('HGETALL', prog_key(E, a)), {a}, {}, {}
     for j = 1, #flat, 2 do
-      local f, v = flat[j], tonumber(flat[j + 1]) or 0
-      local by
+      local f = flat[j]
       if f == 'xp' then
-        by = 'xp'
-      elseif string.sub(f, 1, 2) == 's:' then
-        by = string.sub(f, 3)
-        if redis.call('HEXISTS', E .. ':skills', by) == 0 then by = nil end
+        bys[j] = 'xp'
+      elseif string.sub(f, 1, 2) == 's:' and (tonumber(flat[j + 1]) or 0) > 0 then
+        ask[#ask + 1] = string.sub(f, 3)
+        bys[j] = #ask
       end
+    end
+    local known = #ask > 0 and redis.call('HMGET', E .. ':skills', unpack(ask)) or {}
+    for j = 1, #flat, 2 do
+      local v, by = tonumber(flat[j + 1]) or 0, bys[j]
+      if type(by) == 'number' then by = known[by] and ask[by] or nil end
       if by and v > 0 then
         redis.call('ZADD', gone_key(E, by), '0', lb_member(v, a))
         rec[#rec + 1] = by .. '=' .. lb_inv(v)
