@@ -717,7 +717,7 @@ static size_t board_collect(board_req *q, const redisReply *page, const redisRep
         if (q->nkept <= (size_t)q->limit)
             memcpy(q->kept[q->nkept++], e->str, BOARD_ENTRY_LEN);
     }
-    q->more = page->elements >= fetched;
+    q->more = page->elements >= fetched && q->last[0]; /* read on only after an entry */
     return skipped;
 }
 
