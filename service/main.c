@@ -23,6 +23,7 @@
 #include "core/workers.h"
 #include "http/http.h"
 #include "jobs/erasure.h"
+#include "jobs/sweeper.h"
 #include "net/server.h"
 #include "redis/group.h"
 #include "redis/store.h"
@@ -70,6 +71,7 @@ static void on_limits_closed(void *ctx)
     backfill_stop();
     group_close(a->groups);
     erasure_close(a->erasure);
+    sweeper_close(a->sweeper);
     store_close(a->store);
     tracking_close(a->tracking);
     server_close(srv);
@@ -211,6 +213,12 @@ int main(int argc, char **argv)
         return 1;
     }
     metrics_register(erasure_render_metrics, a->erasure);
+    a->sweeper = sweeper_new(a);
+    if (!a->sweeper) {
+        fprintf(stderr, "entityd: cannot set up the sweeper of removed members\n");
+        return 1;
+    }
+    metrics_register(sweeper_render_metrics, a->sweeper);
     backfill_start(a);
     dispatch_init();
     server_options so = {
@@ -267,6 +275,7 @@ int main(int argc, char **argv)
     log_finish(1000);
     group_free(a->groups);
     erasure_free(a->erasure);
+    sweeper_free(a->sweeper);
     store_free(a->store);
     limits_free(a->limits);
     auth_free(a->auth);

@@ -18,13 +18,15 @@
 #include "api/respond.h"
 #include "redis/store.h"
 #include "api/validate.h"
+#include "jobs/sweeper.h"
 
 /* The entity and addresses a removal names, kept for its answer: the boards to drop from the
  * read cache, and the wallets whose index entries to drop (findindex.h: remove-after). */
 typedef struct removal {
     char id[IDS_SIZE];
     bool leave;
-    char one[43]; /* the address of a removal of one, or of the caller leaving */
+    int64_t listed_ms; /* when the entity was listed in the sweeps set, or 0 */
+    char one[43];      /* the address of a removal of one, or of the caller leaving */
     const char (*addrs)[43];
     size_t n;
 } removal;
@@ -48,15 +50,49 @@ static void on_removed(void *data, int status, redisReply *r)
     json_object_set_new(out, "removed", json_integer(r->element[0]->integer));
     if (!m->leave)
         json_object_set_new(out, "missing", json_integer(r->element[1]->integer));
+    if (r->element[0]->integer > 0)
+        sweeper_kick(req->app->sweeper);
     request_reply(req, 200, out);
 }
 
-/* Runs members_remove.lua for the addresses: mode "remove" (owners and admins) or "leave". */
+static void send_removal(request *req);
+
+/* The entity is in the sweeps set: now the removal may leave records for the sweeper. */
+static void on_listed(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    removal *m = req->state;
+    if (respond_store_failed(req, status, r))
+        return;
+    sweeper_listed(req->app->sweeper, m->id, m->listed_ms);
+    send_removal(req);
+}
+
+/* Runs members_remove.lua for the addresses: mode "remove" (owners and admins) or "leave".
+ * The entity is listed in the sweeps set first (jobs/sweeper.h), unless this process did so
+ * lately enough that its entry is still there: the removal's sweep records are then always
+ * found, whatever crashes in between. */
 static void run(request *req, removal *m, const char (*addrs)[43], size_t n)
 {
     req->state = m;
     m->addrs = addrs;
     m->n = n;
+    int64_t now = isotime_now_ms();
+    if (!sweeper_must_list(req->app->sweeper, m->id, now)) {
+        send_removal(req);
+        return;
+    }
+    m->listed_ms = now;
+    char score[24];
+    int slen = snprintf(score, sizeof score, "%lld", (long long)now);
+    const char *argv[] = {"ZADD", KEYS_SWEEPS, "GT", score, m->id};
+    size_t lens[] = {4, strlen(KEYS_SWEEPS), 2, (size_t)slen, strlen(m->id)};
+    store_command(req->app->store, on_listed, req, 5, argv, lens);
+}
+
+static void send_removal(request *req)
+{
+    removal *m = req->state;
     entity_keys k;
     keys_entity(&k, m->id);
     char board[KEYS_BOARD_SIZE], version[17];
@@ -82,8 +118,8 @@ static void run(request *req, removal *m, const char (*addrs)[43], size_t n)
                           version,
                           ev.max,
                           ev.at};
-    entity_script(req, LUA_MEMBERS_REMOVE, on_removed, 6, head, sizeof head / sizeof head[0], addrs,
-                  n);
+    entity_script(req, LUA_MEMBERS_REMOVE, on_removed, 6, head, sizeof head / sizeof head[0],
+                  m->addrs, m->n);
 }
 
 void members_delete(request *req)

@@ -17,6 +17,7 @@ struct tracking;
 struct limits;
 struct attester;
 struct erasure;
+struct sweeper;
 
 typedef struct app {
     uv_loop_t *loop;
@@ -31,6 +32,7 @@ typedef struct app {
     struct limits *limits;     /* write-budget leases; NULL: each write charges its own unit */
     struct attester *attester; /* level attestations' signer; NULL: attestations are off */
     struct erasure *erasure;   /* the background erasure of deleted entities */
+    struct sweeper *sweeper;   /* removed members' board entries, taken off in the background */
 } app;
 
 #endif

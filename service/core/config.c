@@ -122,6 +122,18 @@ static const opt opts[] = {
      "how often each instance looks for deleted entities to erase"},
     {"ERASE_LEASE_MS", OPT_INT, OFF(erase_lease_ms), "10000", 100, 3600000,
      "an erasure's lease: after a crash, another instance takes over once it has run out"},
+    {"SWEEP_STEP_MEMBERS", OPT_INT, OFF(sweep_step_members), "16", 1, 1000,
+     "removed members one step of the sweeper takes off the boards (a few ZREMs each per "
+     "board); bounds each step's time"},
+    {"SWEEP_PAUSE_MS", OPT_INT, OFF(sweep_pause_ms), "2", 0, 60000,
+     "least pause between two sweeper steps; the pause is at least 3 times the last step's "
+     "round trip, so the sweeper backs off when Redis is busy"},
+    {"SWEEP_POLL_MS", OPT_INT, OFF(sweep_poll_ms), "1000", 10, 3600000,
+     "how often each instance looks for removed members whose board entries wait for the "
+     "sweeper"},
+    {"SWEEP_PAUSED", OPT_BOOL, OFF(sweep_paused), "false", 0, 0,
+     "hold the sweeper off (tests, maintenance): removed members' entries stay tombstoned, and "
+     "every read stays exact"},
     {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
      "development mode: a fixed AUTH_SECRET when none is set, and a fixed, public attestation "
      "key without ATTESTATION_KEY_FILE (never in production)"},

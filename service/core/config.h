@@ -58,6 +58,11 @@ typedef struct config {
     int64_t erase_pause_ms;
     int64_t erase_poll_ms;
     int64_t erase_lease_ms;
+    /* The sweeper of removed members' board entries (jobs/sweeper.h) */
+    int64_t sweep_step_members;
+    int64_t sweep_pause_ms;
+    int64_t sweep_poll_ms;
+    bool sweep_paused;
     int64_t find_repair_grace_ms; /* index entries added more recently are never dropped */
     int64_t find_backfill_batch;  /* entities one backfill step indexes */
     bool dev;

@@ -100,6 +100,15 @@ size_t keys_board(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *
     return put(out, KEYS_BOARD_SIZE, prefix, by, "");
 }
 
+size_t keys_board_gone(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by)
+{
+    char prefix[KEYS_ENTITY_SIZE];
+    bool xp = !strcmp(by, "xp");
+    if (!put(prefix, sizeof prefix, "ent:{", entity_id, xp ? "}:lb:" : "}:lb:s:"))
+        return 0;
+    return put(out, KEYS_BOARD_SIZE, prefix, by, ":gone");
+}
+
 size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias)
 {
     return put(out, KEYS_ALIAS_SIZE, "alias:{", alias, "}");

@@ -51,11 +51,25 @@
  *                                     <address>", only values > 0: ZRANGEBYLEX is highest first,
  *                                     ties by address; the competition rank of value v is
  *                                     1 + ZLEXCOUNT(lb, "-", "(<16 digits of v's entry>:")
- *                                     A removed member leaves every board it is on (its own
- *                                     entries, found from its prog hash); a force-add lists it
- *                                     again with the values it has then
+ *                                     A removed member's entries stay until the sweeper takes
+ *                                     them off, tombstoned meanwhile (lb:…:gone): every read
+ *                                     subtracts those; a force-add lists it again with the
+ *                                     values it has then
  *   ent:{c-…}:lb:s:<skill id> zset    the same board for one skill's scores; UNLINKed when the
  *                                     skill is deleted
+ *   ent:{c-…}:lb:xp:gone, ent:{c-…}:lb:s:<skill id>:gone
+ *                             zset    a board's tombstones: the entries of removed members the
+ *                                     sweeper has not taken off yet, each also on the board
+ *                                     (same strings, score 0). Reads count board minus gone
+ *                                     over a range and skip gone entries from pages
+ *                                     (members_remove.lua adds, sweep_step.lua and force_add.lua
+ *                                     remove; UNLINKed with its skill's board)
+ *   ent:{c-…}:sweep           zset    all scores 0; one sweep record per removed member whose
+ *                                     entries wait for the sweeper, "<address> <by>=<16 digits>
+ *                                     <by>=<16 digits>…" (by: xp or a skill id; the entry is
+ *                                     "<16 digits>:<address>"): the exact entries tombstoned,
+ *                                     found by address as the lex range "[<address> " to
+ *                                     "(<address>!" (jobs/sweeper.h)
  *   ent:{c-…}:idem:<key>      string  "<request digest, 40 hex>\n<answer JSON>", EX 86400
  *   ent:{c-…}:events          stream  fields type, at (ISO ms), actor (address or ""), data (a
  *                                     JSON object as text); MAXLEN ~ EVENTS_MAX
@@ -123,6 +137,17 @@
  *                                     crash between the two slots can leave an erasure nobody
  *                                     finds.
  *
+ * Sweeps (removed members' board entries; jobs/sweeper.h), in a slot of its own:
+ *   sweeps                    zset    entity id scored by the ms of its last listing: every
+ *                                     entity that may hold sweep records. A removal lists its
+ *                                     entity (ZADD GT) BEFORE its script runs (a process skips
+ *                                     that within half the grace period of its own last
+ *                                     listing); the sweeper drops an entry only once the
+ *                                     entity's records are all gone and the entry is older than
+ *                                     the grace period, and only if its score is still the one
+ *                                     it read (sweep_forget.lua). So no crash between the two
+ *                                     slots can leave records nobody finds.
+ *
  * Sign-in:
  *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT)
  *   auth:revoked:<keccak hex> the same for a contract-wallet signature that is no ECDSA one
@@ -173,10 +198,14 @@ size_t keys_prog(char out[KEYS_PROG_SIZE], const char *entity_id, const char *ad
  * skill id; returns its length (lua/_prelude.lua, lb_key). */
 #define KEYS_BOARD_SIZE 128
 size_t keys_board(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by);
+/* A board's tombstones, the board's key + ":gone" (lua/_prelude.lua, gone_key); its length. */
+size_t keys_board_gone(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by);
 /* The erasure record of an entity, "ent:{<entity id>}:erasure"; returns its length. */
 size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* The set of erasures not yet finished (one key, its own slot). */
 #define KEYS_ERASURES "erasures"
+/* The entities whose removed members wait for the sweeper (one key, its own slot). */
+#define KEYS_SWEEPS "sweeps"
 /* The alias index key of a validated alias; returns its length. */
 size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias);
 

@@ -75,7 +75,8 @@ SERVICE_ENV_KEYS = (
     'LOG_BUFFER_BYTES', 'PAGE_CACHE_SIZE', 'READ_CACHE_MB', 'EVENTS_MAX',
     'RATE_WRITES_PER_MINUTE', 'ENTITY_CREATE_PER_DAY', 'CORS_ORIGINS',
     'MAX_MEMBERS_PER_ENTITY', 'MAX_ADMINS_PER_ENTITY', 'MAX_SKILLS_PER_ENTITY',
-    'FIND_REPAIR_GRACE_MS', 'FIND_BACKFILL_BATCH',
+    'FIND_REPAIR_GRACE_MS', 'FIND_BACKFILL_BATCH', 'SWEEP_STEP_MEMBERS', 'SWEEP_PAUSE_MS',
+    'SWEEP_POLL_MS', 'SWEEP_PAUSED',
     'MAX_LEVELS_PER_ENTITY', 'CONTRIBUTIONS_PER_MEMBER_PER_MINUTE',
     'LOG_BUFFER_BYTES', 'PAGE_CACHE_SIZE', 'READ_CACHE_MB', 'EVENTS_MAX', 'WORKERS',
     'REDIS_CLUSTER_NODES', 'REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_SENTINELS',
@@ -96,7 +97,10 @@ LIMITS_OFF = {'RATE_WRITES_PER_MINUTE': '0', 'ENTITY_CREATE_PER_DAY': '0',
               # The erasure's idle look at the erasures set (once a second by default) would
               # show in the suites that count the commands a request sends; an instance still
               # erases what it deletes itself at once. test_erase.py sets its own.
-              'ERASE_POLL_MS': '3600000'}
+              'ERASE_POLL_MS': '3600000',
+              # The same for the sweeper's idle look at the sweeps set: an instance still sweeps
+              # what it removes itself (a removal kicks it). test_sweep.py sets its own.
+              'SWEEP_POLL_MS': '3600000'}
 
 SANITIZER_MARKERS = ('ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:',
                      'ERROR: ThreadSanitizer', 'ERROR: UndefinedBehaviorSanitizer')

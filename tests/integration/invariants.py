@@ -12,7 +12,9 @@ check_invariants(r, versions=None) returns a list of problems (empty when consis
 - member progression (CONTRACT section 5): every contribution record is listed once in its
   member's contribs:of index; each member's prog xp and every s:<skill> score equal the sums
   over the member's non-revoked contributions; lb:xp and each lb:s:<skill> hold exactly
-  "<9999999999999999 - value, 16 digits>:<address>" for the members whose value is above 0;
+  "<9999999999999999 - value, 16 digits>:<address>" for the members whose value is above 0,
+  and besides only removed members' entries, each tombstoned in the board's gone zset and listed
+  by that member's sweep record (and no more than those: a deleted skill has neither);
   every contribution has exactly one contribution.added event, every revoked one exactly one
   contribution.revoked and no other one any, every reachedAt recorded exactly one level.reached
   event (when the stream was trimmed by EVENTS_MAX, at most one); an idempotency key's stored
@@ -35,7 +37,8 @@ import re
 ADDRESS = re.compile(r'^0x[0-9a-f]{40}$')
 IDEM_TITLE = re.compile(r'^idem ([A-Za-z0-9_-]{1,64})(?: #(\d+))?$')
 ENTITY_PARTS = {'', 'owners', 'admins', 'members', 'members:order', 'skills', 'skills:order',
-                'skills:names', 'levels', 'levels:order', 'contribs', 'lb:xp', 'events', 'erasure'}
+                'skills:names', 'levels', 'levels:order', 'contribs', 'lb:xp', 'events', 'erasure',
+                'lb:xp:gone', 'sweep'}
 ENTITY_PREFIXES = ('contribs:of:', 'prog:', 'lb:s:', 'idem:', 'awards:')
 
 
@@ -141,18 +144,49 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
         if w != h:
             problems.append('%s: prog:%s holds %r, its non-revoked contributions sum to %r' % (
                 eid, addr, h, w))
-    # leaderboards against the prog hashes
-    boards = {'xp'} | {rest[5:] for rest in parts if rest.startswith('lb:s:')}
-    for vals in have.values():
-        boards |= set(vals)
+    # leaderboards against the prog hashes: each board holds the entries of the members whose
+    # value is above 0, and the entries of removed members the sweeper has not taken off yet;
+    # those are in the board's gone zset, exactly as their sweep records list them (keys.h)
+    members = set(hgetall(E + ':members'))
+    skills = set(hgetall(E + ':skills'))
+    recorded = {}  # by -> set of entries the sweep records list
+    for rec, sc in (zset(parts['sweep']) if 'sweep' in parts else []):
+        toks = rec.split(' ')
+        addr = toks[0]
+        if not ADDRESS.match(addr) or len(toks) < 2 or sc != 0:
+            problems.append('%s: sweep record %r' % (eid, rec[:120]))
+            continue
+        if addr in members:
+            problems.append('%s: sweep record of %s, a member' % (eid, addr))
+        for t in toks[1:]:
+            by, _, inv = t.partition('=')
+            if len(inv) != 16 or not inv.isdigit():
+                problems.append('%s: sweep record %r' % (eid, rec[:120]))
+            recorded.setdefault(by, set()).add(inv + ':' + addr)
+    boards = {'xp'} | skills | {rest[5:].split(':')[0] for rest in parts if rest.startswith('lb:s:')}
     for by in boards:
         key = E + (':lb:xp' if by == 'xp' else ':lb:s:' + by)
         got = zset(key)
+        gone = zset(key + ':gone')
+        if by != 'xp' and by not in skills:
+            if got or gone:
+                problems.append('%s: the board of deleted skill %s is still there' % (eid, by))
+            continue
         expect = sorted(lb_entry(vals[by], addr) for addr, vals in have.items()
-                        if vals.get(by, 0) > 0)
-        if sorted(m for m, _ in got) != expect or any(sc != 0 for _, sc in got):
+                        if addr in members and vals.get(by, 0) > 0)
+        entries = set(m for m, _ in got)
+        tomb = set(m for m, _ in gone)
+        live = sorted(entries - tomb)
+        if live != expect or any(sc != 0 for _, sc in got):
             problems.append('%s: leaderboard %s holds %r, the prog hashes say %r' % (
-                eid, by, [m for m, _ in got][:6], expect[:6]))
+                eid, by, live[:6], expect[:6]))
+        if not tomb <= entries or any(sc != 0 for _, sc in gone) or \
+                any(m[17:] in members for m in tomb):
+            problems.append('%s: tombstones of %s %r are not removed members\' board entries' % (
+                eid, by, sorted(tomb - entries)[:6] or sorted(tomb)[:6]))
+        if tomb != recorded.get(by, set()):
+            problems.append('%s: tombstones of %s %r, the sweep records list %r' % (
+                eid, by, sorted(tomb)[:6], sorted(recorded.get(by, set()))[:6]))
     # events: one contribution.added per contribution, one contribution.revoked per revoked
     # one, one level.reached per reachedAt
     events, trimmed = _stream_events(r, E + ':events') if 'events' in parts else ([], False)
@@ -258,7 +292,7 @@ def check_invariants(r, versions=None, versions_durable=True, acks=None):
                    'find:backfill:lease', 'find:backfill:done') or \
                 k.startswith('find:backfill:cursor:'):
             pass
-        elif not k.startswith(('auth:revoked:', 'limit:{')) and k != 'erasures':
+        elif not k.startswith(('auth:revoked:', 'limit:{')) and k not in ('erasures', 'sweeps'):
             problems.append('unknown key %s' % k)
 
     def hgetall(key):

@@ -20,6 +20,7 @@ import test_entities  # noqa: E402
 import test_progress_read  # noqa: E402
 import test_progression  # noqa: E402
 import test_skills  # noqa: E402
+import test_sweep  # noqa: E402
 import test_tend  # noqa: E402
 
 COUNTS_ONE_REDIS = 'counts the commands of one redis-server; a cluster spreads them'
@@ -75,6 +76,10 @@ class ClusterAttestTest(OnCluster, test_attest.AttestTest):
 
 
 class ClusterTendTest(OnCluster, test_tend.TendTest):
+    pass
+
+
+class ClusterSweepTest(OnCluster, test_sweep.SweepTest):
     pass
 
 

@@ -330,8 +330,13 @@ class TendTest(harness.ServiceTestCase):
             self.assertEqual(sorted(got), [0] * (len(got) - 1) + [1], m)
         self.assertEqual(self.users(eid), [])
         self.assertEqual((self.board(eid), self.board(eid, a)), ([], []))
-        for key in ('lb:xp', 'lb:s:' + a, 'members', 'members:order'):
+        for key in ('members', 'members:order'):
             self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:%s' % (eid, key)), 0, key)
+        # the board entries, tombstoned at once, are taken off by the sweeper (test_sweep.py)
+        keys = ['ent:{%s}:%s' % (eid, k) for k in ('lb:xp', 'lb:s:' + a, 'lb:xp:gone',
+                                                   'lb:s:%s:gone' % a, 'sweep')]
+        harness.wait_for(lambda: self.r.cli('EXISTS', *keys) == 0, harness.scaled(30),
+                         interval=0.05, what='the sweep')
         ev = self.events(eid, 'member.removed')
         self.assertEqual(sorted(e['data']['addresses'][0] for e in ev),
                          sorted(self.addr[m] for m in names))

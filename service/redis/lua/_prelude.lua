@@ -239,3 +239,18 @@ end
 local function norm_name(name)
   return (string.gsub(name, '[A-Z]', function(c) return string.char(string.byte(c) + 32) end))
 end
+
+-- Removal tombstones (keys.h: lb:…:gone, sweep). A removed member's board entries stay on the
+-- boards until the sweeper takes them off (sweep_step.lua); until then each is also in its
+-- board's gone zset, which every read subtracts, and the member's sweep record lists them:
+-- "<address> <by>=<16 digits> <by>=<16 digits>…" (the entry is "<16 digits>:<address>").
+local function gone_key(entity, by)
+  return lb_key(entity, by) .. ':gone'
+end
+
+-- The sweep record of an address, or nil: the sweep zset's entries all score 0, so the record
+-- is the one lex range that begins with the address and a space.
+local function sweep_record(entity, addr)
+  return redis.call('ZRANGEBYLEX', entity .. ':sweep', '[' .. addr .. ' ', '(' .. addr .. '!',
+    'LIMIT', 0, 1)[1]
+end

@@ -31,7 +31,20 @@ for i = 9, #ARGV do
     redis.call('ZADD', KEYS[5], 0, entry)
     added = added + 1
     list[added] = jstr(a)
-    -- a member removed before comes back on the boards with the XP and scores it kept
+    -- a member removed before comes back on the boards with the XP and scores it kept; one
+    -- whose entries still wait for the sweeper takes them back: its tombstones go with its
+    -- sweep record, and an entry its progress no longer holds (a revocation since) goes too
+    local rec = sweep_record(KEYS[1], a)
+    if rec then
+      local pk = prog_key(KEYS[1], a)
+      for by, inv in string.gmatch(rec, ' ([^ =]+)=(%d+)') do
+        local e = inv .. ':' .. a
+        redis.call('ZREM', gone_key(KEYS[1], by), e)
+        local v = tonumber(redis.call('HGET', pk, by == 'xp' and 'xp' or 's:' .. by)) or 0
+        if v <= 0 or lb_inv(v) ~= inv then redis.call('ZREM', lb_key(KEYS[1], by), e) end
+      end
+      redis.call('ZREM', KEYS[1] .. ':sweep', rec)
+    end
     for _, by in ipairs(member_boards(KEYS[1], a, true)) do
       if not boards[by] then
         boards[by] = true

@@ -4,12 +4,16 @@
 -- KEYS: entity, owners, admins, members, member order, XP board
 -- ARGV: caller, platform, mode, a fresh random version, events_max, now (ISO), address...
 --       (lowercase, deduplicated)
--- A removed member leaves the members hash, the order zset (so the users list) and every board
--- its prog hash lists it on (member_boards: one ZREM per field of its own, each O(log N) on a
--- board, none over the entity's members); its prog hash, contributions and reachedAt fields
--- stay, so a force-add lists it again with what it had. A removal that removes someone renews membersVersion (cached users
--- pages hold only under the version they were rendered from) and writes one event per call:
--- member.removed {addresses (those removed)}, or member.left {address}.
+-- A removed member leaves the members hash and the order zset (so the users list) at once. Its
+-- board entries are not taken off the big boards here (a ZREM at a random place of a board of a
+-- million entries was most of a removal's cost): each is tombstoned instead, added to its
+-- board's small gone zset (every board read subtracts those), and the member's sweep record
+-- lists them for the sweeper (jobs/sweeper.h, sweep_step.lua), which takes both off later. The
+-- service listed the entity in the sweeps set (keys.h) before sending this. Its prog hash,
+-- contributions and reachedAt fields stay, so a force-add lists it again with what it had. A
+-- removal that removes someone renews membersVersion (cached users pages hold only under the
+-- version they were rendered from) and writes one event per call: member.removed {addresses
+-- (those removed)}, or member.left {address}.
 -- Returns {removed, missing, board...}: the boards changed ('xp' or skill ids, each once).
 local moving = moving_guard(KEYS[1])
 if moving then return moving end
@@ -36,12 +40,32 @@ for i = 7, #ARGV do
   if entry then
     redis.call('HDEL', KEYS[4], a)
     redis.call('ZREM', KEYS[5], entry)
-    for _, by in ipairs(member_boards(E, a, false)) do
-      if not boards[by] then
-        boards[by] = true
-        out[#out + 1] = by
+    -- its entries, tombstoned (a deleted skill's score has no board: nothing to tombstone;
+    -- the skills asked in one HMGET, not one HEXISTS each)
+    local flat, rec, bys, ask = redis.call('HGETALL', prog_key(E, a)), {a}, {}, {}
+    for j = 1, #flat, 2 do
+      local f = flat[j]
+      if f == 'xp' then
+        bys[j] = 'xp'
+      elseif string.sub(f, 1, 2) == 's:' and (tonumber(flat[j + 1]) or 0) > 0 then
+        ask[#ask + 1] = string.sub(f, 3)
+        bys[j] = #ask
       end
     end
+    local known = #ask > 0 and redis.call('HMGET', E .. ':skills', unpack(ask)) or {}
+    for j = 1, #flat, 2 do
+      local v, by = tonumber(flat[j + 1]) or 0, bys[j]
+      if type(by) == 'number' then by = known[by] and ask[by] or nil end
+      if by and v > 0 then
+        redis.call('ZADD', gone_key(E, by), '0', lb_member(v, a))
+        rec[#rec + 1] = by .. '=' .. lb_inv(v)
+        if not boards[by] then
+          boards[by] = true
+          out[#out + 1] = by
+        end
+      end
+    end
+    if #rec > 1 then redis.call('ZADD', E .. ':sweep', '0', table.concat(rec, ' ')) end
     removed = removed + 1
     list[removed] = jstr(a)
   else

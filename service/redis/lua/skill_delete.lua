@@ -1,7 +1,8 @@
 -- skill_delete: deletes a skill as an owner or admin, refused (CONFLICT_AT skillId) while a
 -- level names it. The skill leaves the skills hash, the order and the names (the name is free
 -- again), the skill tree and progression template (rendered again, so progress no longer lists
--- it), and its board is unlinked (UNLINK: freed off the main thread, whatever its size). No
+-- it), and its board and the board's tombstones are unlinked (UNLINK: freed off the main
+-- thread, whatever its size; sweep records naming the skill then find nothing there). No
 -- pass over members: the "s:<id>" scores in their prog hashes stay, unread (ids are never
 -- reused); contributions keep the scores they recorded.
 -- KEYS: entity, owners, admins, skills, skill order, skill names, levels, level order
@@ -43,7 +44,7 @@ else
 end
 redis.call('HDEL', KEYS[4], sid)
 redis.call('ZREM', KEYS[5], old)
-redis.call('UNLINK', lb_key(KEYS[1], sid))
+redis.call('UNLINK', lb_key(KEYS[1], sid), gone_key(KEYS[1], sid))
 render_skilltree(KEYS[1], KEYS[5], KEYS[8])
 emit(KEYS[1], ARGV[3], 'skill.deleted', ARGV[4], ARGV[1], '{"id":' .. jstr(sid) ..
   ',"name":' .. jstr(s.name) .. '}')

@@ -1,0 +1,43 @@
+/* sweeper: takes removed members' board entries off the boards in the background, in bounded
+ * steps, on every instance.
+ *
+ * A removal (api/members.c) does not ZREM a member's entries from its boards, a random place in
+ * skiplists of up to millions of entries each: it tombstones them (keys.h: lb:…:gone, every
+ * board read subtracts those) and writes the member's sweep record. Before that it lists the
+ * entity in the sweeps set (keys.h, its own slot), so that no crash can leave records nobody
+ * finds. Each instance polls the set; for an entity listed, one step after another
+ * (sweep_step.lua, one in flight, a pause between two of at least 3 times the last step's round
+ * trip, so at most about a quarter of Redis's time, less when Redis is busy) takes
+ * SWEEP_STEP_MEMBERS records' entries and tombstones off. Every step is atomic and idempotent:
+ * a crash or restart loses nothing, and two instances on one entity share its records. An
+ * entity whose records are all gone leaves the set once its entry is older than a grace period
+ * and no removal listed it again (sweep_forget.lua). */
+#ifndef ENTITYD_SWEEPER_H
+#define ENTITYD_SWEEPER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+
+struct app;
+typedef struct sweeper sweeper;
+
+/* Starts the timer on a->loop (a->store must exist). Returns NULL when out of memory. */
+sweeper *sweeper_new(struct app *a);
+/* Whether a removal from entity `id` must list it in the sweeps set before its script: false
+ * when this process listed it recently enough that the entry cannot have left the set (it
+ * stays at least a grace period after its last listing). */
+bool sweeper_must_list(sweeper *s, const char *id, int64_t now_ms);
+/* The entity was listed at now_ms (the ZADD succeeded). */
+void sweeper_listed(sweeper *s, const char *id, int64_t now_ms);
+/* A removal was just answered here: look for work soon rather than at the next poll. */
+void sweeper_kick(sweeper *s);
+/* Stops the timer; a step still in flight ends without a next one. */
+void sweeper_close(sweeper *s);
+/* Frees it; only after the loop has stopped. NULL is fine. */
+void sweeper_free(sweeper *s);
+/* Metrics source (metrics.h). */
+void sweeper_render_metrics(buf *out, void *ctx);
+
+#endif

@@ -1,0 +1,288 @@
+"""Removal tombstones and the sweeper (CONTRACT section 8, "What removal means"; jobs/sweeper.h):
+a removed member leaves every leaderboard at once although its board entries are taken off in
+the background. Leaderboard pages (every page size, every cursor, competition ranks with ties,
+a removed member among the ties, pages emptied by removed entries) and progress ranks are exact
+while the sweeper is held off and after it ran; a re-add before or after the sweep gives back
+XP, scores and rank, also after a revocation since the removal; a skill deleted with pending
+tombstones leaves nothing behind; a sweeper killed (SIGKILL) half-way leaves a consistent data
+set that a restarted instance finishes. The invariants hold at every stage."""
+
+import os
+import re
+import secrets
+import sys
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import scaled  # noqa: E402
+from invariants import check_invariants  # noqa: E402
+
+
+def addresses(n):
+    return ['0x' + secrets.token_hex(20) for _ in range(n)]
+
+
+def ranked(values):
+    """[(rank, address, value)] of {address: value}: highest first, ties by address, competition
+    ranks, values above 0 only."""
+    rows = sorted(((-v, a) for a, v in values.items() if v > 0))
+    out, rank = [], 0
+    for i, (nv, a) in enumerate(rows):
+        if i == 0 or nv != rows[i - 1][0]:
+            rank = i + 1
+        out.append((rank, a, -nv))
+    return out
+
+
+class SweepTest(harness.ServiceTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.r = cls.class_redis()
+        cls.owner = harness.Wallet.random(1)[0]
+        # The class's instance never sweeps: tombstones stay until a test starts a sweeper.
+        cls.svc = cls.class_entityd(redis=cls.r, env=cls.env_for(SWEEP_PAUSED='true'))
+        cls.port = cls.svc.port
+        cls.q = harness.Signer(harness.current_message(cls.port)[0]).query(cls.owner)
+
+    @classmethod
+    def env_for(cls, **more):
+        env = {'RATE_WRITES_PER_MINUTE': '0', 'SWEEP_POLL_MS': '100'}
+        env.update(more)
+        return env
+
+    # ---- helpers ----
+
+    def call(self, method, path, body=None):
+        path += ('&' if '?' in path else '?') + self.q
+        return harness.request(self.port, method, path, body=body, timeout=scaled(20))
+
+    def entity(self, members, skills=('Rust',)):
+        body = {'name': 'Guild ' + uuid.uuid4().hex[:6], 'description': '',
+                'ownerAddresses': [self.owner.address], 'twitter': '', 'discord': '',
+                'website': '', 'imageUrl': '', 'public': True}
+        eid = self.assertOk(self.call('POST', '/api/entities', body), 201)['data']['id']
+        for i in range(0, len(members), 1000):
+            self.assertOk(self.call('POST', '/api/entities/%s/force-add' % eid, {
+                'addresses': members[i:i + 1000], 'Chain': 'eth'}))
+        out = self.assertOk(self.call('POST', '/api/skills/multiple',
+                                      {'names': list(skills), 'entityID': eid}), 201)
+        return eid, [s['id'] for s in out['data']]
+
+    def award(self, eid, grants):
+        """grants: [(address, xp, {skill: score})], 100 to a call; the contribution ids."""
+        ids = []
+        for i in range(0, len(grants), 100):
+            batch = [{'member': a, 'xp': xp, 'title': 'work',
+                      'skills': [{'skillId': s, 'score': v} for s, v in sk.items()]}
+                     for a, xp, sk in grants[i:i + 100]]
+            out = self.assertOk(self.call('POST', '/api/entities/%s/contributions' % eid,
+                                          {'contributions': batch}), 201)
+            ids += [c['id'] for c in out['data']]
+        return ids
+
+    def remove(self, eid, addrs):
+        for i in range(0, len(addrs), 1000):
+            self.assertOk(self.call('POST', '/api/entities/%s/members/remove' % eid,
+                                    {'addresses': addrs[i:i + 1000]}))
+
+    def force_add(self, eid, addrs):
+        self.assertOk(self.call('POST', '/api/entities/%s/force-add' % eid,
+                                {'addresses': addrs, 'Chain': 'eth'}))
+
+    def page(self, eid, by='xp', limit=20, cursor=None):
+        path = '/api/entities/%s/leaderboard?by=%s&limit=%d' % (eid, by, limit)
+        if cursor:
+            path += '&cursor=' + cursor
+        b = self.assertOk(self.call('GET', path))
+        return [(e['rank'], e['member'], e['value']) for e in b['data']], b['nextCursor']
+
+    def walk(self, eid, by, limit):
+        """Every page of a board, following the cursors; the rows and each page's length."""
+        rows, sizes, cursor = [], [], None
+        for _ in range(1000):
+            got, cursor = self.page(eid, by, limit, cursor)
+            rows += got
+            sizes.append(len(got))
+            if not cursor:
+                return rows, sizes
+        raise AssertionError('the pages did not end')
+
+    def rank(self, eid, addr):
+        b = self.assertOk(self.call('GET', '/api/entities/%s/members/%s/progress' % (eid, addr)))
+        return b['data']['rank'], b['data']['xp']
+
+    def assert_boards(self, eid, want):
+        """want: {by: {address: value}} of the members; every page size gives exactly these."""
+        for by, values in want.items():
+            expect = ranked(values)
+            for limit in (1, 2, 3, 5, 100):
+                rows, sizes = self.walk(eid, by, limit)
+                self.assertEqual(rows, expect, (by, limit))
+                # full pages until the last one
+                self.assertTrue(all(s == limit for s in sizes[:-1]), (by, limit, sizes))
+        for r, a, v in ranked(want['xp']):
+            self.assertEqual(self.rank(eid, a), (r, v), a)
+
+    def sweep_left(self, eid):
+        return int(self.r.cli('ZCARD', 'ent:{%s}:sweep' % eid))
+
+    def gone(self, eid, by='xp'):
+        key = 'ent:{%s}:lb:%s:gone' % (eid, 'xp' if by == 'xp' else 's:' + by)
+        return [m.decode() for m in self.r.cli('ZRANGE', key, 0, -1)]
+
+    def sweeper(self, **env):
+        return self.entityd(redis=self.r, env=self.env_for(**env))
+
+    def wait_swept(self, eid, timeout=60):
+        harness.wait_for(lambda: self.sweep_left(eid) == 0, scaled(timeout), interval=0.05,
+                         what='the sweep of %s' % eid)
+
+    def metric(self, port, name):
+        st, _, text = harness.request(port, 'GET', '/metrics', timeout=scaled(10))
+        if not isinstance(text, str):
+            text = text.decode() if isinstance(text, bytes) else str(text)
+        m = re.search(r'^%s(?:\{[^}]*\})? (\S+)$' % re.escape(name), text, re.M)
+        return float(m.group(1)) if m else None
+
+    # ---- tests ----
+
+    def test_reads_exact_while_tombstoned_and_after_the_sweep(self):
+        ms = addresses(12)
+        xp = [50, 40, 40, 40, 30, 30, 20, 10, 10, 5, 5, 1]
+        eid, (a,) = self.entity(ms)
+        self.award(eid, [(m, x, {a: 1 + i % 4}) for i, (m, x) in enumerate(zip(ms, xp))])
+        # the top one, one of three tied at 40 (the middle by address), one of two at 10, the last
+        tied = sorted(ms[1:4])
+        gone = [ms[0], tied[1], ms[7], ms[11]]
+        self.remove(eid, gone)
+        live = [m for m in ms if m not in gone]
+        want = {'xp': {m: xp[ms.index(m)] for m in live},
+                a: {m: 1 + ms.index(m) % 4 for m in live}}
+        # Nothing swept: the entries are still on the boards, tombstoned, and never shown.
+        self.assertEqual(self.sweep_left(eid), 4)
+        self.assertEqual(len(self.gone(eid)), 4)
+        self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:xp' % eid)), 12)
+        self.assert_boards(eid, want)
+        for m in gone:
+            self.assertEqual(self.rank(eid, m), (None, xp[ms.index(m)]))
+        self.assertEqual(check_invariants(self.r), [])
+        # A cursor naming a removed member's entry (a page of an earlier read) still works.
+        cur = self.page(eid, 'xp', 2)[1]
+        self.assertEqual(self.page(eid, 'xp', 3, cur)[0], ranked(want['xp'])[2:5])
+        # The sweeper takes them off; reads are the same.
+        sw = self.sweeper()
+        self.wait_swept(eid)
+        self.assertEqual(self.gone(eid), [])
+        self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:lb:xp:gone' % eid), 0)
+        self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:xp' % eid)), 8)
+        self.assert_boards(eid, want)
+        self.assertGreaterEqual(self.metric(sw.port, 'entityd_sweep_members_total'), 4)
+        self.assertEqual(check_invariants(self.r), [])
+
+    def test_pages_emptied_by_removed_members_read_on(self):
+        # The top 40 removed: the first page's read finds only tombstoned entries and reads on.
+        ms = addresses(50)
+        eid, (a,) = self.entity(ms)
+        self.award(eid, [(m, 100 + i, {a: 1}) for i, m in enumerate(ms)])
+        top = ms[10:]
+        self.remove(eid, top)
+        live = {m: 100 + i for i, m in enumerate(ms[:10])}
+        self.assertEqual(self.page(eid, 'xp', 3)[0], ranked(live)[:3])
+        self.assertEqual(self.walk(eid, 'xp', 4)[0], ranked(live))
+        # all tied on the skill board: ranks 1 for everyone left
+        self.assertEqual(self.walk(eid, a, 3)[0], [(1, m, 1) for m in sorted(live)])
+        self.assertEqual(check_invariants(self.r), [])
+
+    def test_readd_before_and_after_the_sweep(self):
+        ms = addresses(4)
+        eid, (a, b) = self.entity(ms, skills=('Rust', 'Design'))
+        x = ms[0]
+        first, _ = self.award(eid, [(x, 30, {a: 3, b: 2}), (x, 10, {a: 1})])
+        self.award(eid, [(ms[1], 25, {a: 9}), (ms[2], 35, {b: 1}), (ms[3], 20, {a: 2})])
+        self.remove(eid, [x])
+        self.assertEqual(self.rank(eid, ms[1])[0], 2)
+        # Re-added before the sweep: the same entries, no tombstone, no record left.
+        self.force_add(eid, [x])
+        self.assertEqual((self.gone(eid), self.gone(eid, a), self.sweep_left(eid)), ([], [], 0))
+        self.assert_boards(eid, {'xp': {x: 40, ms[1]: 25, ms[2]: 35, ms[3]: 20},
+                                 a: {x: 4, ms[1]: 9, ms[3]: 2}, b: {x: 2, ms[2]: 1}})
+        self.assertEqual(check_invariants(self.r), [])
+        # Removed, a contribution revoked meanwhile (its progress moves, not its tombstoned
+        # entries), then re-added before the sweep: back with what it has now.
+        self.remove(eid, [x])
+        self.assertOk(self.call('POST', '/api/entities/%s/contributions/%s/revoke' % (
+            eid, first), {'reason': 'spam'}))
+        self.assertEqual(check_invariants(self.r), [])
+        self.assert_boards(eid, {'xp': {ms[1]: 25, ms[2]: 35, ms[3]: 20},
+                                 a: {ms[1]: 9, ms[3]: 2}, b: {ms[2]: 1}})
+        self.force_add(eid, [x])
+        want = {'xp': {x: 10, ms[1]: 25, ms[2]: 35, ms[3]: 20}, a: {x: 1, ms[1]: 9, ms[3]: 2},
+                b: {ms[2]: 1}}
+        self.assert_boards(eid, want)
+        self.assertEqual((self.gone(eid), self.gone(eid, b), self.sweep_left(eid)), ([], [], 0))
+        self.assertEqual(check_invariants(self.r), [])
+        # Removed, swept, re-added: the same again.
+        self.remove(eid, [x])
+        sw = self.sweeper()
+        self.wait_swept(eid)
+        sw.stop()
+        self.assertEqual(self.r.cli('ZSCORE', 'ent:{%s}:lb:xp' % eid,
+                                    '%016d:%s' % (9999999999999999 - 10, x)), None)
+        self.force_add(eid, [x])
+        self.assert_boards(eid, want)
+        self.assertEqual(self.rank(eid, x), (4, 10))
+        self.assertEqual(check_invariants(self.r), [])
+
+    def test_skill_deleted_with_pending_tombstones(self):
+        ms = addresses(3)
+        eid, (a, b) = self.entity(ms, skills=('Rust', 'Design'))
+        self.award(eid, [(ms[0], 5, {a: 5, b: 1}), (ms[1], 4, {a: 4}), (ms[2], 3, {b: 3})])
+        self.remove(eid, [ms[0]])
+        self.assertEqual(len(self.gone(eid, a)), 1)
+        self.assertOk(self.call('DELETE', '/api/entities/%s/skills/%s' % (eid, a)))
+        for k in ('lb:s:' + a, 'lb:s:%s:gone' % a):
+            self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:%s' % (eid, k)), 0, k)
+        self.assertEqual(check_invariants(self.r), [])
+        self.assert_boards(eid, {'xp': {ms[1]: 4, ms[2]: 3}, b: {ms[2]: 3}})
+        sw = self.sweeper()
+        self.wait_swept(eid)
+        sw.stop()
+        left = [k.decode() for k in self.r.cli('KEYS', 'ent:{%s}:*' % eid)]
+        self.assertFalse([k for k in left if k.endswith(':gone') or ':lb:s:' + a in k], left)
+        self.assertEqual(check_invariants(self.r), [])
+        # re-added after all that: on the boards left, not on the deleted skill's
+        self.force_add(eid, [ms[0]])
+        self.assert_boards(eid, {'xp': {ms[0]: 5, ms[1]: 4, ms[2]: 3}, b: {ms[0]: 1, ms[2]: 3}})
+        self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:lb:s:%s' % (eid, a)), 0)
+        self.assertEqual(check_invariants(self.r), [])
+
+    def test_sweeper_killed_half_way_is_finished_by_another_instance(self):
+        n = 600
+        ms = addresses(n + 5)
+        eid, (a,) = self.entity(ms)
+        self.award(eid, [(m, 1 + i % 50, {a: 1 + i % 7}) for i, m in enumerate(ms)])
+        self.remove(eid, ms[:n])
+        live = {m: 1 + (n + i) % 50 for i, m in enumerate(ms[n:])}
+        slow = {'SWEEP_STEP_MEMBERS': '5', 'SWEEP_PAUSE_MS': '20'}
+        sw = self.sweeper(**slow)
+        harness.wait_for(lambda: self.sweep_left(eid) <= n - 50, scaled(60), interval=0.02,
+                         what='the sweep under way')
+        sw.kill()
+        left = self.sweep_left(eid)
+        self.assertGreater(left, 0)
+        self.assertEqual(len(self.gone(eid)), left)
+        self.assertEqual(check_invariants(self.r), [])
+        self.assertEqual(self.walk(eid, 'xp', 100)[0], ranked(live))
+        again = self.sweeper(**slow)
+        self.wait_swept(eid, timeout=120)
+        self.assertEqual(self.gone(eid), [])
+        self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:xp' % eid)), 5)
+        self.assertEqual(self.walk(eid, 'xp', 2)[0], ranked(live))
+        self.assertGreaterEqual(self.metric(again.port, 'entityd_sweep_members_total'), 1)
+        self.assertEqual(check_invariants(self.r), [])
+
+
+if __name__ == '__main__':
+    harness.main()
