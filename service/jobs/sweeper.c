@@ -40,6 +40,7 @@ struct sweeper {
     app *a;
     uv_timer_t timer;
     bool closed, busy, idle; /* busy: a command of ours in flight; idle: waiting for a poll */
+    bool kicked;             /* a removal answered while busy: poll soon once idle again */
     candidate cand[SWEEP_CANDIDATES];
     size_t ncand, next;
     uint64_t step_sent; /* loop ms */
@@ -55,6 +56,12 @@ static void schedule(sweeper *s, uint64_t ms, bool idle)
 {
     if (s->closed)
         return;
+    if (idle && s->kicked) {
+        /* a removal's records may have landed after the poll or step in flight read */
+        s->kicked = false;
+        if (ms > SWEEP_KICK_MS)
+            ms = SWEEP_KICK_MS;
+    }
     s->idle = idle;
     uv_timer_start(&s->timer, on_timer, ms, 0);
 }
@@ -255,8 +262,12 @@ sweeper *sweeper_new(app *a)
 
 void sweeper_kick(sweeper *s)
 {
-    if (!s || s->closed || s->busy || !s->idle || s->a->cfg.sweep_paused)
+    if (!s || s->closed || s->a->cfg.sweep_paused)
         return;
+    if (s->busy || !s->idle) {
+        s->kicked = true;
+        return;
+    }
     if (uv_timer_get_due_in(&s->timer) > SWEEP_KICK_MS)
         schedule(s, SWEEP_KICK_MS, true);
 }
