@@ -2,7 +2,13 @@
  * findindex.h and checked, entry by entry, against the entities themselves: an entry the
  * entity no longer bears out is left out of the page and dropped from its index (after the
  * grace period of its last add), and the page reads on past it, so that it is never short
- * while more entries exist. */
+ * while more entries exist.
+ *
+ * A page made is kept (cache/findcache.h) under everything it depends on (the route, the
+ * normalized query, whether the caller sees every entity), with a mark of every key its reads
+ * read, and given again while none of them has changed: a repeated page neither asks Redis nor
+ * renders. A page that sent a repair is not kept: its entries were out of step with their
+ * entities, and whether the repair may drop them depends on the time (the grace period). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +18,7 @@
 #include "api/respond.h"
 #include "api/validate.h"
 #include "auth/auth.h"
+#include "cache/findcache.h"
 #include "cache/readcache.h"
 #include "core/app.h"
 #include "core/ids.h"
@@ -60,6 +67,13 @@ typedef struct find_req {
     bool full;   /* the round's read returned all it asked for: more may follow */
     buf out;
     buf rows; /* the summaries the checks rendered, each item's at its offset */
+    /* the page cache: the page's key, and the marks of every key read while keep holds */
+    bool keep;
+    uint64_t gen;
+    readcache_mark *marks;
+    size_t nmarks, cap_marks;
+    char *page_key;
+    size_t page_key_len;
 } find_req;
 
 static void find_release(void *data)
@@ -70,6 +84,28 @@ static void find_release(void *data)
 }
 
 static void send_round(find_req *f);
+
+/* Marks a key about to be read, for the page cache; past FINDCACHE_MAX_MARKS the page is not
+ * kept. */
+static void mark_key(find_req *f, const char *key, size_t len)
+{
+    if (!f->keep)
+        return;
+    if (f->nmarks == f->cap_marks) {
+        size_t cap = f->cap_marks ? 2 * f->cap_marks : 128;
+        readcache_mark *m =
+            cap <= FINDCACHE_MAX_MARKS ? arena_alloc(&f->req->pool, cap * sizeof *m) : NULL;
+        if (!m) {
+            f->keep = false;
+            return;
+        }
+        if (f->nmarks)
+            memcpy(m, f->marks, f->nmarks * sizeof *m);
+        f->marks = m;
+        f->cap_marks = cap;
+    }
+    f->marks[f->nmarks++] = findcache_mark(f->req->app->finds, key, len);
+}
 
 /* ---- one entity's check ---- */
 
@@ -200,6 +236,12 @@ static void check_cmds(find_req *f, const find_item *it, check_args *a, store_cm
         "public", "isEnabled"};
     entity_keys *k = &a->k;
     keys_entity(k, it->id);
+    mark_key(f, k->entity, k->entity_len);
+    if (f->kind == LIST_WALLET) {
+        mark_key(f, k->owners, k->owners_len);
+        mark_key(f, k->admins, k->admins_len);
+    }
+    mark_key(f, k->members, k->members_len);
     for (int j = 0; j < 9; j++) {
         a->hm[j] = j == 1 ? k->entity : fields[j];
         a->hl[j] = j == 1 ? k->entity_len : strlen(fields[j]);
@@ -357,6 +399,12 @@ static void on_range(void *data, int status, redisReply *r)
     send_checks(f);
 }
 
+static void on_range_req(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    on_range(req->state, status, r);
+}
+
 static void send_round(find_req *f)
 {
     char count[BUF_INT_SIZE], start[ENTRY_MAX + 2], end[FINDINDEX_NAME_MAX + 2];
@@ -379,7 +427,9 @@ static void send_round(find_req *f)
     }
     const char *argv[] = {cmd, f->range_key, start, end, "LIMIT", "0", count};
     size_t lens[] = {strlen(cmd), strlen(f->range_key), slen, elen, 5, 1, strlen(count)};
-    store_read(f->req->app->store, 0, on_range, f, 7, argv, lens);
+    mark_key(f, f->range_key, lens[1]);
+    /* the first read carries the signature's deferred revocation check, if any */
+    auth_store_command(f->req, on_range_req, 7, argv, lens);
 }
 
 /* ---- a round's outcome ---- */
@@ -457,6 +507,9 @@ static void finish(find_req *f, const char *next, size_t next_len)
     } else {
         buf_append_str(b, "null}");
     }
+    if (f->keep)
+        findcache_put(f->req->app->finds, f->page_key, f->page_key_len, f->gen, f->marks, f->nmarks,
+                      b->data, b->len);
     slice part = {b->data, b->len};
     request_reply_parts(f->req, 200, &part, 1);
 }
@@ -538,8 +591,10 @@ static void process_round(find_req *f)
             }
         }
     }
-    if (argc > head)
+    if (argc > head) {
+        f->keep = false;
         send_drops(f, argv, lens, argc);
+    }
     if (done || !f->full) {
         finish(f, next, next_len);
         return;
@@ -554,6 +609,60 @@ static void process_round(find_req *f)
 }
 
 /* ---- the requests ---- */
+
+/* The page's key in the page cache: every input of the page (the caller only as whether it
+ * sees every entity), lengths first, the cursor's bytes last. */
+static void make_page_key(find_req *f)
+{
+    size_t wlen = f->kind == LIST_WALLET ? 42 : 0, head = 80;
+    char *k = arena_alloc(&f->req->pool, head + wlen + f->qlen + f->cursor_len);
+    if (!k)
+        return; /* not kept, only made */
+    int n = snprintf(k, head, "%d|%d|%d|%ld|%zu|%zu|", f->kind, f->role, f->see_all, f->limit, wlen,
+                     f->qlen);
+    if (n < 0 || (size_t)n >= head)
+        return;
+    size_t at = (size_t)n;
+    memcpy(k + at, f->wallet, wlen);
+    at += wlen;
+    memcpy(k + at, f->q, f->qlen);
+    at += f->qlen;
+    memcpy(k + at, f->cursor, f->cursor_len);
+    f->page_key = k;
+    f->page_key_len = at + f->cursor_len;
+}
+
+/* The page kept, or made (and kept when it may be). */
+static void find_serve(request *req)
+{
+    find_req *f = req->state;
+    findcache *fc = req->app->finds;
+    size_t len;
+    const char *body = f->page_key ? findcache_get(fc, f->page_key, f->page_key_len, &len) : NULL;
+    if (body) {
+        slice part = {body, len};
+        request_reply_parts(req, 200, &part, 1);
+        return;
+    }
+    f->keep = f->page_key && findcache_active(fc);
+    f->gen = findcache_generation(fc);
+    buf_append_str(&f->out, "{\"success\":true,\"data\":[");
+    send_round(f);
+}
+
+static void find_begin(find_req *f)
+{
+    request *req = f->req;
+    findcache *fc = req->app->finds;
+    if (findcache_active(fc))
+        make_page_key(f);
+    /* A kept page is answered with no read to carry the signature's revocation check (which
+     * the sign-in step left for the first read): it is made alone, first. */
+    if (req->revocation_key && f->page_key && findcache_holds(fc, f->page_key, f->page_key_len))
+        auth_check_revocation(req, find_serve);
+    else
+        find_serve(req);
+}
 
 static bool parse_limit(request *req, long *out)
 {
@@ -638,8 +747,7 @@ void wallet_entities_get(request *req)
         !strcmp(req->caller, f->wallet) || auth_is_platform_admin(req->app->auth, req->caller);
     if (!parse_cursor(req, f))
         return;
-    buf_append_str(&f->out, "{\"success\":true,\"data\":[");
-    send_round(f);
+    find_begin(f);
 }
 
 void entities_list_get(request *req)
@@ -664,6 +772,5 @@ void entities_list_get(request *req)
     }
     if (!parse_cursor(req, f))
         return;
-    buf_append_str(&f->out, "{\"success\":true,\"data\":[");
-    send_round(f);
+    find_begin(f);
 }
