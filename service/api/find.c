@@ -657,8 +657,9 @@ static void find_begin(find_req *f)
     if (findcache_active(fc))
         make_page_key(f);
     /* A kept page is answered with no read to carry the signature's revocation check (which
-     * the sign-in step left for the first read): it is made alone, first. */
-    if (req->revocation_key && f->page_key && findcache_holds(fc, f->page_key, f->page_key_len))
+     * the sign-in step left for the first read): with the page cache on, it is made alone,
+     * first (from the read cache after the signature's first use). */
+    if (req->revocation_key && f->page_key)
         auth_check_revocation(req, find_serve);
     else
         find_serve(req);

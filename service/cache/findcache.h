@@ -50,8 +50,6 @@ readcache_mark findcache_mark(const findcache *fc, const char *key, size_t len);
 /* The body kept under key while it is current, else NULL (a miss, or stale: then dropped).
  * The pointer stays valid until the next findcache_put or findcache_free. */
 const char *findcache_get(findcache *fc, const char *key, size_t klen, size_t *body_len);
-/* True when a page is kept under key, current or not (not counted). */
-bool findcache_holds(findcache *fc, const char *key, size_t klen);
 /* Keeps a copy of body under key, with the generation and the marks of every key its making
  * read; not when a mark no longer stands (a change came while it was made), or it is too large. */
 void findcache_put(findcache *fc, const char *key, size_t klen, uint64_t gen,
