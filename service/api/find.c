@@ -191,16 +191,96 @@ static size_t check_width(const find_req *f)
     return f->kind == LIST_WALLET ? 4 : 2;
 }
 
+/* What the checks of a transaction's entities made of its answer, kept beside the answer in
+ * the read cache (readcache_keep_rendered), so that the next page reading it from there copies
+ * it instead of rendering again (JSON escaping, folding). Per entity: this header, then the
+ * folded name, then the summary. */
+typedef struct kept_item {
+    uint8_t exists, is_public, enabled, held;
+    uint32_t folded_len, summary_len;
+} kept_item;
+
+/* Applies a kept rendering to items [at, at + n). Returns 0, or -1 when it does not fit them
+ * (nothing then applied that a fresh check would not overwrite). */
+static int unpack_run(find_req *f, size_t at, size_t n, const char *p, size_t len)
+{
+    const char *end = p + len;
+    for (size_t i = at; i < at + n; i++) {
+        find_item *it = &f->items[i];
+        kept_item k;
+        if ((size_t)(end - p) < sizeof k)
+            return -1;
+        memcpy(&k, p, sizeof k);
+        p += sizeof k;
+        if (k.folded_len >= FINDINDEX_NAME_MAX || (size_t)(end - p) < k.folded_len ||
+            (size_t)(end - p) - k.folded_len < k.summary_len)
+            return -1;
+        it->checked = true;
+        it->exists = k.exists, it->is_public = k.is_public, it->enabled = k.enabled;
+        it->held = k.held;
+        memcpy(it->folded, p, k.folded_len);
+        it->folded_len = k.folded_len;
+        p += k.folded_len;
+        it->summary_at = f->rows.len;
+        it->summary_len = k.summary_len;
+        if (buf_append(&f->rows, p, k.summary_len) != 0)
+            return -1;
+        p += k.summary_len;
+    }
+    return p == end ? 0 : -1;
+}
+
+/* Keeps what the checks made of items [at, at + n) beside the answer r, when r came from the
+ * read cache (for an answer from Redis, the call does nothing: the next page keeps it). */
+static void keep_run(find_req *f, size_t at, size_t n, const redisReply *r)
+{
+    size_t size = 0;
+    for (size_t i = at; i < at + n; i++)
+        size += sizeof(kept_item) + f->items[i].folded_len + f->items[i].summary_len;
+    char *blob = arena_alloc(&f->req->pool, size ? size : 1), *p = blob;
+    if (!blob)
+        return;
+    for (size_t i = at; i < at + n; i++) {
+        const find_item *it = &f->items[i];
+        kept_item k = {it->exists,
+                       it->is_public,
+                       it->enabled,
+                       (uint8_t)it->held,
+                       (uint32_t)it->folded_len,
+                       (uint32_t)it->summary_len};
+        memcpy(p, &k, sizeof k);
+        p += sizeof k;
+        memcpy(p, it->folded, it->folded_len);
+        p += it->folded_len;
+        memcpy(p, f->rows.data + it->summary_at, it->summary_len);
+        p += it->summary_len;
+    }
+    readcache_keep_rendered(f->req->app->reads, r, INT64_MAX, blob, size);
+}
+
+/* The answer to the checks of items [at, at + n), one transaction: the rendering kept beside
+ * it when there is one, else the checks, whose rendering is then kept. */
+static void apply_run(find_req *f, size_t at, size_t n, int status, const redisReply *r)
+{
+    size_t w = check_width(f), len;
+    if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements != n * w) {
+        f->failed = true;
+        return;
+    }
+    const char *kept = readcache_rendered(f->req->app->reads, r, 0, &len);
+    if (kept && unpack_run(f, at, n, kept, len) == 0)
+        return;
+    for (size_t i = at; i < at + n; i++)
+        check_item(f, &f->items[i], r->element + (i - at) * w, w);
+    keep_run(f, at, n, r);
+}
+
 /* One entity's transaction (cluster mode: each entity in its own slot). */
 static void on_check(void *data, int status, redisReply *r)
 {
     check_ctx *c = data;
-    find_req *f = c->f;
-    if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements != check_width(f))
-        f->failed = true;
-    else
-        check_item(f, c->it, r->element, r->elements);
-    check_done(f);
+    apply_run(c->f, (size_t)(c->it - c->f->items), 1, status, r);
+    check_done(c->f);
 }
 
 /* A run of entities' commands in one transaction (one Redis: one read, one read-cache entry). */
@@ -212,14 +292,8 @@ typedef struct check_run {
 static void on_check_run(void *data, int status, redisReply *r)
 {
     check_run *c = data;
-    find_req *f = c->f;
-    size_t w = check_width(f);
-    if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements != c->n * w)
-        f->failed = true;
-    else
-        for (size_t i = 0; i < c->n; i++)
-            check_item(f, &f->items[c->at + i], r->element + i * w, w);
-    check_done(f);
+    apply_run(c->f, c->at, c->n, status, r);
+    check_done(c->f);
 }
 
 /* The argument vectors of one entity's check, alive until the commands are sent. */
@@ -646,6 +720,9 @@ static void find_serve(request *req)
     }
     f->keep = f->page_key && findcache_active(fc);
     f->gen = findcache_generation(fc);
+    /* room for a page of summaries at once (a summary is 200-400 bytes), not grown step by step */
+    buf_reserve(&f->rows, (size_t)(f->limit + 1) * 384);
+    buf_reserve(&f->out, (size_t)f->limit * 448);
     buf_append_str(&f->out, "{\"success\":true,\"data\":[");
     send_round(f);
 }
