@@ -37,14 +37,13 @@ enum { HELD_OWNER = 1, HELD_ADMIN = 2, HELD_MEMBER = 4 };
 
 /* One index entry of a round, and what its entity showed. */
 typedef struct find_item {
-    char entry[ENTRY_MAX];
+    char *entry; /* NUL-terminated, in the request's arena */
     size_t entry_len;
     char id[IDS_SIZE];
     bool checked, exists, is_public, enabled;
     int held;
-    size_t summary_at, summary_len;  /* the EntitySummary without its closing brace, in rows */
-    char folded[FINDINDEX_NAME_MAX]; /* the entity's name, folded (LIST_NAMES) */
-    size_t folded_len;
+    size_t summary_at, summary_len; /* the EntitySummary without its closing brace, in rows */
+    size_t folded_at, folded_len;   /* the entity's name, folded, in rows (LIST_NAMES) */
 } find_item;
 
 typedef struct find_req {
@@ -133,9 +132,13 @@ static void check_fields(find_req *f, find_item *it, const redisReply *h)
     it->exists = true;
     it->is_public = reply_flag(h->element[5]);
     it->enabled = reply_flag(h->element[6]);
-    if (h->element[1]->type == REDIS_REPLY_STRING)
-        it->folded_len = findindex_fold(h->element[1]->str, h->element[1]->len, it->folded);
     buf *b = &f->rows;
+    if (f->kind == LIST_NAMES && h->element[1]->type == REDIS_REPLY_STRING) {
+        char folded[FINDINDEX_NAME_MAX];
+        it->folded_len = findindex_fold(h->element[1]->str, h->element[1]->len, folded);
+        it->folded_at = b->len;
+        buf_append(b, folded, it->folded_len);
+    }
     it->summary_at = b->len;
     append_field(b, "{\"id\":", h->element[0]);
     append_field(b, ",\"name\":", h->element[1]);
@@ -212,20 +215,19 @@ static int unpack_run(find_req *f, size_t at, size_t n, const char *p, size_t le
             return -1;
         memcpy(&k, p, sizeof k);
         p += sizeof k;
-        if (k.folded_len >= FINDINDEX_NAME_MAX || (size_t)(end - p) < k.folded_len ||
-            (size_t)(end - p) - k.folded_len < k.summary_len)
+        if ((size_t)(end - p) < k.folded_len || (size_t)(end - p) - k.folded_len < k.summary_len)
             return -1;
         it->checked = true;
         it->exists = k.exists, it->is_public = k.is_public, it->enabled = k.enabled;
         it->held = k.held;
-        memcpy(it->folded, p, k.folded_len);
+        /* the folded name and the summary, back to back in rows as check_fields leaves them */
+        it->folded_at = f->rows.len;
         it->folded_len = k.folded_len;
-        p += k.folded_len;
-        it->summary_at = f->rows.len;
+        it->summary_at = f->rows.len + k.folded_len;
         it->summary_len = k.summary_len;
-        if (buf_append(&f->rows, p, k.summary_len) != 0)
+        if (buf_append(&f->rows, p, k.folded_len + k.summary_len) != 0)
             return -1;
-        p += k.summary_len;
+        p += k.folded_len + k.summary_len;
     }
     return p == end ? 0 : -1;
 }
@@ -250,7 +252,7 @@ static void keep_run(find_req *f, size_t at, size_t n, const redisReply *r)
                        (uint32_t)it->summary_len};
         memcpy(p, &k, sizeof k);
         p += sizeof k;
-        memcpy(p, it->folded, it->folded_len);
+        memcpy(p, f->rows.data + it->folded_at, it->folded_len);
         p += it->folded_len;
         memcpy(p, f->rows.data + it->summary_at, it->summary_len);
         p += it->summary_len;
@@ -298,7 +300,7 @@ static void on_check_run(void *data, int status, redisReply *r)
 
 /* The argument vectors of one entity's check, alive until the commands are sent. */
 typedef struct check_args {
-    entity_keys k;
+    entity_role_keys k;
     const char *hm[9], *ro[3][3], *hlen[2];
     size_t hl[9], rl[3][3], hlenl[2];
 } check_args;
@@ -308,8 +310,8 @@ static void check_cmds(find_req *f, const find_item *it, check_args *a, store_cm
     static const char *const fields[] = {
         "HMGET",  "",         "id", "name", "description", "imageURL", "communityURLAlias",
         "public", "isEnabled"};
-    entity_keys *k = &a->k;
-    keys_entity(k, it->id);
+    entity_role_keys *k = &a->k;
+    keys_entity_roles(k, it->id);
     mark_key(f, k->entity, k->entity_len);
     if (f->kind == LIST_WALLET) {
         mark_key(f, k->owners, k->owners_len);
@@ -450,8 +452,10 @@ static void on_range(void *data, int status, redisReply *r)
         it->checked = it->exists = it->is_public = it->enabled = false;
         it->held = 0;
         it->summary_len = it->folded_len = 0;
-        memcpy(it->entry, e->str, e->len);
-        it->entry[e->len] = '\0';
+        if (!(it->entry = arena_strndup(&f->req->pool, e->str, e->len))) {
+            request_fail_internal(f->req, "out of memory");
+            return;
+        }
         it->entry_len = e->len;
         if (!entry_id(f->kind, e->str, e->len, it->id))
             continue;
@@ -641,9 +645,10 @@ static void process_round(find_req *f)
             show = !none && (!f->role || (held & f->role)) && it->summary_len &&
                    (f->see_all || (it->is_public && it->enabled));
         } else {
-            bool stale = !it->exists || (f->kind == LIST_NAMES &&
-                                         (it->folded_len + 1 + strlen(it->id) != it->entry_len ||
-                                          memcmp(it->folded, it->entry, it->folded_len) != 0));
+            bool stale = !it->exists ||
+                         (f->kind == LIST_NAMES &&
+                          (it->folded_len + 1 + strlen(it->id) != it->entry_len ||
+                           memcmp(f->rows.data + it->folded_at, it->entry, it->folded_len) != 0));
             if (stale) {
                 argv[argc] = it->id, lens[argc++] = strlen(it->id);
                 argv[argc] = f->kind == LIST_CREATED && !it->exists ? it->entry : "";
