@@ -43,7 +43,7 @@ typedef struct find_item {
     bool checked, exists, is_public, enabled;
     int held;
     size_t summary_at, summary_len; /* the EntitySummary without its closing brace, in rows */
-    size_t folded_at, folded_len;   /* the entity's name, folded, in rows (LIST_NAMES) */
+    size_t folded_at, folded_len;   /* the entity's name, folded, in rows */
 } find_item;
 
 typedef struct find_req {
@@ -133,7 +133,9 @@ static void check_fields(find_req *f, find_item *it, const redisReply *h)
     it->is_public = reply_flag(h->element[5]);
     it->enabled = reply_flag(h->element[6]);
     buf *b = &f->rows;
-    if (f->kind == LIST_NAMES && h->element[1]->type == REDIS_REPLY_STRING) {
+    /* every kind folds: in cluster mode the directory's two kinds read one entity with the
+     * same commands, so they share the read-cache entry and the rendering kept beside it */
+    if (h->element[1]->type == REDIS_REPLY_STRING) {
         char folded[FINDINDEX_NAME_MAX];
         it->folded_len = findindex_fold(h->element[1]->str, h->element[1]->len, folded);
         it->folded_at = b->len;
@@ -196,8 +198,10 @@ static size_t check_width(const find_req *f)
 
 /* What the checks of a transaction's entities made of its answer, kept beside the answer in
  * the read cache (readcache_keep_rendered), so that the next page reading it from there copies
- * it instead of rendering again (JSON escaping, folding). Per entity: this header, then the
- * folded name, then the summary. */
+ * it instead of rendering again (JSON escaping, folding). KEPT_MAGIC and the number of
+ * entities (a byte), then per entity: this header, the folded name, the summary. */
+#define KEPT_MAGIC "fnd1"
+#define KEPT_HEAD  5
 typedef struct kept_item {
     uint8_t exists, is_public, enabled, held;
     uint32_t folded_len, summary_len;
@@ -208,6 +212,9 @@ typedef struct kept_item {
 static int unpack_run(find_req *f, size_t at, size_t n, const char *p, size_t len)
 {
     const char *end = p + len;
+    if (len < KEPT_HEAD || memcmp(p, KEPT_MAGIC, 4) != 0 || (unsigned char)p[4] != n)
+        return -1; /* not ours */
+    p += KEPT_HEAD;
     for (size_t i = at; i < at + n; i++) {
         find_item *it = &f->items[i];
         kept_item k;
@@ -236,12 +243,15 @@ static int unpack_run(find_req *f, size_t at, size_t n, const char *p, size_t le
  * read cache (for an answer from Redis, the call does nothing: the next page keeps it). */
 static void keep_run(find_req *f, size_t at, size_t n, const redisReply *r)
 {
-    size_t size = 0;
+    size_t size = KEPT_HEAD;
     for (size_t i = at; i < at + n; i++)
         size += sizeof(kept_item) + f->items[i].folded_len + f->items[i].summary_len;
-    char *blob = arena_alloc(&f->req->pool, size ? size : 1), *p = blob;
-    if (!blob)
+    char *blob = arena_alloc(&f->req->pool, size), *p = blob;
+    if (!blob || n > 255)
         return;
+    memcpy(p, KEPT_MAGIC, 4);
+    p[4] = (char)n;
+    p += KEPT_HEAD;
     for (size_t i = at; i < at + n; i++) {
         const find_item *it = &f->items[i];
         kept_item k = {it->exists,
