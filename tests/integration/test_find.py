@@ -615,6 +615,18 @@ class FindTest(FindCase):
     def test_pages_follow_changes_straight_into_redis(self):
         self.change_pages('redis')
 
+
+class FindUncachedTest(FindTest):
+    """The same answers with the page cache and the read cache off: every page made from
+    Redis. (The page cache's own tests start instances of their own: not run again here.)"""
+    ENV = {'FIND_CACHE_MB': '0', 'READ_CACHE_MB': '0'}
+
+    def test_repeated_pages_cost_redis_nothing(self):
+        self.skipTest('the page cache is off here')
+
+    def change_pages(self, writer):
+        self.skipTest('run by FindTest')
+
 class FindFaultTest(FindCase):
     """The link to Redis cut between the index add and the entity write: no list shows a role
     the data does not have, and none misses a role a write was answered for."""
