@@ -13,6 +13,7 @@
 #include "api/dispatch.h"
 #include "auth/auth.h"
 #include "auth/limits.h"
+#include "cache/findcache.h"
 #include "cache/pagecache.h"
 #include "cache/readcache.h"
 #include "core/app.h"
@@ -205,8 +206,10 @@ int main(int argc, char **argv)
         if (a->reads)
             a->tracking = tracking_new(a);
     }
+    a->finds = findcache_new((size_t)a->cfg.find_cache_mb << 20, a->reads);
     metrics_register(pagecache_render_metrics, a->pages);
     metrics_register(readcache_render_metrics, a->reads);
+    metrics_register(findcache_render_metrics, a->finds);
     a->erasure = erasure_new(a);
     if (!a->erasure) {
         fprintf(stderr, "entityd: cannot set up the erasure of deleted entities\n");
@@ -282,6 +285,7 @@ int main(int argc, char **argv)
     wipe_attester();
     pagecache_free(a->pages);
     tracking_free(a->tracking);
+    findcache_free(a->finds);
     readcache_free(a->reads);
     uv_loop_close(a->loop);
     config_free(&a->cfg);

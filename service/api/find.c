@@ -2,7 +2,13 @@
  * findindex.h and checked, entry by entry, against the entities themselves: an entry the
  * entity no longer bears out is left out of the page and dropped from its index (after the
  * grace period of its last add), and the page reads on past it, so that it is never short
- * while more entries exist. */
+ * while more entries exist.
+ *
+ * A page made is kept (cache/findcache.h) under everything it depends on (the route, the
+ * normalized query, whether the caller sees every entity), with a mark of every key its reads
+ * read, and given again while none of them has changed: a repeated page neither asks Redis nor
+ * renders. A page that sent a repair is not kept: its entries were out of step with their
+ * entities, and whether the repair may drop them depends on the time (the grace period). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +18,7 @@
 #include "api/respond.h"
 #include "api/validate.h"
 #include "auth/auth.h"
+#include "cache/findcache.h"
 #include "cache/readcache.h"
 #include "core/app.h"
 #include "core/ids.h"
@@ -30,14 +37,13 @@ enum { HELD_OWNER = 1, HELD_ADMIN = 2, HELD_MEMBER = 4 };
 
 /* One index entry of a round, and what its entity showed. */
 typedef struct find_item {
-    char entry[ENTRY_MAX];
+    char *entry; /* NUL-terminated, in the request's arena */
     size_t entry_len;
     char id[IDS_SIZE];
     bool checked, exists, is_public, enabled;
     int held;
-    size_t summary_at, summary_len;  /* the EntitySummary without its closing brace, in rows */
-    char folded[FINDINDEX_NAME_MAX]; /* the entity's name, folded (LIST_NAMES) */
-    size_t folded_len;
+    size_t summary_at, summary_len; /* the EntitySummary without its closing brace, in rows */
+    size_t folded_at, folded_len;   /* the entity's name, folded, in rows */
 } find_item;
 
 typedef struct find_req {
@@ -60,6 +66,13 @@ typedef struct find_req {
     bool full;   /* the round's read returned all it asked for: more may follow */
     buf out;
     buf rows; /* the summaries the checks rendered, each item's at its offset */
+    /* the page cache: the page's key, and the marks of every key read while keep holds */
+    bool keep;
+    uint64_t gen;
+    readcache_mark *marks;
+    size_t nmarks, cap_marks;
+    char *page_key;
+    size_t page_key_len;
 } find_req;
 
 static void find_release(void *data)
@@ -70,6 +83,28 @@ static void find_release(void *data)
 }
 
 static void send_round(find_req *f);
+
+/* Marks a key about to be read, for the page cache; past FINDCACHE_MAX_MARKS the page is not
+ * kept. */
+static void mark_key(find_req *f, const char *key, size_t len)
+{
+    if (!f->keep)
+        return;
+    if (f->nmarks == f->cap_marks) {
+        size_t cap = f->cap_marks ? 2 * f->cap_marks : 128;
+        readcache_mark *m =
+            cap <= FINDCACHE_MAX_MARKS ? arena_alloc(&f->req->pool, cap * sizeof *m) : NULL;
+        if (!m) {
+            f->keep = false;
+            return;
+        }
+        if (f->nmarks)
+            memcpy(m, f->marks, f->nmarks * sizeof *m);
+        f->marks = m;
+        f->cap_marks = cap;
+    }
+    f->marks[f->nmarks++] = findcache_mark(f->req->app->finds, key, len);
+}
 
 /* ---- one entity's check ---- */
 
@@ -97,9 +132,15 @@ static void check_fields(find_req *f, find_item *it, const redisReply *h)
     it->exists = true;
     it->is_public = reply_flag(h->element[5]);
     it->enabled = reply_flag(h->element[6]);
-    if (h->element[1]->type == REDIS_REPLY_STRING)
-        it->folded_len = findindex_fold(h->element[1]->str, h->element[1]->len, it->folded);
     buf *b = &f->rows;
+    /* every kind folds: in cluster mode the directory's two kinds read one entity with the
+     * same commands, so they share the read-cache entry and the rendering kept beside it */
+    if (h->element[1]->type == REDIS_REPLY_STRING) {
+        char folded[FINDINDEX_NAME_MAX];
+        it->folded_len = findindex_fold(h->element[1]->str, h->element[1]->len, folded);
+        it->folded_at = b->len;
+        buf_append(b, folded, it->folded_len);
+    }
     it->summary_at = b->len;
     append_field(b, "{\"id\":", h->element[0]);
     append_field(b, ",\"name\":", h->element[1]);
@@ -155,16 +196,103 @@ static size_t check_width(const find_req *f)
     return f->kind == LIST_WALLET ? 4 : 2;
 }
 
+/* What the checks of a transaction's entities made of its answer, kept beside the answer in
+ * the read cache (readcache_keep_rendered), so that the next page reading it from there copies
+ * it instead of rendering again (JSON escaping, folding). KEPT_MAGIC and the number of
+ * entities (a byte), then per entity: this header, the folded name, the summary. */
+#define KEPT_MAGIC "fnd1"
+#define KEPT_HEAD  5
+typedef struct kept_item {
+    uint8_t exists, is_public, enabled, held;
+    uint32_t folded_len, summary_len;
+} kept_item;
+
+/* Applies a kept rendering to items [at, at + n). Returns 0, or -1 when it does not fit them
+ * (nothing then applied that a fresh check would not overwrite). */
+static int unpack_run(find_req *f, size_t at, size_t n, const char *p, size_t len)
+{
+    const char *end = p + len;
+    if (len < KEPT_HEAD || memcmp(p, KEPT_MAGIC, 4) != 0 || (unsigned char)p[4] != n)
+        return -1; /* not ours */
+    p += KEPT_HEAD;
+    for (size_t i = at; i < at + n; i++) {
+        find_item *it = &f->items[i];
+        kept_item k;
+        if ((size_t)(end - p) < sizeof k)
+            return -1;
+        memcpy(&k, p, sizeof k);
+        p += sizeof k;
+        if ((size_t)(end - p) < k.folded_len || (size_t)(end - p) - k.folded_len < k.summary_len)
+            return -1;
+        it->checked = true;
+        it->exists = k.exists, it->is_public = k.is_public, it->enabled = k.enabled;
+        it->held = k.held;
+        /* the folded name and the summary, back to back in rows as check_fields leaves them */
+        it->folded_at = f->rows.len;
+        it->folded_len = k.folded_len;
+        it->summary_at = f->rows.len + k.folded_len;
+        it->summary_len = k.summary_len;
+        if (buf_append(&f->rows, p, k.folded_len + k.summary_len) != 0)
+            return -1;
+        p += k.folded_len + k.summary_len;
+    }
+    return p == end ? 0 : -1;
+}
+
+/* Keeps what the checks made of items [at, at + n) beside the answer r, when r came from the
+ * read cache (for an answer from Redis, the call does nothing: the next page keeps it). */
+static void keep_run(find_req *f, size_t at, size_t n, const redisReply *r)
+{
+    size_t size = KEPT_HEAD;
+    for (size_t i = at; i < at + n; i++)
+        size += sizeof(kept_item) + f->items[i].folded_len + f->items[i].summary_len;
+    char *blob = arena_alloc(&f->req->pool, size), *p = blob;
+    if (!blob || n > 255)
+        return;
+    memcpy(p, KEPT_MAGIC, 4);
+    p[4] = (char)n;
+    p += KEPT_HEAD;
+    for (size_t i = at; i < at + n; i++) {
+        const find_item *it = &f->items[i];
+        kept_item k = {it->exists,
+                       it->is_public,
+                       it->enabled,
+                       (uint8_t)it->held,
+                       (uint32_t)it->folded_len,
+                       (uint32_t)it->summary_len};
+        memcpy(p, &k, sizeof k);
+        p += sizeof k;
+        memcpy(p, f->rows.data + it->folded_at, it->folded_len);
+        p += it->folded_len;
+        memcpy(p, f->rows.data + it->summary_at, it->summary_len);
+        p += it->summary_len;
+    }
+    readcache_keep_rendered(f->req->app->reads, r, INT64_MAX, blob, size);
+}
+
+/* The answer to the checks of items [at, at + n), one transaction: the rendering kept beside
+ * it when there is one, else the checks, whose rendering is then kept. */
+static void apply_run(find_req *f, size_t at, size_t n, int status, const redisReply *r)
+{
+    size_t w = check_width(f), len;
+    if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements != n * w) {
+        f->failed = true;
+        return;
+    }
+    const char *kept = readcache_rendered(f->req->app->reads, r, 0, &len);
+    if (kept && unpack_run(f, at, n, kept, len) == 0)
+        return;
+    for (size_t i = at; i < at + n; i++)
+        check_item(f, &f->items[i], r->element + (i - at) * w, w);
+    keep_run(f, at, n, r);
+}
+
 /* One entity's transaction (cluster mode: each entity in its own slot). */
 static void on_check(void *data, int status, redisReply *r)
 {
     check_ctx *c = data;
-    find_req *f = c->f;
-    if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements != check_width(f))
-        f->failed = true;
-    else
-        check_item(f, c->it, r->element, r->elements);
-    check_done(f);
+    apply_run(c->f, (size_t)(c->it - c->f->items), 1, status, r);
+    check_done(c->f);
 }
 
 /* A run of entities' commands in one transaction (one Redis: one read, one read-cache entry). */
@@ -176,19 +304,13 @@ typedef struct check_run {
 static void on_check_run(void *data, int status, redisReply *r)
 {
     check_run *c = data;
-    find_req *f = c->f;
-    size_t w = check_width(f);
-    if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements != c->n * w)
-        f->failed = true;
-    else
-        for (size_t i = 0; i < c->n; i++)
-            check_item(f, &f->items[c->at + i], r->element + i * w, w);
-    check_done(f);
+    apply_run(c->f, c->at, c->n, status, r);
+    check_done(c->f);
 }
 
 /* The argument vectors of one entity's check, alive until the commands are sent. */
 typedef struct check_args {
-    entity_keys k;
+    entity_role_keys k;
     const char *hm[9], *ro[3][3], *hlen[2];
     size_t hl[9], rl[3][3], hlenl[2];
 } check_args;
@@ -198,8 +320,14 @@ static void check_cmds(find_req *f, const find_item *it, check_args *a, store_cm
     static const char *const fields[] = {
         "HMGET",  "",         "id", "name", "description", "imageURL", "communityURLAlias",
         "public", "isEnabled"};
-    entity_keys *k = &a->k;
-    keys_entity(k, it->id);
+    entity_role_keys *k = &a->k;
+    keys_entity_roles(k, it->id);
+    mark_key(f, k->entity, k->entity_len);
+    if (f->kind == LIST_WALLET) {
+        mark_key(f, k->owners, k->owners_len);
+        mark_key(f, k->admins, k->admins_len);
+    }
+    mark_key(f, k->members, k->members_len);
     for (int j = 0; j < 9; j++) {
         a->hm[j] = j == 1 ? k->entity : fields[j];
         a->hl[j] = j == 1 ? k->entity_len : strlen(fields[j]);
@@ -334,8 +462,10 @@ static void on_range(void *data, int status, redisReply *r)
         it->checked = it->exists = it->is_public = it->enabled = false;
         it->held = 0;
         it->summary_len = it->folded_len = 0;
-        memcpy(it->entry, e->str, e->len);
-        it->entry[e->len] = '\0';
+        if (!(it->entry = arena_strndup(&f->req->pool, e->str, e->len))) {
+            request_fail_internal(f->req, "out of memory");
+            return;
+        }
         it->entry_len = e->len;
         if (!entry_id(f->kind, e->str, e->len, it->id))
             continue;
@@ -355,6 +485,12 @@ static void on_range(void *data, int status, redisReply *r)
         return;
     }
     send_checks(f);
+}
+
+static void on_range_req(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    on_range(req->state, status, r);
 }
 
 static void send_round(find_req *f)
@@ -379,7 +515,9 @@ static void send_round(find_req *f)
     }
     const char *argv[] = {cmd, f->range_key, start, end, "LIMIT", "0", count};
     size_t lens[] = {strlen(cmd), strlen(f->range_key), slen, elen, 5, 1, strlen(count)};
-    store_read(f->req->app->store, 0, on_range, f, 7, argv, lens);
+    mark_key(f, f->range_key, lens[1]);
+    /* the first read carries the signature's deferred revocation check, if any */
+    auth_store_command(f->req, on_range_req, 7, argv, lens);
 }
 
 /* ---- a round's outcome ---- */
@@ -457,6 +595,9 @@ static void finish(find_req *f, const char *next, size_t next_len)
     } else {
         buf_append_str(b, "null}");
     }
+    if (f->keep)
+        findcache_put(f->req->app->finds, f->page_key, f->page_key_len, f->gen, f->marks, f->nmarks,
+                      b->data, b->len);
     slice part = {b->data, b->len};
     request_reply_parts(f->req, 200, &part, 1);
 }
@@ -514,9 +655,10 @@ static void process_round(find_req *f)
             show = !none && (!f->role || (held & f->role)) && it->summary_len &&
                    (f->see_all || (it->is_public && it->enabled));
         } else {
-            bool stale = !it->exists || (f->kind == LIST_NAMES &&
-                                         (it->folded_len + 1 + strlen(it->id) != it->entry_len ||
-                                          memcmp(it->folded, it->entry, it->folded_len) != 0));
+            bool stale = !it->exists ||
+                         (f->kind == LIST_NAMES &&
+                          (it->folded_len + 1 + strlen(it->id) != it->entry_len ||
+                           memcmp(f->rows.data + it->folded_at, it->entry, it->folded_len) != 0));
             if (stale) {
                 argv[argc] = it->id, lens[argc++] = strlen(it->id);
                 argv[argc] = f->kind == LIST_CREATED && !it->exists ? it->entry : "";
@@ -538,8 +680,10 @@ static void process_round(find_req *f)
             }
         }
     }
-    if (argc > head)
+    if (argc > head) {
+        f->keep = false;
         send_drops(f, argv, lens, argc);
+    }
     if (done || !f->full) {
         finish(f, next, next_len);
         return;
@@ -554,6 +698,64 @@ static void process_round(find_req *f)
 }
 
 /* ---- the requests ---- */
+
+/* The page's key in the page cache: every input of the page (the caller only as whether it
+ * sees every entity), lengths first, the cursor's bytes last. */
+static void make_page_key(find_req *f)
+{
+    size_t wlen = f->kind == LIST_WALLET ? 42 : 0, head = 80;
+    char *k = arena_alloc(&f->req->pool, head + wlen + f->qlen + f->cursor_len);
+    if (!k)
+        return; /* not kept, only made */
+    int n = snprintf(k, head, "%d|%d|%d|%ld|%zu|%zu|", f->kind, f->role, f->see_all, f->limit, wlen,
+                     f->qlen);
+    if (n < 0 || (size_t)n >= head)
+        return;
+    size_t at = (size_t)n;
+    memcpy(k + at, f->wallet, wlen);
+    at += wlen;
+    memcpy(k + at, f->q, f->qlen);
+    at += f->qlen;
+    memcpy(k + at, f->cursor, f->cursor_len);
+    f->page_key = k;
+    f->page_key_len = at + f->cursor_len;
+}
+
+/* The page kept, or made (and kept when it may be). */
+static void find_serve(request *req)
+{
+    find_req *f = req->state;
+    findcache *fc = req->app->finds;
+    size_t len;
+    const char *body = f->page_key ? findcache_get(fc, f->page_key, f->page_key_len, &len) : NULL;
+    if (body) {
+        slice part = {body, len};
+        request_reply_parts(req, 200, &part, 1);
+        return;
+    }
+    f->keep = f->page_key && findcache_active(fc);
+    f->gen = findcache_generation(fc);
+    /* room for a page of summaries at once (a summary is 200-400 bytes), not grown step by step */
+    buf_reserve(&f->rows, (size_t)(f->limit + 1) * 384);
+    buf_reserve(&f->out, (size_t)f->limit * 448);
+    buf_append_str(&f->out, "{\"success\":true,\"data\":[");
+    send_round(f);
+}
+
+static void find_begin(find_req *f)
+{
+    request *req = f->req;
+    findcache *fc = req->app->finds;
+    if (findcache_active(fc))
+        make_page_key(f);
+    /* A kept page is answered with no read to carry the signature's revocation check (which
+     * the sign-in step left for the first read): with the page cache on, it is made alone,
+     * first (from the read cache after the signature's first use). */
+    if (req->revocation_key && f->page_key)
+        auth_check_revocation(req, find_serve);
+    else
+        find_serve(req);
+}
 
 static bool parse_limit(request *req, long *out)
 {
@@ -638,8 +840,7 @@ void wallet_entities_get(request *req)
         !strcmp(req->caller, f->wallet) || auth_is_platform_admin(req->app->auth, req->caller);
     if (!parse_cursor(req, f))
         return;
-    buf_append_str(&f->out, "{\"success\":true,\"data\":[");
-    send_round(f);
+    find_begin(f);
 }
 
 void entities_list_get(request *req)
@@ -664,6 +865,5 @@ void entities_list_get(request *req)
     }
     if (!parse_cursor(req, f))
         return;
-    buf_append_str(&f->out, "{\"success\":true,\"data\":[");
-    send_round(f);
+    find_begin(f);
 }

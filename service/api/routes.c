@@ -12,7 +12,7 @@ const route router_routes[] = {
     {HTTP_GET, "/metrics", metrics_get, AUTH_NONE, 0},
     {HTTP_GET, "/api/auth/message", auth_message_get, AUTH_NONE, 0},
     {HTTP_POST, "/api/auth/revoke", auth_revoke_post, AUTH_REQUIRED, 0},
-    {HTTP_GET, "/api/entities", entities_list_get, AUTH_OPTIONAL, 0},
+    {HTTP_GET, "/api/entities", entities_list_get, AUTH_OPTIONAL, ROUTE_READ_WITH_REVOCATION},
     {HTTP_POST, "/api/entities", entity_post, AUTH_REQUIRED, ROUTE_WRITE},
     /* before "/api/entities/{id}/…": an alias may read "users" or "admins" */
     {HTTP_GET, "/api/entities/by-alias/{alias}", entity_by_alias_get, AUTH_OPTIONAL,
@@ -51,7 +51,8 @@ const route router_routes[] = {
      ROUTE_WRITE},
     {HTTP_DELETE, "/api/entities/{id}/skills/{skillId}", skill_delete, AUTH_REQUIRED, ROUTE_WRITE},
     {HTTP_DELETE, "/api/entities/{id}/levels/{lvID}", level_delete, AUTH_REQUIRED, ROUTE_WRITE},
-    {HTTP_GET, "/api/wallets/{address}/entities", wallet_entities_get, AUTH_REQUIRED, 0},
+    {HTTP_GET, "/api/wallets/{address}/entities", wallet_entities_get, AUTH_REQUIRED,
+     ROUTE_READ_WITH_REVOCATION},
 };
 
 const size_t router_routes_count = sizeof router_routes / sizeof router_routes[0];

@@ -441,6 +441,36 @@ void auth_store_command(request *req, store_cb cb, int argc, const char **argv, 
     store_read(req->app->store, flags, cb, req, argc, argv, lens);
 }
 
+typedef struct revocation_then {
+    request *req;
+    auth_next next;
+} revocation_then;
+
+static void on_revocation_then(void *data, int status, redisReply *reply)
+{
+    revocation_then *t = data;
+    on_deferred_revocation(t->req, status, reply);
+    t->next(t->req);
+}
+
+void auth_check_revocation(request *req, auth_next next)
+{
+    if (!req->revocation_key) {
+        next(req);
+        return;
+    }
+    revocation_then *t = arena_alloc(&req->pool, sizeof *t);
+    if (!t) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    *t = (revocation_then){req, next};
+    const char *argv[] = {"EXISTS", req->revocation_key};
+    size_t lens[] = {6, strlen(req->revocation_key)};
+    req->revocation_key = NULL;
+    store_read(req->app->store, 0, on_revocation_then, t, 2, argv, lens);
+}
+
 static void unauthenticated(request *req, const char *message)
 {
     request_fail(req, 401, "unauthenticated", message, NULL);

@@ -85,6 +85,11 @@ void auth_store_exec_as(request *req, const char *key, size_t key_len, store_cb 
 void auth_store_script_read(request *req, int script, store_cb cb, int nkeys, int argc,
                             const char **argv, const size_t *lens);
 void auth_store_command(request *req, store_cb cb, int argc, const char **argv, const size_t *lens);
+/* For a read handler whose answer needs no read of its own (a page kept in the process): the
+ * revocation check alone (through the read cache), then next(req), which answers; a revoked
+ * or unchecked signature's status then overrides that answer. next may run before this
+ * returns. */
+void auth_check_revocation(request *req, auth_next next);
 
 /* True when the lowercase address is in PLATFORM_ADMINS. */
 bool auth_is_platform_admin(const auth *au, const char *caller);

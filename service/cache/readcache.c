@@ -228,6 +228,27 @@ void readcache_ticket_key(const readcache *rc, readcache_ticket *t, const char *
     t->nkeys++;
 }
 
+uint64_t readcache_generation(const readcache *rc)
+{
+    return rc->gen;
+}
+
+readcache_mark readcache_mark_key(const readcache *rc, const char *key, size_t len)
+{
+    uint32_t s = key_slot(key, len);
+    return (readcache_mark){s, rc->counts[s]};
+}
+
+bool readcache_marks_current(const readcache *rc, uint64_t gen, const readcache_mark *m, size_t n)
+{
+    if (!rc || !rc->enabled || gen != rc->gen)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (rc->counts[m[i].slot] != m[i].count)
+            return false;
+    return true;
+}
+
 void readcache_invalidate(readcache *rc, const char *key, size_t len)
 {
     rc->counts[key_slot(key, len)]++;

@@ -67,6 +67,19 @@ const char *readcache_rendered(readcache *rc, const redisReply *reply, int64_t n
 void readcache_keep_rendered(readcache *rc, const redisReply *reply, int64_t until_ms,
                              const char *body, size_t len);
 
+/* A key's change count as it stands, for a reader that keeps what it made from more reads
+ * than a ticket holds (cache/findcache.h): it marks each key as its read is sent (or answered
+ * from the cache), with the generation as its first read went, and trusts what it made only
+ * while readcache_marks_current() says every mark still stands. */
+typedef struct readcache_mark {
+    uint32_t slot, count;
+} readcache_mark;
+uint64_t readcache_generation(const readcache *rc);
+readcache_mark readcache_mark_key(const readcache *rc, const char *key, size_t len);
+/* True while the cache is on, no flush or switch came since generation gen, and no key of
+ * the n marks changed since it was marked. */
+bool readcache_marks_current(const readcache *rc, uint64_t gen, const readcache_mark *m, size_t n);
+
 /* Stores the answer to a read sent with ticket t, unless the ticket is void, one of its keys
  * changed meanwhile, the answer holds an error, or it does not fit. */
 void readcache_put(readcache *rc, const readcache_ticket *t, const char *read, size_t len,

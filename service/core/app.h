@@ -13,6 +13,7 @@ struct group;
 struct auth;
 struct pagecache;
 struct readcache;
+struct findcache;
 struct tracking;
 struct limits;
 struct attester;
@@ -28,6 +29,7 @@ typedef struct app {
     struct auth *auth;
     struct pagecache *pages;   /* NULL when PAGE_CACHE_SIZE is 0 */
     struct readcache *reads;   /* NULL when READ_CACHE_MB is 0 */
+    struct findcache *finds;   /* NULL when FIND_CACHE_MB or READ_CACHE_MB is 0 */
     struct tracking *tracking; /* the read cache's invalidations; NULL without the cache */
     struct limits *limits;     /* write-budget leases; NULL: each write charges its own unit */
     struct attester *attester; /* level attestations' signer; NULL: attestations are off */

@@ -62,6 +62,9 @@ static const opt opts[] = {
      "users pages kept in memory, each up to 64 KiB (0 disables the cache)"},
     {"READ_CACHE_MB", OPT_INT, OFF(read_cache_mb), "32", 0, 65536,
      "memory for Redis read answers kept until Redis invalidates them (0 disables)"},
+    {"FIND_CACHE_MB", OPT_INT, OFF(find_cache_mb), "8", 0, 65536,
+     "memory for rendered find pages (a wallet's entities, the directory), each kept until a "
+     "key it read changes; needs the read cache (0 disables)"},
     {"REDIS_MAX_PENDING", OPT_INT, OFF(redis_max_pending), "4096", 1, 1000000,
      "Redis commands in flight beyond which requests get 503 at once"},
     {"LOG_BUFFER_BYTES", OPT_INT, OFF(log_buffer_bytes), "1048576", 4096, 1073741824,

@@ -27,6 +27,7 @@ typedef struct config {
     int64_t sig_cache_size;
     int64_t page_cache_size;
     int64_t read_cache_mb;
+    int64_t find_cache_mb;
     int64_t redis_max_pending;
     int64_t log_buffer_bytes;
     int64_t events_max;

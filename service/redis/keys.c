@@ -75,6 +75,27 @@ void keys_entity(entity_keys *k, const char *id)
     }
 }
 
+void keys_entity_roles(entity_role_keys *k, const char *id)
+{
+    /* the same shapes as the first four of entity_key_shapes */
+    static const char *const suffixes[4] = {"}", "}:owners", "}:admins", "}:members"};
+    char *outs[4] = {k->entity, k->owners, k->admins, k->members};
+    size_t *lens[4] = {&k->entity_len, &k->owners_len, &k->admins_len, &k->members_len};
+    size_t n = strlen(id);
+    for (int i = 0; i < 4; i++) {
+        size_t s = strlen(suffixes[i]), len = 5 + n + s;
+        if (len + 1 > KEYS_ENTITY_SIZE) {
+            outs[i][0] = '\0';
+            len = 0;
+        } else {
+            memcpy(outs[i], "ent:{", 5);
+            memcpy(outs[i] + 5, id, n);
+            memcpy(outs[i] + 5 + n, suffixes[i], s + 1);
+        }
+        *lens[i] = len;
+    }
+}
+
 size_t keys_idem(char out[KEYS_IDEM_SIZE], const char *entity_id, const char *key)
 {
     char prefix[KEYS_ENTITY_SIZE];

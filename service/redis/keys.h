@@ -186,6 +186,13 @@ size_t keys_revoked(char out[KEYS_REVOKED_SIZE], const char *revocation_id);
 size_t keys_limit(char out[KEYS_LIMIT_SIZE], const char *address);
 /* Fills every key of the entity `id` (a validated "c-<uuid>"). */
 void keys_entity(entity_keys *k, const char *id);
+/* The four of them a role check reads (the finds' checks of ~21 entities a page). */
+typedef struct entity_role_keys {
+    char entity[KEYS_ENTITY_SIZE], owners[KEYS_ENTITY_SIZE], admins[KEYS_ENTITY_SIZE],
+        members[KEYS_ENTITY_SIZE];
+    size_t entity_len, owners_len, admins_len, members_len;
+} entity_role_keys;
+void keys_entity_roles(entity_role_keys *k, const char *id);
 /* An award's idempotency key: "ent:{<entity id>}:idem:" + a validated key ([A-Za-z0-9_-]{1,64});
  * returns its length. */
 #define KEYS_IDEM_SIZE 128

@@ -494,8 +494,12 @@ static bool read_through(store *st, int flags, const char *key, size_t key_len, 
         }
     }
     read_op *ro = malloc(sizeof *ro + key_len);
-    if (!ro)
+    if (!ro) {
+        /* Sent untracked, its keys' changes would go unheard: nothing read before may be
+         * trusted past it (a find page marks its keys as it reads, cache/findcache.h). */
+        readcache_flush(rc);
         return send_read(st, send, cb, data, ncmds, cmds, transaction);
+    }
     ro->st = st;
     ro->cb = cb;
     ro->data = data;

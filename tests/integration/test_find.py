@@ -12,8 +12,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import scaled  # noqa: E402
-from test_entities import (Caller, EntityCase, ekey, rand_addr, rand_tag, rcli,  # noqa: E402
-                           sign_wallets)
+from test_entities import (Caller, EntityCase, commandstats, ekey, rand_addr,  # noqa: E402
+                           rand_tag, rcli, sign_wallets, stats_delta)
 
 SUMMARY_FIELDS = {'id', 'name', 'description', 'imageURL', 'communityURLAlias', 'public',
                   'isEnabled'}
@@ -416,6 +416,242 @@ class FindTest(FindCase):
         self.assertEqual(self.ids(self.dir_all(c['stranger'], extra='&q=%s%%20d' % tag)), [])
         self.assertNotIn(ents[3], self.ids(self.dir_all(c['stranger'])))
 
+
+    # --- the page cache (FIND_CACHE_MB) ---
+
+    def cached_instance(self, **env):
+        """Another entityd on this Redis (the class's settings, a short repair grace so that
+        pages with entries to repair are kept again soon), past its start-up backfill check."""
+        e = {'PLATFORM_ADMINS': self.c['platform'].address, 'FIND_REPAIR_GRACE_MS': '300'}
+        e.update(env)
+        svc = self.entityd(redis=self.r, env=e)
+        harness.wait_for(lambda: b'entityd_find_backfill_done 1' in
+                         harness.request(svc.port, 'GET', '/metrics')[2], scaled(20),
+                         what='the new instance past its backfill check')
+        return svc
+
+    def page_cache(self, port):
+        """{outcome: count} of entityd_find_page_cache_total."""
+        out = {}
+        for line in harness.request(port, 'GET', '/metrics')[2].decode().splitlines():
+            if line.startswith('entityd_find_page_cache_total{'):
+                k, v = line.rsplit(' ', 1)
+                out[k.split('"')[1]] = int(float(v))
+        return out
+
+    def views(self, me, tag):
+        """The pages the changes below move: a wallet's list as itself, as a stranger and by
+        role, the directory's first page and its search by the test's tag."""
+        c = self.c
+        return [
+            ('wallet', lambda p: self.wallet(me.address, me, '&limit=100', port=p)),
+            ('wallet as a stranger',
+             lambda p: self.wallet(me.address, c['stranger'], '&limit=100', port=p)),
+            ('wallet members', lambda p: self.wallet(me.address, me, '&limit=100&role=member',
+                                                     port=p)),
+            ('wallet admins', lambda p: self.wallet(me.address, me, '&limit=100&role=admin',
+                                                    port=p)),
+            ('directory', lambda p: self.directory(c['stranger'], '&limit=20', port=p)),
+            ('search', lambda p: self.directory(c['stranger'], '&limit=100&q=' + tag, port=p)),
+        ]
+
+    def keep_all(self, views, port):
+        """Reads every view until each one is answered from the page cache (a page is not kept
+        while an entry of it is due a repair, which waits for the grace period)."""
+        def all_kept():
+            before = self.page_cache(port).get('hit', 0)
+            for _, fn in views:
+                self.assertOk(fn(port))
+            return self.page_cache(port).get('hit', 0) - before == len(views)
+        harness.wait_for(all_kept, scaled(15), interval=0.05, what='every page kept')
+
+    def test_repeated_pages_cost_redis_nothing(self):
+        c = self.c
+        svc = self.cached_instance()
+        w = harness.Wallet.random(1)[0]
+        me = Caller(w, sign_wallets([w], harness.current_message(self.port)[0])[w.address], 'me')
+        tag = rand_tag()
+        for i in range(3):
+            self.create(me, name='%s page %d' % (tag, i), port=svc.port)
+        mine = self.create(c['owner'], name='%s page x' % tag)['id']
+        self.assertOk(self.force_add(mine, c['owner'], [me.address]))
+        views = self.views(me, tag) + [
+            ('wallet, two a page', lambda p: self.wallet(me.address, me, '&limit=2', port=p)),
+            ('search, signed', lambda p: self.directory(me, '&limit=2&q=' + tag, signed=True,
+                                                        port=p))]
+        self.keep_all(views, svc.port)
+        first = [self.assertOk(fn(svc.port)) for _, fn in views]
+        # Commands other than the requests' (heartbeats, sentinels, replicas, the cluster's
+        # slot map) are left out; a repeated page costs no other: tried a few times, since a
+        # test before may have left work running (an erasure, a repair).
+        upkeep = {'info', 'publish', 'ping', 'cluster|slots', 'replconf', 'role',
+                  'client|setname', 'subscribe', 'hello'}
+        nodes = self.r.live() if hasattr(self.r, 'live') else [self.r]
+
+        def stats():
+            out = {}
+            for n in nodes:
+                for k, v in commandstats(n).items():
+                    out[k] = out.get(k, 0) + v
+            return out
+        costs = []
+        for _ in range(3):
+            hits = self.page_cache(svc.port)['hit']
+            before = stats()
+            again = [self.assertOk(fn(svc.port)) for _, fn in views]
+            d = {k: v for k, v in stats_delta(before, stats()).items() if k not in upkeep}
+            self.assertEqual(again, first)
+            self.assertEqual(self.page_cache(svc.port)['hit'], hits + len(views))
+            costs.append(d)
+            if not d:
+                break
+        self.assertEqual(costs[-1], {}, costs)
+
+    def test_revoked_signature_refused_on_kept_pages(self):
+        # A kept page needs no read, but the signature's revocation check still runs: revoked
+        # through this instance, refused at once; through another, once Redis's message
+        # arrives.
+        svc, other = self.cached_instance(), self.cached_instance()
+        w = harness.Wallet.random(2)
+        sigs = sign_wallets(w, harness.current_message(self.port)[0])
+        for x, via in ((w[0], svc), (w[1], other)):
+            me = Caller(x, sigs[x.address], 'me')
+            self.create(me, port=svc.port)
+            views = [('wallet', lambda p: self.wallet(me.address, me, port=p)),
+                     ('directory, signed', lambda p: self.directory(me, signed=True, port=p))]
+            self.keep_all(views, svc.port)
+            st, _, body = self.req('POST', '/api/auth/revoke?' + me.q, port=via.port)
+            self.assertEqual(st, 200, body)
+            for name, fn in views:
+                if via is not svc:
+                    harness.wait_for(lambda: fn(svc.port)[0] == 401, scaled(2), interval=0.01,
+                                     what='%s refused after the revocation' % name)
+                self.assertError(fn(svc.port), 401, 'unauthenticated')
+            # the same directory page unsigned: still answered
+            self.assertOk(self.directory(me, port=svc.port))
+
+    def change_pages(self, writer):
+        """Every change that moves a page, written through `writer` ('this': the instance
+        read, 'other': another instance, 'redis': straight into Redis), moves the next answer
+        of the instance that kept the page: each page is kept, the change made, and the page
+        read again must be what an instance without caches reads, and differ from before."""
+        c = self.c
+        a = self.cached_instance()
+        b = self.cached_instance() if writer == 'other' else a
+        fresh = self.cached_instance(READ_CACHE_MB='0', FIND_CACHE_MB='0')
+        off = self.cached_instance(FIND_CACHE_MB='0')  # the read cache alone
+        wp = b.port
+        w = harness.Wallet.random(1)[0]
+        me = Caller(w, sign_wallets([w], harness.current_message(self.port)[0])[w.address], 'me')
+        tag = rand_tag()
+        own = [c['owner'].address]
+        names = {}
+
+        def make(caller, name, owners):
+            e = self.create(caller, owners=owners, name='%s %s' % (tag, name), port=wp)['id']
+            names[e] = '%s %s' % (tag, name)
+            return e
+        e1 = make(me, 'alpha', [me.address])
+        e2 = make(c['owner'], 'beta', own)
+        e3 = make(c['owner'], 'gamma', own)
+        self.assertOk(self.req('POST', '/api/entities/%s/admins?%s' % (e2, c['owner'].q),
+                               {'addresses': [me.address]}, port=wp))
+        self.assertOk(self.force_add(e3, c['owner'], [me.address], port=wp))
+        views = self.views(me, tag)
+
+        def put(caller, eid, owners, **kw):
+            kw.setdefault('name', names[eid])
+            kw.setdefault('public', True)
+            self.assertOk(self.update(caller, eid, owners, port=wp, **kw))
+            names[eid] = kw['name']
+
+        def raw(*args):
+            rcli(self.r, *args)
+
+        if writer == 'redis':
+            changes = [
+                ('renamed', lambda: raw('HSET', ekey(e1), 'name', tag + ' raw')),
+                ('made private', lambda: raw('HSET', ekey(e1), 'public', '0')),
+                ('public again', lambda: raw('HSET', ekey(e1), 'public', '1')),
+                ('disabled', lambda: raw('HSET', ekey(e2), 'isEnabled', '0')),
+                ('enabled again', lambda: raw('HSET', ekey(e2), 'isEnabled', '1')),
+                ('a member counted', lambda: raw('HSET', ekey(e2, ':members'), rand_addr(), 'x')),
+                ('a member removed', lambda: raw('HDEL', ekey(e3, ':members'), me.address)),
+                ('an admin removed', lambda: raw('SREM', ekey(e2, ':admins'), me.address)),
+                ('an alias set', lambda: raw('HSET', ekey(e1), 'communityURLAlias', 'r' + tag)),
+                ('deleted', lambda: raw('DEL', ekey(e1))),
+            ]
+        else:
+            def delete(path, caller):
+                self.assertOk(self.req('DELETE', path + '?' + caller.q, port=wp))
+            changes = [
+                ('renamed', lambda: put(me, e1, [me.address], name=tag + ' omega')),
+                ('made private', lambda: put(me, e1, [me.address], public=False)),
+                ('public again', lambda: put(me, e1, [me.address])),
+                ('disabled', lambda: put(c['platform'], e2, own, isEnabled=False)),
+                ('enabled again', lambda: put(c['platform'], e2, own, isEnabled=True)),
+                ('a member added', lambda: self.assertOk(
+                    self.force_add(e2, c['owner'], [me.address], port=wp))),
+                ('a member removed', lambda: delete(
+                    '/api/entities/%s/members/%s' % (e3, me.address), c['owner'])),
+                ('an admin added', lambda: self.assertOk(self.req(
+                    'POST', '/api/entities/%s/admins?%s' % (e3, c['owner'].q),
+                    {'addresses': [me.address]}, port=wp))),
+                ('an admin removed', lambda: delete(
+                    '/api/entities/%s/admins/%s' % (e2, me.address), c['owner'])),
+                ('a new entity', lambda: make(c['owner'], 'delta', own)),
+                ('an alias claimed', lambda: put(me, e1, [me.address],
+                                                 communityURLAlias='f' + tag)),
+                ('deleted', lambda: delete('/api/entities/%s' % e1, me)),
+            ]
+        for what, change in changes:
+            self.keep_all(views, a.port)
+            old = [self.assertOk(fn(fresh.port))['data'] for _, fn in views]
+            change()
+            new = [self.assertOk(fn(fresh.port))['data'] for _, fn in views]
+            self.assertNotEqual(new, old, '%s moves no page: the test would prove nothing' % what)
+            for port in (a.port, off.port):
+                if port == wp:  # the instance written through: at once
+                    got = [self.assertOk(fn(port))['data'] for _, fn in views]
+                else:
+                    # written elsewhere: heard through Redis's invalidation message, which
+                    # races the next request by microseconds
+                    def same():
+                        got[:] = [self.assertOk(fn(port))['data'] for _, fn in views]
+                        return got == new
+                    got = []
+                    harness.wait_for(same, scaled(2), interval=0.01,
+                                     what='the change heard (%s)' % what)
+                for (name, _), g, n in zip(views, got, new):
+                    self.assertEqual(g, n, '%s, after "%s" (%s)' % (name, what, writer))
+        # the page cache answered along the way, and the instances without it never did
+        self.assertGreater(self.page_cache(a.port).get('hit', 0), 0)
+        for svc in (fresh, off):
+            self.assertEqual(self.page_cache(svc.port), {'hit': 0, 'miss': 0, 'stale': 0})
+
+    def test_pages_follow_changes_through_this_instance(self):
+        self.change_pages('this')
+
+    def test_pages_follow_changes_through_another_instance(self):
+        self.change_pages('other')
+
+    def test_pages_follow_changes_straight_into_redis(self):
+        self.change_pages('redis')
+
+
+class FindUncachedTest(FindTest):
+    """The same answers with the page cache and the read cache off: every page made from
+    Redis. (The page cache's own tests start instances of their own: not run again here.)"""
+    ENV = {'FIND_CACHE_MB': '0', 'READ_CACHE_MB': '0'}
+
+    def test_repeated_pages_cost_redis_nothing(self):
+        self.skipTest('the page cache is off here')
+
+    def test_revoked_signature_refused_on_kept_pages(self):
+        self.skipTest('the page cache is off here')
+
+    def change_pages(self, writer):
+        self.skipTest('run by FindTest')
 
 class FindFaultTest(FindCase):
     """The link to Redis cut between the index add and the entity write: no list shows a role
