@@ -68,16 +68,21 @@ class ClusterRoutingTest(ClusterCase):
         slot = rcluster.key_slot(eid)
         src = self.cl.primary_of(ekey(eid))
         dst = self.other_primary(self.cl, src)
+        refreshes = metric_sum(self.port, 'entityd_redis_cluster_refreshes_total')
         self.cl.migrate_slot(slot, dst)
         self.assertIs(self.cl.primary_of(ekey(eid)), dst)
         before = self.redirects()
-        # A read and a write on the moved slot: answered, the first through a MOVED.
+        # A read and a write on the moved slot: answered, the first through a MOVED. (While the
+        # read cache listens, the map is also asked for once a second: on a loaded machine that
+        # ask may learn the move first, and then no request meets a MOVED.)
         self.assertEqual(self.entity_name(eid), ent['name'])
         up = self.assertOk(self.update(self.c['owner'], eid, [self.c['owner'].address],
                                        name='Moved ' + rand_tag(), __v=0))['data']
         self.assertEqual(up['__v'], 1)
         self.assertEqual(self.entity_name(eid), up['name'])
-        self.assertGreaterEqual(self.redirects(), before + 1)
+        if self.redirects() == before:
+            self.assertGreater(metric_sum(self.port, 'entityd_redis_cluster_refreshes_total'),
+                               refreshes, 'neither a MOVED nor a refresh learnt the move')
         # The map learnt it: later requests go straight to the new owner.
         settled = self.redirects()
         for _ in range(5):
@@ -196,7 +201,12 @@ class ClusterDownTest(ClusterCase):
         # persistence in this cluster).
         for e in alive:
             self.assertEqual(self.entity_name(e['id']), e['name'])
-        self.assertEqual(check_invariants(cl), [])
+        # Every invariant holds but one: the find index entries (wallet:{…} keys, CONTRACT §9)
+        # that lived on the victim are gone with the rest of its data.
+        lost = [p for p in check_invariants(cl)
+                if p.endswith('without its index entry') and
+                cl.primary_of('wallet:{%s}:any' % p.split(': ', 1)[1].split(' ')[0]) is victim]
+        self.assertEqual([p for p in check_invariants(cl) if p not in lost], [])
 
 
 class ClusterFailoverTest(ClusterCase):
