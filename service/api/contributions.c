@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/app.h"
+#include "core/arena.h"
 #include "auth/auth.h"
 #include "api/entity.h"
 #include "api/handlers.h"
@@ -65,8 +66,7 @@ typedef struct award_args {
     buf records, events; /* the texts back to back, split by the offsets */
     size_t rec_at[CONTRIB_MAX_BATCH + 1], ev_at[CONTRIB_MAX_BATCH + 1];
     size_t n; /* contributions read */
-    buf keys; /* the progression keys, NUL-ended, back to back */
-    size_t nkeys;
+    buf keys; /* the progression keys, NUL-ended, back to back: the read cache drops them */
 } award_args;
 
 static void award_args_free(award_args *a)
@@ -97,7 +97,6 @@ static void item_uint(award_args *a, unsigned long long v)
 static void award_key(award_args *a, const char *key, size_t len)
 {
     buf_append(&a->keys, key, len + 1);
-    a->nkeys++;
 }
 
 /* Validates one contribution `c` (fields named with `prefix`, "" or "contributions[i].") and
@@ -302,6 +301,11 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
 
 typedef struct award_state {
     bool batch;
+    /* The progression keys the award changes, NUL-ended, back to back (in the request's
+     * arena): the script builds their names itself, so they are not its KEYS, and the read
+     * cache drops them here when the answer comes. */
+    char *keys;
+    size_t keys_len;
 } award_state;
 
 /* 'INVALID <i> <field> <message>' from contrib_award.lua: the field as the request named it. */
@@ -325,6 +329,11 @@ static void on_award(void *data, int status, redisReply *r)
 {
     request *req = data;
     award_state *st = req->state;
+    readcache *rc = req->app->reads;
+    /* whatever the answer: a call that timed out may still have run */
+    if (rc && readcache_enabled(rc))
+        for (size_t at = 0; at < st->keys_len; at += strlen(st->keys + at) + 1)
+            readcache_invalidate(rc, st->keys + at, strlen(st->keys + at));
     if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR &&
         !strncmp(r->str, "INVALID ", 8)) {
         fail_invalid(req, st->batch, r->str + 8);
@@ -455,10 +464,12 @@ void contributions_post(request *req)
         digest,      key ? "1" : "0",
         count};
     size_t nshared = sizeof shared / sizeof shared[0], nargs = sizeof args / sizeof args[0];
-    size_t nkeys = 1 + aa->nkeys, argc = nshared + nkeys + nargs + aa->nitems + 2 * aa->n;
+    size_t nkeys = 1, argc = nshared + nkeys + nargs + aa->nitems + 2 * aa->n;
     const char **argv = malloc(argc * sizeof *argv);
     size_t *lens = malloc(argc * sizeof *lens);
-    if (!argv || !lens) {
+    st->keys = arena_alloc(&req->pool, aa->keys.len + 1);
+    st->keys_len = aa->keys.len;
+    if (!argv || !lens || !st->keys) {
         free(argv);
         free(lens);
         award_args_free(aa);
@@ -470,8 +481,8 @@ void contributions_post(request *req)
     for (size_t j = 0; j < nshared; j++, i++)
         argv[i] = shared[j], lens[i] = strlen(shared[j]);
     argv[i] = key ? idem : k.entity, lens[i] = strlen(argv[i]), i++;
-    for (size_t at = 0; at < aa->keys.len; at += lens[i] + 1, i++)
-        argv[i] = aa->keys.data + at, lens[i] = strlen(argv[i]);
+    if (aa->keys.len)
+        memcpy(st->keys, aa->keys.data, aa->keys.len);
     for (size_t j = 0; j < nargs; j++, i++)
         argv[i] = args[j], lens[i] = strlen(args[j]);
     for (size_t at = 0, j = 0; j < aa->nitems; at += lens[i] + 1, j++, i++)
