@@ -3,13 +3,13 @@
 -- service/redis/group.h): they run one after the other, and each gets the answer it would
 -- have had alone.
 -- KEYS: the group's: entity, owners, admins, members, skills, contribs, skill order, level
--- order, XP board; then each award's: its idempotency key (the entity key when the request has
--- none). The progression keys an award changes (each member's prog hash, each board) are
--- built here (prog_key, lb_key) and dropped from the read cache by the service on the answer.
+-- order, XP board; then each award's idempotency key, when the request has one. The
+-- progression keys an award changes (each member's prog hash, each board) are built here
+-- (prog_key, lb_key) and dropped from the read cache by the service when the answer comes.
 -- ARGV: the group's: events_max, the most contributions one member may receive per minute ('0':
 -- no limit; past it 'RATE <seconds> <message>', nothing written); the number of awards; then
--- each award's key count, argument count and arguments: caller, platform, now (ms), now (ISO),
--- request digest ('' without a key), idempotency key used ('1'/'0'), the number of
+-- each award's key count (1 with an idempotency key, else 0), argument count and arguments:
+-- caller, platform, now (ms), now (ISO), request digest ('' without a key), the number of
 -- contributions, then each contribution's fields, one argument each: id, member, xp ('0':
 -- none), skill count, then each skill's id and score (numbers as strings, validated by the
 -- service; no JSON to decode), then each contribution's Contribution JSON as the API returns
@@ -17,8 +17,10 @@
 -- built here).
 -- Every check of an award runs before its first write. Errors: 'INVALID <i> <field> <message>'
 -- (i the contribution's index; the service names the field in the request's form), CONFLICT
--- (the key was used for another request). Answers one reply per award: {'OK', Contribution
--- JSONs as a JSON array}, {'REPLAY', the first answer's JSON array} or the error.
+-- (the key was used for another request). Answers one reply per award, each a string (a table
+-- costs Redis several lookups to send back): 'OK' (the service answers with the records it
+-- rendered: '[' .. the records joined by ',' .. ']', what the idempotency key stores), or
+-- 'REPLAY <the first answer's JSON array>', or the error.
 -- Progress, leaderboards and events: keys.h.
 --
 -- What it costs Redis beyond its commands is mostly per redis.call and per string made (each
@@ -197,55 +199,39 @@ local function stamp_of(now_ms)
 end
 
 -- The writes left for the end of the call. records: the contribs hash's fields and values.
--- moves[board]: each award's move on that board, three slots: member, value before, value
--- after. Only the entries of a member's value before the call's first move and after its last
--- are touched, as prog_add one award at a time would have left them (the entries in between
--- are added and removed again).
-local records, moves, board_list = {}, {}, {}
-local repeated = false -- some member is awarded more than once in the call
+-- gone[board], added[board]: the entries to take off and put on each board, for members the
+-- call awards once: their value before the award and after it, as prog_add would have moved
+-- them. A member awarded more than once in the call (twice[m]) moves in place, award by award.
+local records, gone, added, board_list = {}, {}, {}, {}
+local twice = {}
 local function progress(pk, m, field, by, delta)
   local after = call('HINCRBY', pk, field, delta)
+  local before = after - num(delta)
   local lb = board(by)
-  local mv = moves[lb]
-  if not mv then
-    mv = {}
-    moves[lb] = mv
+  if twice[m] then
+    if before > 0 then call('ZREM', lb, lb_member(before, m)) end
+    if after > 0 then call('ZADD', lb, '0', lb_member(after, m)) end
+    return after
+  end
+  local g, d = gone[lb], added[lb]
+  if not g then
+    g, d = {}, {}
+    gone[lb], added[lb] = g, d
     board_list[#board_list + 1] = lb
   end
-  local i = #mv
-  mv[i + 1], mv[i + 2], mv[i + 3] = m, after - num(delta), after
+  if before > 0 then g[#g + 1] = lb_member(before, m) end
+  if after > 0 then
+    local i = #d
+    d[i + 1], d[i + 2] = '0', lb_member(after, m)
+  end
   return after
 end
 
 local function flush()
   if #records > 0 then call_many('HSET', KEYS[6], records, 4000) end
   for _, lb in ipairs(board_list) do
-    local mv = moves[lb]
-    if repeated then
-      -- a member's later moves fold into its first: from its first value to its last
-      local first = {}
-      for i = 1, #mv, 3 do
-        local at = first[mv[i]]
-        if at then
-          mv[at + 2], mv[i] = mv[i + 2], false
-        else
-          first[mv[i]] = i
-        end
-      end
-    end
-    local gone, added = {}, {}
-    for i = 1, #mv, 3 do
-      local m, from, to = mv[i], mv[i + 1], mv[i + 2]
-      if m then
-        if from > 0 and from ~= to then gone[#gone + 1] = lb_member(from, m) end
-        if to > 0 then
-          added[#added + 1] = '0'
-          added[#added + 1] = lb_member(to, m)
-        end
-      end
-    end
-    if #gone > 0 then call_many('ZREM', lb, gone, 4000) end
-    if #added > 0 then call_many('ZADD', lb, added, 4000) end
+    if #gone[lb] > 0 then call_many('ZREM', lb, gone[lb], 4000) end
+    if #added[lb] > 0 then call_many('ZADD', lb, added[lb], 4000) end
   end
 end
 
@@ -270,45 +256,40 @@ local function rate_key(m)
   return k
 end
 
--- The contributions' fields: id, member, xp, skill count, then each skill's id and score, one
--- contribution after the other from ARGV[first]; the next one's first field.
-local function next_field(p)
-  return p + 4 + 2 * num(ARGV[p + 3])
-end
-
--- One award: w is {idempotency key, index of its first argument, contribution count, index of
--- its first contribution's first field, index of its first record}.
-local function award(w)
-  local idem, a, n, first, f = w[1], w[2], w[3], w[4], w[5]
+-- One award: idem its idempotency key (nil without one), a the index of its first argument.
+-- Contribution i's fields (id, member, xp, skill count, then each skill's id and score) are
+-- read where they lie, one contribution after the other: no table per contribution or skill.
+local function award(idem, a)
   local caller, platform, now_ms, now_iso = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local digest, keyed = ARGV[a + 4], ARGV[a + 5] == '1'
+  local digest, n, first = ARGV[a + 4], num(ARGV[a + 5]), a + 6
   local denied = gate(caller, platform)
   if denied then return denied end
-  if keyed then
+  if idem then
     local held = call('GET', idem)
     if held then
       local nl = string.find(held, '\n', 1, true)
       if nl and string.sub(held, 1, nl - 1) == digest then
-        return {'REPLAY', string.sub(held, nl + 1)}
+        return 'REPLAY ' .. string.sub(held, nl + 1)
       end
       return fail('CONFLICT', 'The idempotencyKey was used for another request.')
     end
   end
-  -- The fields are read where they lie: no table per contribution or skill.
   known()
   local p = first
   for i = 1, n do
     if not member_entry[member_at[ARGV[p + 1]]] then
       return fail('INVALID', (i - 1) .. ' member is not a member of this entity.')
     end
-    for j = 1, num(ARGV[p + 3]) do
+    local ns = num(ARGV[p + 3])
+    for j = 1, ns do
       if not skill_entry[skill_at[ARGV[p + 2 + 2 * j]]] then
         return fail('INVALID', (i - 1) .. ' skills[' .. (j - 1) ..
           '].skillId is not a skill of this entity.')
       end
     end
-    p = next_field(p)
+    p = p + 4 + 2 * ns
   end
+  local f = p -- the first record; the events follow the records
   -- Awards per member and minute: a counter per member that expires a minute after the first
   -- award it counts (a fixed window), in the entity's slot.
   local counts = {}
@@ -317,7 +298,7 @@ local function award(w)
     for _ = 1, n do
       local m = ARGV[p + 1]
       counts[m] = (counts[m] or 0) + 1
-      p = next_field(p)
+      p = p + 4 + 2 * num(ARGV[p + 3])
     end
     for m, c in pairs(counts) do
       local used = used_of[m]
@@ -334,17 +315,17 @@ local function award(w)
   end
   local stamp = stamp_of(now_ms)
   -- one contribution (most awards) needs no table: its member is the one touched
-  local out, touched, order, xp_of, xp_one
-  if n > 1 then out, touched, order, xp_of = {}, {}, {}, {} end
+  local touched, order, xp_of, xp_one
+  if n > 1 then touched, order, xp_of = {}, {}, {} end
   p = first
   for i = 1, n do
-    local id, m, xp, record = ARGV[p], ARGV[p + 1], ARGV[p + 2], ARGV[f + i - 1]
+    local id, m, xp, ns = ARGV[p], ARGV[p + 1], ARGV[p + 2], num(ARGV[p + 3])
     local r = #records
-    records[r + 1], records[r + 2] = id, record
+    records[r + 1], records[r + 2] = id, ARGV[f + i - 1]
     call('ZADD', E .. ':contribs:of:' .. m, '0', stamp .. id)
     local pk, after = prog_key(E, m), nil
     if xp ~= '0' then after = progress(pk, m, 'xp', 'xp', xp) end
-    for j = 1, num(ARGV[p + 3]) do
+    for j = 1, ns do
       local sid = ARGV[p + 2 + 2 * j]
       local sf = sfield_of[sid]
       if not sf then
@@ -357,7 +338,6 @@ local function award(w)
     call('XADD', EVENTS, 'MAXLEN', '~', maxlen, '*', 'type', 'contribution.added', 'at',
       now_iso, 'actor', caller, 'data', ARGV[f + n + i - 1])
     if n > 1 then
-      out[i] = record
       if after then xp_of[m] = after end
       if not touched[m] then
         touched[m] = true
@@ -366,17 +346,14 @@ local function award(w)
     else
       xp_one = after
     end
-    p = next_field(p)
+    p = p + 4 + 2 * ns
   end
   -- Levels newly reached by the members this award touched, in level order (XP, then id),
   -- judged on the progression template (_prelude.lua).
-  local answer
   if n > 1 then
     for _, m in ipairs(order) do judge_levels(m, xp_of[m], now_ms, now_iso, caller) end
-    answer = '[' .. table.concat(out, ',') .. ']'
   else
     judge_levels(ARGV[first + 1], xp_one, now_ms, now_iso, caller)
-    answer = '[' .. ARGV[f] .. ']'
   end
   for m, c in pairs(counts) do
     local rk = rate_key(m)
@@ -385,23 +362,23 @@ local function award(w)
     -- a counter INCRBY made just now (none is ever left without its expiry)
     if v == c then call('PEXPIRE', rk, '60000') end
   end
-  if keyed then
+  if idem then
+    local answer = n == 1 and '[' .. ARGV[f] .. ']' or
+      '[' .. table.concat(ARGV, ',', f, f + n - 1) .. ']'
     call('SET', idem, digest .. '\n' .. answer, 'EX', 86400)
   end
-  return {'OK', answer}
+  return 'OK'
 end
 
--- The awards' places in ARGV, and the members and skills they name.
-local awards = {}
+-- The members and skills the awards name, and the members named more than once.
 local k, a = 10, 4
-for i = 1, num(ARGV[3]) do
-  local nkeys, nargs = num(ARGV[a]), num(ARGV[a + 1])
-  local b = a + 2
-  local n, f = num(ARGV[b + 6]), b + 7
-  for _ = 1, n do
+for _ = 1, num(ARGV[3]) do
+  local nargs = num(ARGV[a + 1])
+  local f = a + 8
+  for _ = 1, num(ARGV[a + 7]) do
     local m = ARGV[f + 1]
     if member_at[m] then
-      repeated = true
+      twice[m] = true
     else
       local at = #members_named + 1
       members_named[at], member_at[m] = m, at
@@ -416,11 +393,15 @@ for i = 1, num(ARGV[3]) do
     end
     f = f + 4 + 2 * ns
   end
-  awards[i] = {KEYS[k], b, n, b + 7, f}
-  k, a = k + nkeys, b + nargs
+  a = a + 2 + nargs
 end
 
 local replies = {}
-for i, w in ipairs(awards) do replies[i] = award(w) end
+a = 4
+for i = 1, num(ARGV[3]) do
+  local nkeys, nargs = num(ARGV[a]), num(ARGV[a + 1])
+  replies[i] = award(nkeys > 0 and KEYS[k] or nil, a + 2)
+  k, a = k + nkeys, a + 2 + nargs
+end
 flush()
 return replies
