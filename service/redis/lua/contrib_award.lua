@@ -120,10 +120,10 @@ end
 -- the member's prog hash; each is recorded with its time and a level.reached event. A level
 -- whose XP the member has not reached cannot be newly reached: most awards reach none, and
 -- then the hash is not read at all; nor its scores when those levels are reached already.
-local function judge_levels(m, xp, now_ms, now_iso, caller)
+local function judge_levels(pk, m, xp, now_ms, now_iso, caller)
   local levels = levels_of_template()
-  if #levels == 0 then return end
-  local pk = prog_key(E, m)
+  -- most awards leave the member below the next level's XP: nothing to build or read then
+  if not levels[1] or (xp and levels[1][2] > xp) then return end
   local open, asked = {}, false
   if not xp then
     -- XP not known (scores alone were awarded): the XP and whether each level still open in
@@ -206,8 +206,8 @@ local records, gone, added, board_list = {}, {}, {}, {}
 local twice = {}
 local function progress(pk, m, field, by, delta)
   local after = call('HINCRBY', pk, field, delta)
-  local before = after - num(delta)
-  local lb = board(by)
+  local before = after - (nums[delta] or num(delta))
+  local lb = board_of[by] or board(by)
   if twice[m] then
     if before > 0 then call('ZREM', lb, lb_member(before, m)) end
     if after > 0 then call('ZADD', lb, '0', lb_member(after, m)) end
@@ -292,8 +292,9 @@ local function award(idem, a)
   local f = p -- the first record; the events follow the records
   -- Awards per member and minute: a counter per member that expires a minute after the first
   -- award it counts (a fixed window), in the entity's slot.
-  local counts = {}
+  local counts
   if per_minute > 0 then
+    counts = {}
     p = first
     for _ = 1, n do
       local m = ARGV[p + 1]
@@ -315,11 +316,12 @@ local function award(idem, a)
   end
   local stamp = stamp_of(now_ms)
   -- one contribution (most awards) needs no table: its member is the one touched
-  local touched, order, xp_of, xp_one
+  local touched, order, xp_of, xp_one, pk_one
   if n > 1 then touched, order, xp_of = {}, {}, {} end
   p = first
   for i = 1, n do
-    local id, m, xp, ns = ARGV[p], ARGV[p + 1], ARGV[p + 2], num(ARGV[p + 3])
+    local id, m, xp = ARGV[p], ARGV[p + 1], ARGV[p + 2]
+    local ns = nums[ARGV[p + 3]] or num(ARGV[p + 3])
     local r = #records
     records[r + 1], records[r + 2] = id, ARGV[f + i - 1]
     call('ZADD', E .. ':contribs:of:' .. m, '0', stamp .. id)
@@ -344,18 +346,20 @@ local function award(idem, a)
         order[#order + 1] = m
       end
     else
-      xp_one = after
+      xp_one, pk_one = after, pk
     end
     p = p + 4 + 2 * ns
   end
   -- Levels newly reached by the members this award touched, in level order (XP, then id),
   -- judged on the progression template (_prelude.lua).
   if n > 1 then
-    for _, m in ipairs(order) do judge_levels(m, xp_of[m], now_ms, now_iso, caller) end
+    for _, m in ipairs(order) do
+      judge_levels(prog_key(E, m), m, xp_of[m], now_ms, now_iso, caller)
+    end
   else
-    judge_levels(ARGV[first + 1], xp_one, now_ms, now_iso, caller)
+    judge_levels(pk_one, ARGV[first + 1], xp_one, now_ms, now_iso, caller)
   end
-  for m, c in pairs(counts) do
+  for m, c in pairs(counts or {}) do
     local rk = rate_key(m)
     local v = call('INCRBY', rk, c)
     used_of[m] = v
