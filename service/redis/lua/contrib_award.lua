@@ -77,14 +77,16 @@ end
 
 -- What every award of the group asks the same way is asked once: the caller's role and gate,
 -- and the levels of the progression template.
-local gates = {}
+local gates = {['0'] = {}, ['1'] = {}} -- by platform ('0'/'1'), then caller
 local function gate(caller, platform)
-  local at = caller .. platform
-  if gates[at] == nil then
+  local by = gates[platform]
+  local g = by[caller]
+  if g == nil then
     local role = role_of(KEYS[2], KEYS[3], nil, caller)
-    gates[at] = write_gate(E, role, platform, 'staff') or false
+    g = write_gate(E, role, platform, 'staff') or false
+    by[caller] = g
   end
-  return gates[at] or nil
+  return g or nil
 end
 
 -- Levels by XP then id: {id column, XP, ends (ISO or ''), "<skill id> <score> ...", level id,
