@@ -63,8 +63,10 @@ local function board(by)
 end
 
 -- Runs cmd on key with the arguments in list, in pieces of at most `step` (unpack's stack
--- limit), step a multiple of `width`; returns the replies joined (for HMGET).
+-- limit; even, for lists of pairs); returns the replies joined (for HMGET).
 local function call_many(cmd, key, list, step)
+  if #list == 0 then return {} end
+  if #list <= step then return call(cmd, key, unpack(list)) end
   local out = {}
   for from = 1, #list, step do
     local r = call(cmd, key, unpack(list, from, math.min(#list, from + step - 1)))
