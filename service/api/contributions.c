@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/app.h"
+#include "core/arena.h"
 #include "auth/auth.h"
 #include "api/entity.h"
 #include "api/handlers.h"
@@ -65,8 +66,7 @@ typedef struct award_args {
     buf records, events; /* the texts back to back, split by the offsets */
     size_t rec_at[CONTRIB_MAX_BATCH + 1], ev_at[CONTRIB_MAX_BATCH + 1];
     size_t n; /* contributions read */
-    buf keys; /* the progression keys, NUL-ended, back to back */
-    size_t nkeys;
+    buf keys; /* the progression keys, NUL-ended, back to back: the read cache drops them */
 } award_args;
 
 static void award_args_free(award_args *a)
@@ -97,7 +97,6 @@ static void item_uint(award_args *a, unsigned long long v)
 static void award_key(award_args *a, const char *key, size_t len)
 {
     buf_append(&a->keys, key, len + 1);
-    a->nkeys++;
 }
 
 /* Validates one contribution `c` (fields named with `prefix`, "" or "contributions[i].") and
@@ -302,6 +301,15 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
 
 typedef struct award_state {
     bool batch;
+    /* The progression keys the award changes, NUL-ended, back to back (in the request's
+     * arena): the script builds their names itself, so they are not its KEYS, and the read
+     * cache drops them here when the answer comes. */
+    char *keys;
+    size_t keys_len;
+    /* The answer's data, the records as a JSON array: the script answers a fresh award with
+     * 'OK' alone, so Redis neither builds nor sends back what the service rendered. */
+    char *answer;
+    size_t answer_len;
 } award_state;
 
 /* 'INVALID <i> <field> <message>' from contrib_award.lua: the field as the request named it. */
@@ -325,6 +333,11 @@ static void on_award(void *data, int status, redisReply *r)
 {
     request *req = data;
     award_state *st = req->state;
+    readcache *rc = req->app->reads;
+    /* whatever the answer: a call that timed out may still have run */
+    if (rc && readcache_enabled(rc))
+        for (size_t at = 0; at < st->keys_len; at += strlen(st->keys + at) + 1)
+            readcache_invalidate(rc, st->keys + at, strlen(st->keys + at));
     if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR &&
         !strncmp(r->str, "INVALID ", 8)) {
         fail_invalid(req, st->batch, r->str + 8);
@@ -332,20 +345,21 @@ static void on_award(void *data, int status, redisReply *r)
     }
     if (respond_store_failed(req, status, r))
         return;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
-        r->element[1]->len < 2) {
+    /* 'OK', or 'REPLAY <the first answer's JSON array>' */
+    bool ok = r->type == REDIS_REPLY_STRING && r->len == 2 && !memcmp(r->str, "OK", 2);
+    bool replay = r->type == REDIS_REPLY_STRING && r->len >= 9 && !memcmp(r->str, "REPLAY ", 7);
+    if (!ok && !replay) {
         request_fail_internal(req, "contrib_award: unexpected reply");
         return;
     }
-    bool replay = !strcmp(r->element[0]->str, "REPLAY");
-    const redisReply *a = r->element[1];
+    const char *json = ok ? st->answer : r->str + 7;
+    size_t len = ok ? st->answer_len : r->len - 7;
     buf *b = respond_scratch();
     buf_append_str(b, "{\"success\":true,\"data\":");
     if (st->batch)
-        buf_append(b, a->str, a->len);
+        buf_append(b, json, len);
     else
-        buf_append(b, a->str + 1, a->len - 2); /* the one element of the array */
+        buf_append(b, json + 1, len - 2); /* the one element of the array */
     buf_append_str(b, replay ? ",\"replayed\":true}" : "}");
     respond_send(req, replay ? 200 : 201, b);
 }
@@ -452,13 +466,16 @@ void contributions_post(request *req)
     const char *args[] = {
         req->caller, auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
         now_ms,      ev.at,
-        digest,      key ? "1" : "0",
-        count};
+        digest,      count};
     size_t nshared = sizeof shared / sizeof shared[0], nargs = sizeof args / sizeof args[0];
-    size_t nkeys = 1 + aa->nkeys, argc = nshared + nkeys + nargs + aa->nitems + 2 * aa->n;
+    size_t nkeys = key ? 1 : 0, argc = nshared + nkeys + nargs + aa->nitems + 2 * aa->n;
     const char **argv = malloc(argc * sizeof *argv);
     size_t *lens = malloc(argc * sizeof *lens);
-    if (!argv || !lens) {
+    st->keys = arena_alloc(&req->pool, aa->keys.len + 1);
+    st->keys_len = aa->keys.len;
+    st->answer_len = aa->rec_at[aa->n] + aa->n + 1; /* '[', the records, a ',' or ']' after each */
+    st->answer = arena_alloc(&req->pool, st->answer_len + 1);
+    if (!argv || !lens || !st->keys || !st->answer) {
         free(argv);
         free(lens);
         award_args_free(aa);
@@ -469,9 +486,17 @@ void contributions_post(request *req)
     size_t i = 0;
     for (size_t j = 0; j < nshared; j++, i++)
         argv[i] = shared[j], lens[i] = strlen(shared[j]);
-    argv[i] = key ? idem : k.entity, lens[i] = strlen(argv[i]), i++;
-    for (size_t at = 0; at < aa->keys.len; at += lens[i] + 1, i++)
-        argv[i] = aa->keys.data + at, lens[i] = strlen(argv[i]);
+    if (key)
+        argv[i] = idem, lens[i] = strlen(idem), i++;
+    if (aa->keys.len)
+        memcpy(st->keys, aa->keys.data, aa->keys.len);
+    char *ans = st->answer;
+    *ans++ = '[';
+    for (size_t j = 0; j < aa->n; j++) {
+        memcpy(ans, aa->records.data + aa->rec_at[j], aa->rec_at[j + 1] - aa->rec_at[j]);
+        ans += aa->rec_at[j + 1] - aa->rec_at[j];
+        *ans++ = j + 1 < aa->n ? ',' : ']';
+    }
     for (size_t j = 0; j < nargs; j++, i++)
         argv[i] = args[j], lens[i] = strlen(args[j]);
     for (size_t at = 0, j = 0; j < aa->nitems; at += lens[i] + 1, j++, i++)

@@ -32,7 +32,10 @@ class AwardGroupTest(harness.ServiceTestCase):
         cls.r = cls.class_redis(extra_args=['--enable-debug-command', 'local'])
         # No read cache: its heartbeat is a PUBLISH on the store's connection, which CLIENT
         # PAUSE WRITE holds back too, and the sign-in checks behind it would time out.
+        # The per-member award limit is on (600 a minute), as in production: the group's awards
+        # count against it together.
         cls.svc = cls.class_entityd(redis=cls.r, env={'RATE_WRITES_PER_MINUTE': '0',
+                                                      'CONTRIBUTIONS_PER_MEMBER_PER_MINUTE': '600',
                                                       'REDIS_TIMEOUT_MS': '1000',
                                                       'READ_CACHE_MB': '0'})
         cls.port = cls.svc.port
@@ -222,6 +225,74 @@ class AwardGroupTest(harness.ServiceTestCase):
         records = self.check_invariants(eid, (s1, s2))
         self.assertEqual(sorted(c['title'] for c in records), sorted(['Good', first_title, 'Good too']))
         self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:prog:%s' % (eid, ms[2].address.lower())), 0)
+
+    def test_awards_to_one_member_in_one_group(self):
+        """The script leaves a group's board entries and contribution records for its end:
+        several awards to one member in one group, one of them failing its check and one a
+        replay, leave that member's boards with its final values only, reach a level once, and
+        the per-member limit counts across the group."""
+        eid, owner, admin, _, ms, (s1, s2) = self.setup_entity(3)
+        m0, m1, m2 = [m.address.lower() for m in ms]
+        ek = 'ent:{%s}' % eid
+        self.assertOk(self.req('POST', '/api/entities/%s/levels/L1/update?%s' %
+                               (eid, self.auth(owner)),
+                               {'name': 'Level one', 'description': '', 'skillIds': [s1],
+                                'scores': [5], 'endsAt': '', 'XP': 10}), 201)
+        self.assertOk(self.req('POST', self.path(owner, eid), {
+            'member': m0, 'title': 'Seed', 'xp': 4, 'skills': [{'skillId': s1, 'score': 2}]}), 201)
+        # m2 has two awards left this minute (CONTRIBUTIONS_PER_MEMBER_PER_MINUTE: 600)
+        self.r.cli('SET', '%s:awards:%s' % (ek, m2), '598', 'PX', '60000')
+        key = 'same-%s' % uuid.uuid4().hex[:8]
+        keyed = {'member': m0, 'title': 'Keyed', 'xp': 5, 'idempotencyKey': key,
+                 'skills': [{'skillId': s1, 'score': 1}]}
+        calls = [
+            (self.path(owner, eid), {'member': m0, 'title': 'A',
+                                     'skills': [{'skillId': s1, 'score': 2}]}),
+            (self.path(admin, eid), {'member': m0, 'title': 'Unknown skill', 'xp': 50,
+                                     'skills': [{'skillId': 's-' + str(uuid.uuid4()),
+                                                 'score': 9}]}),
+            (self.path(owner, eid), {'contributions': [
+                {'member': m0, 'title': 'B0', 'xp': 0, 'skills': [{'skillId': s2, 'score': 3}]},
+                {'member': m1, 'title': 'B1', 'skills': [{'skillId': s1, 'score': 1}]}]}),
+            (self.path(owner, eid), keyed),
+            (self.path(owner, eid), keyed),
+        ] + [(self.path(admin, eid), {'member': m2, 'title': 'Rate %d' % i, 'xp': 1})
+             for i in range(3)]
+        got = self.answers(self.one_turn(calls))
+        self.assertEqual(self.evalshas(), 1)
+        self.assertEqual([s for s, _ in got[:3]], [201, 400, 201], got)
+        self.assertEqual(got[1][1]['error']['field'], 'skills[0].skillId')
+        self.assertEqual(sorted(s for s, _ in got[3:5]), [200, 201], got[3:5])
+        self.assertEqual(got[3][1]['data'], got[4][1]['data'])
+        self.assertEqual(sorted(s for s, _ in got[5:]), [201, 201, 429], got[5:])
+        self.assertEqual(self.r.cli('GET', '%s:awards:%s' % (ek, m2)), b'600')
+        ttl = int(self.r.cli('PTTL', '%s:awards:%s' % (ek, m2)))
+        self.assertTrue(0 < ttl <= 60000, ttl)
+
+        def prog(m):
+            flat = self.r.cli('HGETALL', '%s:prog:%s' % (ek, m)) or []
+            return {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+        p0 = prog(m0)
+        self.assertEqual((p0['xp'], p0['s:' + s1], p0['s:' + s2]), ('11', '5', '3'))
+        self.assertIn('r:L1', p0)
+        self.assertEqual(prog(m1), {'xp': '1', 's:' + s1: '1'})
+        # each board lists each member once, with its final value
+        for by, want in (('xp', {m0: 11, m1: 1, m2: 2}), (s1, {m0: 5, m1: 1}), (s2, {m0: 3})):
+            board = ek + (':lb:xp' if by == 'xp' else ':lb:s:' + by)
+            entries = sorted(e.decode() for e in self.r.cli('ZRANGE', board, 0, -1))
+            self.assertEqual(entries, sorted('%016d:%s' % (9999999999999999 - v, m)
+                                             for m, v in want.items()), by)
+        reached = []
+        for _id, f in self.r.cli('XRANGE', ek + ':events', '-', '+') or []:
+            f = {f[i].decode(): f[i + 1].decode() for i in range(0, len(f), 2)}
+            if f['type'] == 'level.reached':
+                reached.append(json.loads(f['data']))
+        self.assertEqual(reached, [{'member': m0, 'level': 'L1'}])
+        records = self.check_invariants(eid, (s1, s2))
+        self.assertEqual(sorted(c['title'] for c in records),
+                         sorted(['A', 'B0', 'B1', 'Keyed', 'Seed'] +
+                                [b['title'] for (_, b), (s, _) in zip(calls[5:], got[5:])
+                                 if s == 201]))
 
     def test_clients_reset_while_their_grouped_answers_are_owed(self):
         eid, owner, admin, _, ms, (s1, s2) = self.setup_entity(CALLS)

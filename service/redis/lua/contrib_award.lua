@@ -3,14 +3,13 @@
 -- service/redis/group.h): they run one after the other, and each gets the answer it would
 -- have had alone.
 -- KEYS: the group's: entity, owners, admins, members, skills, contribs, skill order, level
--- order, XP board; then each award's: its idempotency key (the entity key when the request has
--- none), then the progression keys it changes (each member's prog hash, each skill's board):
--- declared so that the read cache drops them as soon as the answer is in; the script builds the
--- same names (prog_key, lb_key).
+-- order, XP board; then each award's idempotency key, when the request has one. The
+-- progression keys an award changes (each member's prog hash, each board) are built here
+-- (prog_key, lb_key) and dropped from the read cache by the service when the answer comes.
 -- ARGV: the group's: events_max, the most contributions one member may receive per minute ('0':
 -- no limit; past it 'RATE <seconds> <message>', nothing written); the number of awards; then
--- each award's key count, argument count and arguments: caller, platform, now (ms), now (ISO),
--- request digest ('' without a key), idempotency key used ('1'/'0'), the number of
+-- each award's key count (1 with an idempotency key, else 0), argument count and arguments:
+-- caller, platform, now (ms), now (ISO), request digest ('' without a key), the number of
 -- contributions, then each contribution's fields, one argument each: id, member, xp ('0':
 -- none), skill count, then each skill's id and score (numbers as strings, validated by the
 -- service; no JSON to decode), then each contribution's Contribution JSON as the API returns
@@ -18,35 +17,88 @@
 -- built here).
 -- Every check of an award runs before its first write. Errors: 'INVALID <i> <field> <message>'
 -- (i the contribution's index; the service names the field in the request's form), CONFLICT
--- (the key was used for another request). Answers one reply per award: {'OK', Contribution
--- JSONs as a JSON array}, {'REPLAY', the first answer's JSON array} or the error.
+-- (the key was used for another request). Answers one reply per award, each a string (a table
+-- costs Redis several lookups to send back): 'OK' (the service answers with the records it
+-- rendered: '[' .. the records joined by ',' .. ']', what the idempotency key stores), or
+-- 'REPLAY <the first answer's JSON array>', or the error.
 -- Progress, leaderboards and events: keys.h.
+--
+-- What it costs Redis beyond its commands is mostly per redis.call and per string made (each
+-- new string is hashed whole): so each key name is built once a call, each number parsed once,
+-- what all the awards of the call ask of the same hash is asked in one command, and the writes
+-- nothing in the call reads back (the contribution records, the board entries) go out once, at
+-- the end, as variadic commands whose result is what the awards one by one would have left.
 -- KEYS and ARGV are read hundreds of times a call: as locals they are upvalues of the
 -- functions below, not a global table's fields.
 local KEYS, ARGV = KEYS, ARGV
+local call = redis.call
 local moving = moving_guard(KEYS[1])
 if moving then return moving end
 local E, maxlen, per_minute = KEYS[1], ARGV[1], tonumber(ARGV[2]) or 0
+local EVENTS = E .. ':events'
+
+-- Numbers as parsed once a call: tonumber is a strtod, and the same few counts and scores come
+-- back in every award.
+local nums = {}
+local function num(s)
+  local v = nums[s]
+  if v == nil then
+    v = tonumber(s)
+    nums[s] = v
+  end
+  return v
+end
+
+-- Key names and fields per skill and board, and the members' rate counters, built once a call
+-- (a member's prog hash and index keys are built once an award: most calls award each member
+-- once).
+local rate_of, sfield_of, board_of = {}, {}, {}
+local function board(by)
+  local k = board_of[by]
+  if not k then
+    k = lb_key(E, by)
+    board_of[by] = k
+  end
+  return k
+end
+
+-- Runs cmd on key with the arguments in list, in pieces of at most `step` (unpack's stack
+-- limit; even, for lists of pairs); returns the replies joined (for HMGET).
+local function call_many(cmd, key, list, step)
+  if #list == 0 then return {} end
+  if #list <= step then return call(cmd, key, unpack(list)) end
+  local out = {}
+  for from = 1, #list, step do
+    local r = call(cmd, key, unpack(list, from, math.min(#list, from + step - 1)))
+    if type(r) == 'table' then
+      for i = 1, #r do out[#out + 1] = r[i] end
+    end
+  end
+  return out
+end
 
 -- What every award of the group asks the same way is asked once: the caller's role and gate,
 -- and the levels of the progression template.
-local gates = {}
+local gates = {['0'] = {}, ['1'] = {}} -- by platform ('0'/'1'), then caller
 local function gate(caller, platform)
-  local at = caller .. platform
-  if gates[at] == nil then
+  local by = gates[platform]
+  local g = by[caller]
+  if g == nil then
     local role = role_of(KEYS[2], KEYS[3], nil, caller)
-    gates[at] = write_gate(E, role, platform, 'staff') or false
+    g = write_gate(E, role, platform, 'staff') or false
+    by[caller] = g
   end
-  return gates[at] or nil
+  return g or nil
 end
 
--- Levels by XP then id: {id column, XP, ends (ISO or ''), "<skill id> <score> ...", level id}. The lines are
--- found and cut by plain searches: a pattern tried at every byte of the template (kilobytes:
--- every level lists its skills) cost an award about 6% more in Redis.
+-- Levels by XP then id: {id column, XP, ends (ISO or ''), "<skill id> <score> ...", level id,
+-- reachedAt field}. The lines are found and cut by plain searches: a pattern tried at every
+-- byte of the template (kilobytes: every level lists its skills) cost an award about 6% more in
+-- Redis.
 local all_levels
 local function levels_of_template()
   if all_levels then return all_levels end
-  local tpl = redis.call('HGET', E, 'progtpl') or progtpl_build(KEYS[7], KEYS[8])
+  local tpl = call('HGET', E, 'progtpl') or progtpl_build(KEYS[7], KEYS[8])
   all_levels = {}
   local at = string.sub(tpl, 1, 2) == 'L\t' and 0 or string.find(tpl, '\nL\t', 1, true)
   while at do
@@ -61,7 +113,7 @@ local function levels_of_template()
       local col = string.sub(tpl, at + 3, t1 - 1)
       all_levels[#all_levels + 1] = {col,
         tonumber(string.sub(tpl, t1 + 1, t2 - 1)) or 0, string.sub(tpl, t2 + 1, t3 - 1),
-        string.sub(tpl, t4 + 1, eol - 1), string.match(col, '^[^:]*')}
+        string.sub(tpl, t4 + 1, eol - 1), string.match(col, '^[^:]*'), 'r:' .. col}
     end
     at = string.find(tpl, '\nL\t', eol, true)
   end
@@ -72,34 +124,59 @@ end
 -- the member's prog hash; each is recorded with its time and a level.reached event. A level
 -- whose XP the member has not reached cannot be newly reached: most awards reach none, and
 -- then the hash is not read at all; nor its scores when those levels are reached already.
-local function judge_levels(m, xp, now_ms, now_iso, caller)
+local function judge_levels(pk, m, xp, now_ms, now_iso, caller)
   local levels = levels_of_template()
-  local pk = prog_key(E, m)
-  if not xp then xp = tonumber(redis.call('HGET', pk, 'xp') or '0') end
-  local open = {}
-  for _, lv in ipairs(levels) do
-    if lv[2] > xp then break end -- levels are in XP order
-    if not (lv[3] ~= '' and lv[3] <= now_iso) then open[#open + 1] = lv end
+  -- most awards leave the member below the next level's XP: nothing to build or read then
+  if not levels[1] or (xp and levels[1][2] > xp) then return end
+  local open, asked = {}, false
+  if not xp then
+    -- XP not known (scores alone were awarded): the XP and whether each level still open in
+    -- time was reached come in one read
+    local live, names = {}, {'xp'}
+    for _, lv in ipairs(levels) do
+      if not (lv[3] ~= '' and lv[3] <= now_iso) then
+        live[#live + 1] = lv
+        names[#names + 1] = lv[6]
+      end
+    end
+    if #live == 0 then return end
+    if #live <= 64 then
+      local got = call('HMGET', pk, unpack(names))
+      xp = tonumber(got[1] or '0')
+      for i, lv in ipairs(live) do
+        if lv[2] > xp then break end -- levels are in XP order
+        if not got[i + 1] then open[#open + 1] = lv end
+      end
+      asked = true
+    else
+      xp = tonumber(call('HGET', pk, 'xp') or '0')
+    end
+  end
+  if not asked then
+    for _, lv in ipairs(levels) do
+      if lv[2] > xp then break end -- levels are in XP order
+      if not (lv[3] ~= '' and lv[3] <= now_iso) then open[#open + 1] = lv end
+    end
+    if #open == 0 then return end
+    -- A member between two levels has reached every level its XP meets: asking only whether
+    -- it has reached them (a missing field is false) spares reading its scores.
+    if #open <= 64 then
+      local names = {}
+      for i, lv in ipairs(open) do names[i] = lv[6] end
+      local got = call('HMGET', pk, unpack(names))
+      local todo = {}
+      for i, lv in ipairs(open) do
+        if not got[i] then todo[#todo + 1] = lv end
+      end
+      open = todo
+    end
   end
   if #open == 0 then return end
-  -- A member between two levels has reached every level its XP meets: asking only whether it
-  -- has reached them (a missing field is false) spares reading its scores.
-  if #open <= 64 then
-    local names = {}
-    for i, lv in ipairs(open) do names[i] = 'r:' .. lv[1] end
-    local got = redis.call('HMGET', pk, unpack(names))
-    local todo = {}
-    for i, lv in ipairs(open) do
-      if not got[i] then todo[#todo + 1] = lv end
-    end
-    if #todo == 0 then return end
-    open = todo
-  end
-  local flat = redis.call('HGETALL', pk)
+  local flat = call('HGETALL', pk)
   local have = {}
   for i = 1, #flat, 2 do have[flat[i]] = flat[i + 1] end
   for _, lv in ipairs(open) do
-    if not have['r:' .. lv[1]] then
+    if not have[lv[6]] then
       local reached = true
       for sid, score in string.gmatch(lv[4], '(%S+) (%S+)') do
         if tonumber(have['s:' .. sid] or '0') < tonumber(score) then
@@ -108,7 +185,7 @@ local function judge_levels(m, xp, now_ms, now_iso, caller)
         end
       end
       if reached then
-        redis.call('HSET', pk, 'r:' .. lv[1], now_ms)
+        call('HSET', pk, lv[6], now_ms)
         emit(E, maxlen, 'level.reached', now_iso, caller, '{"member":' .. jstr(m) ..
           ',"level":' .. jstr(lv[5]) .. '}')
       end
@@ -125,97 +202,214 @@ local function stamp_of(now_ms)
   return last_stamp
 end
 
--- One award: idem is its idempotency key, a the index of its first argument.
+-- The writes left for the end of the call. records: the contribs hash's fields and values.
+-- gone[board], added[board]: the entries to take off and put on each board, for members the
+-- call awards once: their value before the award and after it, as prog_add would have moved
+-- them. A member awarded more than once in the call (twice[m]) moves in place, award by award.
+local records, gone, added, board_list = {}, {}, {}, {}
+local twice = {}
+local function progress(pk, m, field, by, delta)
+  local after = call('HINCRBY', pk, field, delta)
+  local before = after - (nums[delta] or num(delta))
+  local lb = board_of[by] or board(by)
+  if twice[m] then
+    if before > 0 then call('ZREM', lb, lb_member(before, m)) end
+    if after > 0 then call('ZADD', lb, '0', lb_member(after, m)) end
+    return after
+  end
+  local g, d = gone[lb], added[lb]
+  if not g then
+    g, d = {}, {}
+    gone[lb], added[lb] = g, d
+    board_list[#board_list + 1] = lb
+  end
+  if before > 0 then g[#g + 1] = lb_member(before, m) end
+  if after > 0 then
+    local i = #d
+    d[i + 1], d[i + 2] = '0', lb_member(after, m)
+  end
+  return after
+end
+
+local function flush()
+  if #records > 0 then call_many('HSET', KEYS[6], records, 4000) end
+  for _, lb in ipairs(board_list) do
+    if #gone[lb] > 0 then call_many('ZREM', lb, gone[lb], 4000) end
+    if #added[lb] > 0 then call_many('ZADD', lb, added[lb], 4000) end
+  end
+end
+
+-- Whether each member and skill the call names is the entity's: one read of each hash for the
+-- whole call (no award changes either), made when the first award gets past its gate.
+-- member_at[m], skill_at[s]: the name's place in the list read.
+local members_named, skills_named, member_at, skill_at = {}, {}, {}, {}
+local member_entry, skill_entry
+local function known()
+  if member_entry then return end
+  member_entry = call_many('HMGET', KEYS[4], members_named, 2000)
+  skill_entry = call_many('HMGET', KEYS[5], skills_named, 2000)
+end
+
+local used_of = {} -- each member's count of awards this minute, as read or written this call
+local function rate_key(m)
+  local k = rate_of[m]
+  if not k then
+    k = E .. ':awards:' .. m
+    rate_of[m] = k
+  end
+  return k
+end
+
+-- One award: idem its idempotency key (nil without one), a the index of its first argument.
+-- Contribution i's fields (id, member, xp, skill count, then each skill's id and score) are
+-- read where they lie, one contribution after the other: no table per contribution or skill.
 local function award(idem, a)
   local caller, platform, now_ms, now_iso = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local digest, keyed = ARGV[a + 4], ARGV[a + 5] == '1'
+  local digest, n, first = ARGV[a + 4], num(ARGV[a + 5]), a + 6
   local denied = gate(caller, platform)
   if denied then return denied end
-  if keyed then
-    local held = redis.call('GET', idem)
+  if idem then
+    local held = call('GET', idem)
     if held then
       local nl = string.find(held, '\n', 1, true)
       if nl and string.sub(held, 1, nl - 1) == digest then
-        return {'REPLAY', string.sub(held, nl + 1)}
+        return 'REPLAY ' .. string.sub(held, nl + 1)
       end
       return fail('CONFLICT', 'The idempotencyKey was used for another request.')
     end
   end
-  -- Contribution i's fields start at ARGV[at[i]]: id, member, xp, skill count, then each
-  -- skill's id and score. They are read where they lie: no table per contribution or skill.
-  local n, at, f = tonumber(ARGV[a + 6]), {}, a + 7
+  known()
+  local p = first
   for i = 1, n do
-    at[i] = f
-    f = f + 4 + 2 * tonumber(ARGV[f + 3])
-  end
-  -- f is now the first record; the events follow the records.
-  for i = 1, n do
-    local p = at[i]
-    if redis.call('HEXISTS', KEYS[4], ARGV[p + 1]) == 0 then
+    if not member_entry[member_at[ARGV[p + 1]]] then
       return fail('INVALID', (i - 1) .. ' member is not a member of this entity.')
     end
-    for j = 1, tonumber(ARGV[p + 3]) do
-      if redis.call('HEXISTS', KEYS[5], ARGV[p + 2 + 2 * j]) == 0 then
+    local ns = num(ARGV[p + 3])
+    for j = 1, ns do
+      if not skill_entry[skill_at[ARGV[p + 2 + 2 * j]]] then
         return fail('INVALID', (i - 1) .. ' skills[' .. (j - 1) ..
           '].skillId is not a skill of this entity.')
       end
     end
+    p = p + 4 + 2 * ns
   end
+  local f = p -- the first record; the events follow the records
   -- Awards per member and minute: a counter per member that expires a minute after the first
   -- award it counts (a fixed window), in the entity's slot.
-  local counts = {}
+  local counts
   if per_minute > 0 then
-    for i = 1, n do
-      local m = ARGV[at[i] + 1]
+    counts = {}
+    p = first
+    for _ = 1, n do
+      local m = ARGV[p + 1]
       counts[m] = (counts[m] or 0) + 1
+      p = p + 4 + 2 * num(ARGV[p + 3])
     end
-    for m, n in pairs(counts) do
-      local used = tonumber(redis.call('GET', E .. ':awards:' .. m) or '0')
-      if used + n > per_minute then
-        local ttl = redis.call('PTTL', E .. ':awards:' .. m)
+    for m, c in pairs(counts) do
+      local used = used_of[m]
+      if used == nil then
+        used = tonumber(call('GET', rate_key(m)) or '0')
+        used_of[m] = used
+      end
+      if used + c > per_minute then
+        local ttl = call('PTTL', rate_key(m))
         return fail('RATE', math.max(1, math.ceil(ttl / 1000)) .. ' ' .. m ..
           ' may receive at most ' .. per_minute .. ' contributions per minute.')
       end
     end
   end
   local stamp = stamp_of(now_ms)
-  local out, touched, order, xp_of = {}, {}, {}, {}
+  -- one contribution (most awards) needs no table: its member is the one touched
+  local touched, order, xp_of, xp_one, pk_one
+  if n > 1 then touched, order, xp_of = {}, {}, {} end
+  p = first
   for i = 1, n do
-    local p = at[i]
-    local id, m, xp, record = ARGV[p], ARGV[p + 1], ARGV[p + 2], ARGV[f + i - 1]
-    redis.call('HSET', KEYS[6], id, record)
-    redis.call('ZADD', E .. ':contribs:of:' .. m, '0', stamp .. id)
-    if xp ~= '0' then xp_of[m] = prog_add(E, m, 'xp', 'xp', xp) end
-    for j = 1, tonumber(ARGV[p + 3]) do
+    local id, m, xp = ARGV[p], ARGV[p + 1], ARGV[p + 2]
+    local ns = nums[ARGV[p + 3]] or num(ARGV[p + 3])
+    local r = #records
+    records[r + 1], records[r + 2] = id, ARGV[f + i - 1]
+    call('ZADD', E .. ':contribs:of:' .. m, '0', stamp .. id)
+    local pk, after = prog_key(E, m), nil
+    if xp ~= '0' then after = progress(pk, m, 'xp', 'xp', xp) end
+    for j = 1, ns do
       local sid = ARGV[p + 2 + 2 * j]
-      prog_add(E, m, 's:' .. sid, sid, ARGV[p + 3 + 2 * j])
+      local sf = sfield_of[sid]
+      if not sf then
+        sf = 's:' .. sid
+        sfield_of[sid] = sf
+      end
+      progress(pk, m, sf, sid, ARGV[p + 3 + 2 * j])
     end
-    emit(E, maxlen, 'contribution.added', now_iso, caller, ARGV[f + n + i - 1])
-    out[i] = record
-    if not touched[m] then
-      touched[m] = true
-      order[#order + 1] = m
+    -- emit's command, with the events key built once a call
+    call('XADD', EVENTS, 'MAXLEN', '~', maxlen, '*', 'type', 'contribution.added', 'at',
+      now_iso, 'actor', caller, 'data', ARGV[f + n + i - 1])
+    if n > 1 then
+      if after then xp_of[m] = after end
+      if not touched[m] then
+        touched[m] = true
+        order[#order + 1] = m
+      end
+    else
+      xp_one, pk_one = after, pk
     end
+    p = p + 4 + 2 * ns
   end
   -- Levels newly reached by the members this award touched, in level order (XP, then id),
   -- judged on the progression template (_prelude.lua).
-  for _, m in ipairs(order) do judge_levels(m, xp_of[m], now_ms, now_iso, caller) end
-  for m, c in pairs(counts) do
-    local rk = E .. ':awards:' .. m
-    redis.call('INCRBY', rk, c)
-    if redis.call('PTTL', rk) < 0 then redis.call('PEXPIRE', rk, 60000) end
+  if n > 1 then
+    for _, m in ipairs(order) do
+      judge_levels(prog_key(E, m), m, xp_of[m], now_ms, now_iso, caller)
+    end
+  else
+    judge_levels(pk_one, ARGV[first + 1], xp_one, now_ms, now_iso, caller)
   end
-  local answer = '[' .. table.concat(out, ',') .. ']'
-  if keyed then
-    redis.call('SET', idem, digest .. '\n' .. answer, 'EX', 86400)
+  for m, c in pairs(counts or {}) do
+    local rk = rate_key(m)
+    local v = call('INCRBY', rk, c)
+    used_of[m] = v
+    -- a counter INCRBY made just now (none is ever left without its expiry)
+    if v == c then call('PEXPIRE', rk, '60000') end
   end
-  return {'OK', answer}
+  if idem then
+    local answer = n == 1 and '[' .. ARGV[f] .. ']' or
+      '[' .. table.concat(ARGV, ',', f, f + n - 1) .. ']'
+    call('SET', idem, digest .. '\n' .. answer, 'EX', 86400)
+  end
+  return 'OK'
 end
 
-local replies, k, a = {}, 10, 4
-for i = 1, tonumber(ARGV[3]) do
-  local nkeys, nargs = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  replies[i] = award(KEYS[k], a + 2)
+-- The members and skills the awards name, and the members named more than once.
+local k, a = 10, 4
+for _ = 1, num(ARGV[3]) do
+  local nargs = num(ARGV[a + 1])
+  local f = a + 8
+  for _ = 1, num(ARGV[a + 7]) do
+    local m = ARGV[f + 1]
+    if member_at[m] then
+      twice[m] = true
+    else
+      local at = #members_named + 1
+      members_named[at], member_at[m] = m, at
+    end
+    local ns = num(ARGV[f + 3])
+    for j = 1, ns do
+      local sid = ARGV[f + 2 + 2 * j]
+      if not skill_at[sid] then
+        local at = #skills_named + 1
+        skills_named[at], skill_at[sid] = sid, at
+      end
+    end
+    f = f + 4 + 2 * ns
+  end
+  a = a + 2 + nargs
+end
+
+local replies = {}
+a = 4
+for i = 1, num(ARGV[3]) do
+  local nkeys, nargs = num(ARGV[a]), num(ARGV[a + 1])
+  replies[i] = award(nkeys > 0 and KEYS[k] or nil, a + 2)
   k, a = k + nkeys, a + 2 + nargs
 end
+flush()
 return replies
