@@ -144,11 +144,11 @@ static void on_cursor_saved(void *data, int status, redisReply *r)
         return;
     }
     bf.state = BF_IDLE;
-    /* A pause of twice the step's time: the backfill works a third of the time at most, so
-     * that the requests keep most of Redis (a step costs Redis about 40% of a core while it
-     * runs, bench/RESULTS.md). */
+    /* A pause of four times the step's time: the backfill works a fifth of the time at most,
+     * so that the requests keep most of Redis and of the machine (at twice, 100,000 entities
+     * took Redis 22% of a core and serving fell to 0.71x on 2 CPUs, bench/RESULTS.md). */
     uint64_t took = uv_now(bf.a->loop) - bf.step_started;
-    schedule(took > 0 ? 2 * took : 1);
+    schedule(took > 0 ? 4 * took : 1);
 }
 
 static void step_done(void)
