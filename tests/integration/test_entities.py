@@ -187,6 +187,17 @@ def stats_delta(before, after):
     return {k: v for k, v in d.items() if v and k not in ('info', 'publish')}
 
 
+def wait_redis_quiet(r, what):
+    """Until Redis ran no command between two looks 0.2 s apart: the index writes a write sends
+    after its answer (CONTRACT section 9) have landed, and will not count in the next read."""
+    quiet = []
+
+    def settled():
+        quiet.append(commandstats(r))
+        return len(quiet) > 1 and not stats_delta(quiet[-2], quiet[-1])
+    harness.wait_for(settled, scaled(10), interval=0.2, what=what)
+
+
 def parse_member_record(rec):
     """(addedAt ISO, chain, addedBy) of a :members hash value: a member entry,
     "<addedAt ms, 16 digits>:<address>:<addedBy>:<chain>", or the first format's
@@ -1527,12 +1538,7 @@ class EntityApiTest(EntityCase):
         self.assertOk(self.update(c['owner'], eid, self.owners(), public=False))
         # The update's index drops (CONTRACT §9: the directory entry of an entity no longer
         # public) are sent after its answer; let them land before counting the next read.
-        quiet = []
-
-        def settled():
-            quiet.append(commandstats(self.r))
-            return len(quiet) > 1 and not stats_delta(quiet[-2], quiet[-1])
-        harness.wait_for(settled, scaled(10), interval=0.2, what="the update's index drops")
+        wait_redis_quiet(self.r, "the update's index drops")
         resp, private = cost(lambda: self.get_entity(eid, c['member']))
         self.assertOk(resp)
         self.assertEqual(private, {'exists': 1, 'hmget': 2, 'multi': 1, 'sismember': 2,
@@ -1709,6 +1715,7 @@ class ReadCacheTest(EntityCase):
         # A write through this instance: its own next read is the new entity, read again
         # tracked (CLIENT CACHING in front of the HMGET; the revocation check still cached).
         self.assertOk(self.update(c['owner'], eid, [c['owner'].address], name='Renamed'))
+        wait_redis_quiet(self.r, "the update's index writes")
         resp, after = self.cost(lambda: self.get_entity(eid, c['reader']))
         self.assertEqual(self.assertOk(resp)['data']['name'], 'Renamed')
         self.assertEqual(after, {'client|caching': 1, 'hmget': 1}, after)
@@ -1716,6 +1723,7 @@ class ReadCacheTest(EntityCase):
         self.assertOk(self.force_add(eid, c['owner'], [rand_addr()]))
         for _ in range(2):
             self.assertOk(self.users(eid, c['reader']))
+        wait_redis_quiet(self.r, "the force-add's index writes")
         resp, page = self.cost(lambda: self.users(eid, c['reader']))
         self.assertEqual(len(self.assertOk(resp)['users']), 1)
         self.assertEqual(page, {})
