@@ -1790,6 +1790,13 @@ class ReadCacheTest(EntityCase):
         def subscribers():
             return set(re.findall(r'^id=(\d+) ', rcli(self.r, 'CLIENT', 'LIST', 'TYPE', 'pubsub'),
                                   re.M))
+        # Under valgrind a heartbeat can come back late and an instance reconnect its
+        # subscriber: wait until both are connected and on, rather than count once.
+        def both_listening():
+            return len(subscribers()) == 2 and all(
+                read_cache_metrics(svc.port).get('entityd_read_cache_enabled') == 1
+                for svc in (self.a, self.b))
+        harness.wait_for(both_listening, scaled(10), what='both invalidation connections up')
         old = subscribers()
         self.assertEqual(len(old), 2, old)
         rcli(self.r, 'CLIENT', 'KILL', 'TYPE', 'pubsub')
