@@ -2,26 +2,25 @@
  * then the body; the slot owns it. */
 #include "cache/findcache.h"
 
+#include "cache/slotset.h"
 #include "core/metrics.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define MIN_SLOTS      64
 #define BYTES_PER_SLOT 4096 /* a page of 20 is 5-10 KiB with its marks */
-#define EVICT_SCAN     64   /* slots one store may empty to stay within the budget */
 
 typedef struct entry {
-    uint64_t hash, gen, used; /* used: the cache's clock at its last hit or fill */
+    slotset_head head; /* first: the slot set holds a pointer to it */
+    uint64_t gen;
     size_t size, klen, nmarks, blen;
     readcache_mark marks[]; /* then the key, then the body */
 } entry;
 
 struct findcache {
     readcache *rc;
-    entry **slots;
-    size_t nslots, max_bytes, hand;
-    uint64_t clock;
+    slotset set;
+    size_t max_bytes;
     findcache_stats stats;
 };
 
@@ -30,20 +29,20 @@ static const char *entry_key(const entry *e)
     return (const char *)(e->marks + e->nmarks);
 }
 
-/* Eight bytes a step (as the read cache hashes its reads): a key is a hundred bytes or so,
- * hashed on every page asked for. */
-static uint64_t hash_key(const char *s, size_t n)
+static bool same_key(const slotset_head *h, const char *key, size_t klen)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, w;
-    for (; n >= 8; s += 8, n -= 8) {
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdULL;
-        h ^= h >> 32;
-    }
-    w = 0;
-    memcpy(&w, s, n);
-    h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
-    return h ^ (h >> 29);
+    const entry *e = (const entry *)h;
+    return e->klen == klen && memcmp(entry_key(e), key, klen) == 0;
+}
+
+static void drop(void *owner, slotset_head **slot)
+{
+    findcache *fc = owner;
+    entry *e = (entry *)*slot;
+    fc->stats.bytes -= e->size;
+    fc->stats.entries--;
+    free(e);
+    *slot = NULL;
 }
 
 findcache *findcache_new(size_t max_bytes, readcache *rc)
@@ -53,36 +52,20 @@ findcache *findcache_new(size_t max_bytes, readcache *rc)
     findcache *fc = calloc(1, sizeof *fc);
     if (!fc)
         return NULL;
-    size_t n = MIN_SLOTS;
-    while (n < max_bytes / BYTES_PER_SLOT && n < ((size_t)1 << 22))
-        n <<= 1;
-    fc->slots = calloc(n, sizeof *fc->slots);
-    if (!fc->slots) {
+    if (slotset_init(&fc->set, max_bytes, BYTES_PER_SLOT, (size_t)1 << 22) != 0) {
         free(fc);
         return NULL;
     }
     fc->rc = rc;
-    fc->nslots = n;
     fc->max_bytes = max_bytes;
     return fc;
-}
-
-static void drop(findcache *fc, entry **slot)
-{
-    fc->stats.bytes -= (*slot)->size;
-    fc->stats.entries--;
-    free(*slot);
-    *slot = NULL;
 }
 
 void findcache_free(findcache *fc)
 {
     if (!fc)
         return;
-    for (size_t i = 0; i < fc->nslots; i++)
-        if (fc->slots[i])
-            drop(fc, &fc->slots[i]);
-    free(fc->slots);
+    slotset_fini(&fc->set, drop, fc);
     free(fc);
 }
 
@@ -101,37 +84,23 @@ readcache_mark findcache_mark(const findcache *fc, const char *key, size_t len)
     return readcache_mark_key(fc->rc, key, len);
 }
 
-/* Two-way: a page may sit in either slot of its pair. */
-static entry **find(findcache *fc, uint64_t h, const char *key, size_t klen)
-{
-    size_t i = h & (fc->nslots - 1);
-    for (int way = 0; way < 2; way++) {
-        entry **slot = &fc->slots[i ^ (size_t)way];
-        entry *e = *slot;
-        if (e && e->hash == h && e->klen == klen && memcmp(entry_key(e), key, klen) == 0)
-            return slot;
-    }
-    return NULL;
-}
-
 const char *findcache_get(findcache *fc, const char *key, size_t klen, size_t *body_len)
 {
     if (!fc)
         return NULL;
-    uint64_t h = hash_key(key, klen);
-    entry **slot = find(fc, h, key, klen);
+    slotset_head **slot = slotset_find(&fc->set, slotset_hash(key, klen), key, klen, same_key);
     if (!slot) {
         fc->stats.misses++;
         return NULL;
     }
-    entry *e = *slot;
+    entry *e = (entry *)*slot;
     if (!readcache_marks_current(fc->rc, e->gen, e->marks, e->nmarks)) {
         fc->stats.stale++;
         drop(fc, slot);
         return NULL;
     }
     fc->stats.hits++;
-    e->used = ++fc->clock;
+    slotset_touch(&fc->set, &e->head);
     *body_len = e->blen;
     return entry_key(e) + e->klen;
 }
@@ -147,22 +116,9 @@ void findcache_put(findcache *fc, const char *key, size_t klen, uint64_t gen,
         return;
     }
     size_t size = sizeof(entry) + nmarks * sizeof *marks + klen + blen;
-    uint64_t h = hash_key(key, klen);
-    /* The same key's slot; else an empty one of the pair; else the one used longer ago. */
-    entry **slot = find(fc, h, key, klen);
-    if (!slot) {
-        entry **a = &fc->slots[h & (fc->nslots - 1)], **b = &fc->slots[(h & (fc->nslots - 1)) ^ 1];
-        slot = !*a ? a : !*b ? b : (*a)->used <= (*b)->used ? a : b;
-    }
-    if (*slot)
-        drop(fc, slot);
-    /* Over budget: empty the slots after the hand, as a clock would, a few at a time. */
-    for (int i = 0; i < EVICT_SCAN && fc->stats.bytes + size > fc->max_bytes; i++) {
-        fc->hand = (fc->hand + 1) & (fc->nslots - 1);
-        if (fc->slots[fc->hand])
-            drop(fc, &fc->slots[fc->hand]);
-    }
-    if (fc->stats.bytes + size > fc->max_bytes) {
+    uint64_t h = slotset_hash(key, klen);
+    slotset_head **slot = slotset_claim(&fc->set, h, key, klen, same_key, drop, fc);
+    if (!slotset_make_room(&fc->set, &fc->stats.bytes, size, fc->max_bytes, drop, fc)) {
         fc->stats.dropped++;
         return;
     }
@@ -171,9 +127,9 @@ void findcache_put(findcache *fc, const char *key, size_t klen, uint64_t gen,
         fc->stats.dropped++; /* a page not kept is only a later miss */
         return;
     }
-    e->hash = h;
+    e->head.hash = h;
+    slotset_touch(&fc->set, &e->head);
     e->gen = gen;
-    e->used = ++fc->clock;
     e->size = size;
     e->klen = klen;
     e->nmarks = nmarks;
@@ -183,7 +139,7 @@ void findcache_put(findcache *fc, const char *key, size_t klen, uint64_t gen,
     char *at = (char *)(e->marks + nmarks);
     memcpy(at, key, klen);
     memcpy(at + klen, body, blen);
-    *slot = e;
+    *slot = &e->head;
     fc->stats.bytes += size;
     fc->stats.entries++;
     fc->stats.fills++;

@@ -3,6 +3,7 @@
  * hands out a pointer and a drop is one free(). The slot owns it. */
 #include "cache/readcache.h"
 
+#include "cache/slotset.h"
 #include "core/metrics.h"
 
 #include <stdlib.h>
@@ -12,12 +13,11 @@
  * only cost an answer now and then, never a stale one. */
 #define KEY_SLOTS      (1u << 16)
 #define MAX_DEPTH      4
-#define MIN_SLOTS      64
 #define BYTES_PER_SLOT 1024 /* the budget over this gives the number of slots */
-#define EVICT_SCAN     64   /* slots one store may empty to stay within the budget */
 
 typedef struct entry {
-    uint64_t hash, gen, used; /* used: the cache's clock at its last hit or fill */
+    slotset_head head; /* first: the slot set holds a pointer to it */
+    uint64_t gen;
     int nkeys;
     uint32_t slot[READCACHE_MAX_KEYS], count[READCACHE_MAX_KEYS];
     size_t size, read_len;
@@ -29,56 +29,35 @@ typedef struct entry {
 } entry;
 
 struct readcache {
-    entry **slots;
-    size_t nslots, max_bytes;
-    size_t hand; /* where the next eviction looks */
-    uint64_t gen, clock;
+    slotset set;
+    size_t max_bytes;
+    uint64_t gen;
     entry *last; /* the entry the last readcache_get() hit, while it lives */
     bool enabled;
     uint32_t *counts; /* KEY_SLOTS */
     readcache_stats stats;
 };
 
-/* Eight bytes a step: a read is a few hundred bytes, hashed on every lookup. */
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, w;
-    for (; n >= 8; s += 8, n -= 8) {
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdULL;
-        h ^= h >> 32;
-    }
-    w = 0;
-    memcpy(&w, s, n);
-    h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
-    return h ^ (h >> 29);
-}
-
 readcache *readcache_new(size_t max_bytes)
 {
     readcache *rc = calloc(1, sizeof *rc);
     if (!rc)
         return NULL;
-    size_t n = MIN_SLOTS;
-    while (n < max_bytes / BYTES_PER_SLOT && n < ((size_t)1 << 24))
-        n <<= 1;
-    rc->slots = calloc(n, sizeof *rc->slots);
     rc->counts = calloc(KEY_SLOTS, sizeof *rc->counts);
-    if (!rc->slots || !rc->counts) {
-        free(rc->slots);
+    if (!rc->counts || slotset_init(&rc->set, max_bytes, BYTES_PER_SLOT, (size_t)1 << 24) != 0) {
         free(rc->counts);
         free(rc);
         return NULL;
     }
-    rc->nslots = n;
     rc->max_bytes = max_bytes;
     rc->gen = 1;
     return rc;
 }
 
-static void drop(readcache *rc, entry **slot)
+static void drop(void *owner, slotset_head **slot)
 {
-    entry *e = *slot;
+    readcache *rc = owner;
+    entry *e = (entry *)*slot;
     if (rc->last == e)
         rc->last = NULL;
     rc->stats.bytes -= e->size + e->rendered_len;
@@ -90,9 +69,7 @@ static void drop(readcache *rc, entry **slot)
 
 static void empty(readcache *rc)
 {
-    for (size_t i = 0; i < rc->nslots; i++)
-        if (rc->slots[i])
-            drop(rc, &rc->slots[i]);
+    slotset_clear(&rc->set, drop, rc);
     rc->gen++;
 }
 
@@ -100,8 +77,7 @@ void readcache_free(readcache *rc)
 {
     if (!rc)
         return;
-    empty(rc);
-    free(rc->slots);
+    slotset_fini(&rc->set, drop, rc);
     free(rc->counts);
     free(rc);
 }
@@ -134,36 +110,27 @@ static bool current(const readcache *rc, uint64_t gen, int nkeys, const uint32_t
     return true;
 }
 
-/* Two-way: a read may sit in either slot of its pair, so two hot reads whose hashes meet
- * do not evict each other on every turn, as they would in one slot. */
-static entry **find(readcache *rc, uint64_t h, const char *read, size_t len)
+static bool same_read(const slotset_head *h, const char *read, size_t len)
 {
-    size_t i = h & (rc->nslots - 1);
-    for (int way = 0; way < 2; way++) {
-        entry **slot = &rc->slots[i ^ (size_t)way];
-        entry *e = *slot;
-        if (e && e->hash == h && e->read_len == len && memcmp(e->read, read, len) == 0)
-            return slot;
-    }
-    return NULL;
+    const entry *e = (const entry *)h;
+    return e->read_len == len && memcmp(e->read, read, len) == 0;
 }
 
 const redisReply *readcache_get(readcache *rc, const char *read, size_t len)
 {
-    uint64_t h = hash_bytes(read, len);
-    entry **slot = find(rc, h, read, len);
+    slotset_head **slot = slotset_find(&rc->set, slotset_hash(read, len), read, len, same_read);
     if (!slot) {
         rc->stats.misses++;
         return NULL;
     }
-    entry *e = *slot;
+    entry *e = (entry *)*slot;
     if (!current(rc, e->gen, e->nkeys, e->slot, e->count)) {
         rc->stats.stale++;
         drop(rc, slot);
         return NULL;
     }
     rc->stats.hits++;
-    e->used = ++rc->clock;
+    slotset_touch(&rc->set, &e->head);
     rc->last = e;
     return e->reply;
 }
@@ -211,7 +178,7 @@ void readcache_ticket_begin(const readcache *rc, readcache_ticket *t)
 
 static uint32_t key_slot(const char *key, size_t len)
 {
-    return (uint32_t)(hash_bytes(key, len) & (KEY_SLOTS - 1));
+    return (uint32_t)(slotset_hash(key, len) & (KEY_SLOTS - 1));
 }
 
 void readcache_ticket_key(const readcache *rc, readcache_ticket *t, const char *key, size_t len)
@@ -330,22 +297,9 @@ void readcache_put(readcache *rc, const readcache_ticket *t, const char *read, s
         rc->stats.dropped++;
         return;
     }
-    uint64_t h = hash_bytes(read, len);
-    /* The same read's slot; else an empty one of the pair; else the one used longer ago. */
-    entry **slot = find(rc, h, read, len);
-    if (!slot) {
-        entry **a = &rc->slots[h & (rc->nslots - 1)], **b = &rc->slots[(h & (rc->nslots - 1)) ^ 1];
-        slot = !*a ? a : !*b ? b : (*a)->used <= (*b)->used ? a : b;
-    }
-    if (*slot)
-        drop(rc, slot);
-    /* Over budget: empty the slots after the hand, as a clock would, a few at a time. */
-    for (int i = 0; i < EVICT_SCAN && rc->stats.bytes + size > rc->max_bytes; i++) {
-        rc->hand = (rc->hand + 1) & (rc->nslots - 1);
-        if (rc->slots[rc->hand])
-            drop(rc, &rc->slots[rc->hand]);
-    }
-    if (rc->stats.bytes + size > rc->max_bytes) {
+    uint64_t h = slotset_hash(read, len);
+    slotset_head **slot = slotset_claim(&rc->set, h, read, len, same_read, drop, rc);
+    if (!slotset_make_room(&rc->set, &rc->stats.bytes, size, rc->max_bytes, drop, rc)) {
         rc->stats.dropped++;
         return;
     }
@@ -354,8 +308,8 @@ void readcache_put(readcache *rc, const readcache_ticket *t, const char *read, s
         rc->stats.dropped++; /* an answer not kept is only a later miss */
         return;
     }
-    e->hash = h;
-    e->used = ++rc->clock;
+    e->head.hash = h;
+    slotset_touch(&rc->set, &e->head);
     e->gen = t->gen;
     e->nkeys = t->nkeys;
     memcpy(e->slot, t->slot, sizeof e->slot);
@@ -367,7 +321,7 @@ void readcache_put(readcache *rc, const readcache_ticket *t, const char *read, s
     e->reply = flat_copy(reply, &at);
     e->rendered = NULL;
     e->rendered_len = 0;
-    *slot = e;
+    *slot = &e->head;
     rc->stats.bytes += size;
     rc->stats.entries++;
     rc->stats.fills++;
