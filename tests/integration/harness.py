@@ -1216,6 +1216,20 @@ def main():
     sys.exit(1 if failed else 0)
 
 
+def metric(port, name):
+    """A value from the service's /metrics: `name` a family (its samples of every label set
+    summed) or one sample as printed (`family{label="value"}`); None when it has none."""
+    st, _, body = request(port, 'GET', '/metrics', timeout=scaled(10))
+    assert st == 200, st
+    text = body if isinstance(body, str) else body.decode()
+    total, seen = 0.0, False
+    for line in text.splitlines():
+        key, _, value = line.rpartition(' ')
+        if key == name or (key.startswith(name + '{') and '{' not in name):
+            total, seen = total + float(value), True
+    return total if seen else None
+
+
 def read_cache_metrics(port):
     """{name or name{labels}: value} of the entityd_read_cache_* samples."""
     st, _, body = request(port, 'GET', '/metrics')

@@ -56,14 +56,7 @@ def verify(config, attestations, recompute_uid=False):
 
 
 def metric(port, name):
-    st, _, body = harness.request(port, 'GET', '/metrics')
-    assert st == 200
-    text = body if isinstance(body, str) else body.decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + ' ') or line.startswith(name + '{'):
-            total += float(line.rsplit(' ', 1)[1])
-    return total
+    return harness.metric(port, name) or 0.0
 
 
 class AttestBase(harness.ServiceTestCase):

@@ -110,13 +110,7 @@ def closed_port():
 
 
 def metric(svc, name):
-    st, _, body = svc.request('GET', '/metrics')
-    text = body if isinstance(body, str) else body.decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + ' ') or line.startswith(name + '{'):
-            total += float(line.rsplit(' ', 1)[1])
-    return total
+    return harness.metric(svc.port, name) or 0.0
 
 
 @harness.unittest.skipUnless(nodetools.available(), 'tests/node tools are not installed')

@@ -107,13 +107,6 @@ class EraseTest(harness.ServiceTestCase):
         node = self.r.primary_of(key) if hasattr(self.r, 'primary_of') else self.r
         return node.cli(*args)
 
-    def metric(self, port, name):
-        st, _, text = harness.request(port, 'GET', '/metrics', timeout=scaled(10))
-        if not isinstance(text, str):
-            text = text.decode() if isinstance(text, bytes) else str(text)
-        m = re.search(r'^%s(?:\{[^}]*\})? (\S+)$' % re.escape(name), text, re.M)
-        return float(m.group(1)) if m else None
-
     def routes(self, eid, w, m, sid):
         q = self.auth(w)
         a = m.address.lower()
@@ -180,7 +173,7 @@ class EraseTest(harness.ServiceTestCase):
             self.assertEqual(self.req(method, path, body)[0], 404, path)
         self.assertEqual(self.keys_of(eid), [])
         self.assertEqual(check_invariants(self.r), [])
-        self.assertGreaterEqual(self.metric(self.port, 'entityd_erasure_keys_total') or 0,
+        self.assertGreaterEqual(harness.metric(self.port, 'entityd_erasure_keys_total') or 0,
                                 len(before) - 1)
 
     def test_other_instance_with_warm_caches_answers_404(self):
@@ -192,8 +185,8 @@ class EraseTest(harness.ServiceTestCase):
         for _ in range(3):  # cached on the second read
             for method, path, body in reads:
                 self.assertEqual(self.req(method, path, body, port=other.port)[0], 200, path)
-        hits = self.metric(other.port, 'entityd_read_cache_total{outcome="hit"}')
-        pages = self.metric(other.port, 'entityd_users_page_cache_total{outcome="hit"}')
+        hits = harness.metric(other.port, 'entityd_read_cache_total{outcome="hit"}')
+        pages = harness.metric(other.port, 'entityd_users_page_cache_total{outcome="hit"}')
         self.assertGreater(hits or 0, 0)
         self.assertGreater(pages or 0, 0)
         self.assertEqual(self.delete(owner, eid)[0], 200)
@@ -299,8 +292,8 @@ class EraseTest(harness.ServiceTestCase):
         again = self.entityd(redis=self.r, env=self.env_for(**SMALL_STEPS))
         self.wait_erased(eid, timeout=120)
         self.assertEqual(self.keys_of(eid), [])
-        self.assertEqual(self.metric(again.port, 'entityd_erasures_finished_total'), 1)
-        self.assertGreaterEqual(self.metric(again.port, 'entityd_erasure_keys_total'), 1)
+        self.assertEqual(harness.metric(again.port, 'entityd_erasures_finished_total'), 1)
+        self.assertGreaterEqual(harness.metric(again.port, 'entityd_erasure_keys_total'), 1)
         self.assertEqual(check_invariants(self.r), [])
 
     def delete_proxies(self):
@@ -327,7 +320,7 @@ class EraseTest(harness.ServiceTestCase):
         self.seed(eid, 1500)
 
         def total(name):
-            return sum(self.metric(x.port, name) or 0 for x in (a, b, self.svc))
+            return sum(harness.metric(x.port, name) or 0 for x in (a, b, self.svc))
         finished, keys = total('entityd_erasures_finished_total'), \
             total('entityd_erasure_keys_total')
         self.assertEqual(self.delete(owner, eid, port=b.port)[0], 200)

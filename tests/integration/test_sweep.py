@@ -8,7 +8,6 @@ tombstones leaves nothing behind; a sweeper killed (SIGKILL) half-way leaves a c
 set that a restarted instance finishes. The invariants hold at every stage."""
 
 import os
-import re
 import secrets
 import sys
 import uuid
@@ -143,13 +142,6 @@ class SweepTest(harness.ServiceTestCase):
                          not self.r.cli('KEYS', 'ent:*:sweep'), scaled(timeout), interval=0.05,
                          what='the sweep of %s and of every other entity' % eid)
 
-    def metric(self, port, name):
-        st, _, text = harness.request(port, 'GET', '/metrics', timeout=scaled(10))
-        if not isinstance(text, str):
-            text = text.decode() if isinstance(text, bytes) else str(text)
-        m = re.search(r'^%s(?:\{[^}]*\})? (\S+)$' % re.escape(name), text, re.M)
-        return float(m.group(1)) if m else None
-
     # ---- tests ----
 
     def test_reads_exact_while_tombstoned_and_after_the_sweep(self):
@@ -182,7 +174,7 @@ class SweepTest(harness.ServiceTestCase):
         self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:lb:xp:gone' % eid), 0)
         self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:xp' % eid)), 8)
         self.assert_boards(eid, want)
-        self.assertGreaterEqual(self.metric(sw.port, 'entityd_sweep_members_total'), 4)
+        self.assertGreaterEqual(harness.metric(sw.port, 'entityd_sweep_members_total'), 4)
         self.assertEqual(check_invariants(self.r), [])
 
     def test_pages_emptied_by_removed_members_read_on(self):
@@ -284,7 +276,7 @@ class SweepTest(harness.ServiceTestCase):
         self.assertEqual(self.gone(eid), [])
         self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:xp' % eid)), 5)
         self.assertEqual(self.walk(eid, 'xp', 2)[0], ranked(live))
-        self.assertGreaterEqual(self.metric(again.port, 'entityd_sweep_members_total'), 1)
+        self.assertGreaterEqual(harness.metric(again.port, 'entityd_sweep_members_total'), 1)
         self.assertEqual(check_invariants(self.r), [])
 
 
