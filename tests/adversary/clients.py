@@ -314,8 +314,11 @@ def pipeline_never_read(port, request, n, rcvbuf=4096, send_timeout=2.0):
 
 def slow_reader(port, request, n, deadline, rate=1.0, rcvbuf=4096):
     """Pipelines n requests on a small receive window, then reads one byte every 1/rate s.
-    Returns (bytes read, seconds from the first send until the service closed, or None).
-    Closed: EOF or reset, or the service no longer holding its end (server_holds)."""
+    Returns (bytes read, seconds from the end of the pipelining until the service closed, or
+    None). Closed: EOF or reset, or the service no longer holding its end (server_holds). The
+    service's write deadline starts at the first answer the socket did not take, which may be
+    up to the pipelining's second (more on a loaded machine) before that end: a close sooner
+    than its deadline after it is no early close."""
     s, _ = pipeline_never_read(port, request, n, rcvbuf=rcvbuf, send_timeout=1.0)
     t0 = time.monotonic()
     got = 0

@@ -444,9 +444,11 @@ class AttestLoopTest(AttestBase):
         b, l = p99(base), p99(loaded)
         sys.stderr.write('GET entity p99: %.3f ms alone, %.3f ms beside cold attestations '
                          '(%d signed meanwhile)\n' % (b * 1e3, l * 1e3, signed))
-        # 2x, with a floor of 1 ms for the shared 2-core machine's scheduling noise: signing
-        # on the loop would hold each probe behind up to 64 x 5 signatures (about 15 ms)
-        self.assertLessEqual(l, 2 * max(b, scaled(0.001)))
+        # Signing on the loop would hold each probe behind up to 64 x 5 signatures (about
+        # 15 ms). The bound is half that, or 2x the probe alone if more: with both cores kept
+        # busy (scripts/test --loaded) a probe beside the load's own client and the pool's
+        # threads was seen at 3.0 ms p99, over the 2 ms this once allowed.
+        self.assertLessEqual(l, max(2 * b, scaled(0.0075)))
 
 
 if __name__ == '__main__':
