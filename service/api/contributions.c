@@ -405,9 +405,14 @@ void contributions_post(request *req)
         else
             key = memcpy(key_buf, json_string_value(kv), json_string_length(kv) + 1);
     }
+    /* The turn's time, which every award of this turn shares: with the caller it travels once
+     * in the group's shared part instead of once an award (each argument costs Redis a string
+     * to parse and another for Lua). */
     char now_ms[24];
     entity_event_args ev;
-    stamp(req, now_ms, &ev);
+    int64_t now = group_now_ms(req->app->groups);
+    buf_format_int(now_ms, (long long)now);
+    entity_event_args_fill(req, now, &ev);
     award_args *aa = calloc(1, sizeof *aa);
     if (!aa) {
         json_decref(body);
@@ -459,14 +464,24 @@ void contributions_post(request *req)
     snprintf(count, sizeof count, "%zu", aa->n);
     snprintf(per_minute, sizeof per_minute, "%lld",
              (long long)req->app->cfg.contributions_per_member_per_minute);
-    /* What every award to this entity shares (the group's part, group.h), then this award's. */
-    const char *shared[] = {k.entity, k.owners,   k.admins,      k.members,
-                            k.skills, k.contribs, k.skill_order, k.level_order,
-                            xp_board, ev.max,     per_minute};
-    const char *args[] = {
-        req->caller, auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
-        now_ms,      ev.at,
-        digest,      count};
+    /* What every award to this entity by this caller in this turn shares (the group's part,
+     * group.h), then this award's. */
+    const char *shared[] = {k.entity,
+                            k.owners,
+                            k.admins,
+                            k.members,
+                            k.skills,
+                            k.contribs,
+                            k.skill_order,
+                            k.level_order,
+                            xp_board,
+                            ev.max,
+                            per_minute,
+                            req->caller,
+                            auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+                            now_ms,
+                            ev.at};
+    const char *args[] = {digest, count};
     size_t nshared = sizeof shared / sizeof shared[0], nargs = sizeof args / sizeof args[0];
     size_t nkeys = key ? 1 : 0, argc = nshared + nkeys + nargs + aa->nitems + 2 * aa->n;
     const char **argv = malloc(argc * sizeof *argv);
@@ -506,7 +521,7 @@ void contributions_post(request *req)
     for (size_t j = 0; j < aa->n; j++, i++)
         argv[i] = aa->events.data + aa->ev_at[j], lens[i] = aa->ev_at[j + 1] - aa->ev_at[j];
     /* Awards to one entity in one loop turn share one script call (group.h). */
-    group_script(req->app->groups, LUA_CONTRIB_AWARD, on_award, req, 9, 2, (int)nkeys, (int)argc,
+    group_script(req->app->groups, LUA_CONTRIB_AWARD, on_award, req, 9, 6, (int)nkeys, (int)argc,
                  argv, lens);
     /* group_script copied the arguments */
     free(argv);

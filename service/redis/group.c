@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/isotime.h"
 #include "redis/store.h"
 
 /* One queued call: its callback and its own keys and arguments, copied behind it. */
@@ -35,6 +36,8 @@ struct group {
     group_batch *open, *last; /* queued this turn, in arrival order */
     bool flushing;            /* on_check is sending: it takes what callbacks add too */
     bool closed;              /* group_close ran: every call leaves at once, alone */
+    bool have_now;            /* now_ms was read this turn (group_now_ms); on_check forgets it */
+    int64_t now_ms;
 };
 
 /* Copies n strings into one allocation after `head` bytes: the pointers, the lengths, then
@@ -133,6 +136,7 @@ static void on_check(uv_check_t *h)
 {
     group *g = h->data;
     uv_check_stop(&g->check);
+    g->have_now = false;
     g->flushing = true;
     /* A batch answered at once (store not ready, load shed) may lead its callers to queue
      * more: those leave in this same pass. */
@@ -204,6 +208,20 @@ void group_script(group *g, int script, store_cb cb, void *data, int nshared_key
     b->bytes += bytes;
     if (!g->flushing && !uv_is_active((uv_handle_t *)&g->check))
         uv_check_start(&g->check, on_check);
+}
+
+int64_t group_now_ms(group *g)
+{
+    if (g->flushing || g->closed)
+        return isotime_now_ms();
+    if (!g->have_now) {
+        g->now_ms = isotime_now_ms();
+        g->have_now = true;
+        /* the check phase ends the turn's time even when no call follows */
+        if (!uv_is_active((uv_handle_t *)&g->check))
+            uv_check_start(&g->check, on_check);
+    }
+    return g->now_ms;
 }
 
 group *group_new(uv_loop_t *loop, struct store *st)

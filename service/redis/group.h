@@ -12,6 +12,7 @@
 #ifndef ENTITYD_GROUP_H
 #define ENTITYD_GROUP_H
 
+#include <stdint.h>
 #include <uv.h>
 
 #include "redis/command.h"
@@ -33,6 +34,10 @@ group *group_new(uv_loop_t *loop, struct store *st);
  * group_close (the call then leaves alone, at once, and a closed store answers it there). */
 void group_script(group *g, int script, store_cb cb, void *data, int nshared_keys, int nshared_args,
                   int nkeys, int argc, const char **argv, const size_t *lens);
+/* The wall clock in ms as read once for this turn of the loop (until its check phase): calls
+ * made in one turn that take their time from here share it byte for byte, so it can travel in
+ * their shared part, once per group. Read afresh while the group is sending or closed. */
+int64_t group_now_ms(group *g);
 /* Sends what is queued now and closes the check handle; a later call is sent alone, at once.
  * group_free after the loop has stopped. */
 void group_close(group *g);

@@ -1,5 +1,6 @@
-"""Awards to one entity that arrive in one loop turn leave as one script call (service/redis/
-group.h), and each still gets the answer it would have had alone.
+"""Awards to one entity by one caller that arrive in one loop turn leave as one script call
+(service/redis/group.h): they share the turn's time, so the caller and the time travel once. Each
+still gets the answer it would have had alone.
 
 To put many awards in one turn for certain, entityd is stopped (SIGSTOP) while each of them is
 written on its own warm keep-alive connection, then continued (SIGCONT): one poll then reads
@@ -8,6 +9,7 @@ award's. Hostile peers: clients that reset while their grouped answer is owed, a
 holds a group back past REDIS_TIMEOUT_MS. After each, the invariants: every stored
 contribution has its score, its index entry and exactly one event, and nothing else is there."""
 
+import datetime
 import json
 import os
 import signal
@@ -151,10 +153,17 @@ class AwardGroupTest(harness.ServiceTestCase):
                   {'member': m.address, 'title': 'Grouped %d' % i,
                    'skills': [{'skillId': s1 if i % 3 else s2, 'score': i + 1}]})
                  for i, m in enumerate(ms)]
+        before = time.time()
         got = self.answers(self.one_turn(calls))
+        after = time.time()
         self.assertEqual([s for s, _ in got], [201] * CALLS, got)
-        # The grouping is what this test is about: without it, 24 calls.
-        self.assertEqual(self.evalshas(), 1)
+        # The grouping is what this test is about: without it, 24 calls; one per caller.
+        self.assertEqual(self.evalshas(), 2)
+        # One turn, one time: read once, after the requests were sent.
+        stamps = {body['data']['createdAt'] for _, body in got}
+        self.assertEqual(len(stamps), 1, stamps)
+        at = datetime.datetime.fromisoformat(stamps.pop().replace('Z', '+00:00')).timestamp()
+        self.assertTrue(before - 0.002 <= at <= after, (before, at, after))
         for (status, body), m, i in zip(got, ms, range(CALLS)):
             self.assertEqual((body['data']['member'], body['data']['title']),
                              (m.address.lower(), 'Grouped %d' % i))
@@ -201,7 +210,7 @@ class AwardGroupTest(harness.ServiceTestCase):
             (self.path(admin, eid), dict(good, member=ms[3].address, title='Good too')),
         ]
         got = self.answers(self.one_turn(calls))
-        self.assertEqual(self.evalshas(), 1)
+        self.assertEqual(self.evalshas(), 3)  # one group per caller: owner, admin, stranger
         self.assertEqual(got[0][0], 201)
         self.assertEqual((got[1][0], got[1][1]['error']['field']), (400, 'member'))
         self.assertEqual((got[2][0], got[2][1]['error']['code']), (403, 'forbidden'))
@@ -259,7 +268,7 @@ class AwardGroupTest(harness.ServiceTestCase):
         ] + [(self.path(admin, eid), {'member': m2, 'title': 'Rate %d' % i, 'xp': 1})
              for i in range(3)]
         got = self.answers(self.one_turn(calls))
-        self.assertEqual(self.evalshas(), 1)
+        self.assertEqual(self.evalshas(), 2)  # the owner's group and the admin's
         self.assertEqual([s for s, _ in got[:3]], [201, 400, 201], got)
         self.assertEqual(got[1][1]['error']['field'], 'skills[0].skillId')
         self.assertEqual(sorted(s for s, _ in got[3:5]), [200, 201], got[3:5])

@@ -7,10 +7,11 @@
 -- progression keys an award changes (each member's prog hash, each board) are built here
 -- (prog_key, lb_key) and dropped from the read cache by the service when the answer comes.
 -- ARGV: the group's: events_max, the most contributions one member may receive per minute ('0':
--- no limit; past it 'RATE <seconds> <message>', nothing written); the number of awards; then
--- each award's key count (1 with an idempotency key, else 0), argument count and arguments:
--- caller, platform, now (ms), now (ISO), request digest ('' without a key), the number of
--- contributions, then each contribution's fields, one argument each: id, member, xp ('0':
+-- no limit; past it 'RATE <seconds> <message>', nothing written), caller, platform, now (ms),
+-- now (ISO) (the awards of one caller in one loop turn share their time: group_now_ms); the
+-- number of awards; then each award's key count (1 with an idempotency key, else 0), argument
+-- count and arguments: request digest ('' without a key), the number of contributions, then
+-- each contribution's fields, one argument each: id, member, xp ('0':
 -- none), skill count, then each skill's id and score (numbers as strings, validated by the
 -- service; no JSON to decode), then each contribution's Contribution JSON as the API returns
 -- it, then each one's contribution.added event data (the service renders both: no JSON is
@@ -35,6 +36,7 @@ local call = redis.call
 local moving = moving_guard(KEYS[1])
 if moving then return moving end
 local E, maxlen, per_minute = KEYS[1], ARGV[1], tonumber(ARGV[2]) or 0
+local caller, platform, now_ms, now_iso = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local EVENTS = E .. ':events'
 
 -- Numbers as parsed once a call: tonumber is a strtod, and the same few counts and scores come
@@ -79,16 +81,12 @@ end
 
 -- What every award of the group asks the same way is asked once: the caller's role and gate,
 -- and the levels of the progression template.
-local gates = {['0'] = {}, ['1'] = {}} -- by platform ('0'/'1'), then caller
-local function gate(caller, platform)
-  local by = gates[platform]
-  local g = by[caller]
-  if g == nil then
-    local role = role_of(KEYS[2], KEYS[3], nil, caller)
-    g = write_gate(E, role, platform, 'staff') or false
-    by[caller] = g
+local gated
+local function gate()
+  if gated == nil then
+    gated = write_gate(E, role_of(KEYS[2], KEYS[3], nil, caller), platform, 'staff') or false
   end
-  return g or nil
+  return gated or nil
 end
 
 -- Levels by XP then id: {id column, XP, ends (ISO or ''), "<skill id> <score> ...", level id,
@@ -124,7 +122,7 @@ end
 -- the member's prog hash; each is recorded with its time and a level.reached event. A level
 -- whose XP the member has not reached cannot be newly reached: most awards reach none, and
 -- then the hash is not read at all; nor its scores when those levels are reached already.
-local function judge_levels(pk, m, xp, now_ms, now_iso, caller)
+local function judge_levels(pk, m, xp)
   local levels = levels_of_template()
   -- most awards leave the member below the next level's XP: nothing to build or read then
   if not levels[1] or (xp and levels[1][2] > xp) then return end
@@ -193,14 +191,8 @@ local function judge_levels(pk, m, xp, now_ms, now_iso, caller)
   end
 end
 
--- The contribution index's time prefix; awards of one loop turn mostly share their ms.
-local last_ms, last_stamp
-local function stamp_of(now_ms)
-  if now_ms ~= last_ms then
-    last_ms, last_stamp = now_ms, string.format('%016d', tonumber(now_ms)) .. ':'
-  end
-  return last_stamp
-end
+-- The contribution index's time prefix, the same for every award of the call.
+local stamp = string.format('%016d', tonumber(now_ms)) .. ':'
 
 -- The writes left for the end of the call. records: the contribs hash's fields and values.
 -- gone[board], added[board]: the entries to take off and put on each board, for members the
@@ -264,9 +256,8 @@ end
 -- Contribution i's fields (id, member, xp, skill count, then each skill's id and score) are
 -- read where they lie, one contribution after the other: no table per contribution or skill.
 local function award(idem, a)
-  local caller, platform, now_ms, now_iso = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local digest, n, first = ARGV[a + 4], num(ARGV[a + 5]), a + 6
-  local denied = gate(caller, platform)
+  local digest, n, first = ARGV[a], num(ARGV[a + 1]), a + 2
+  local denied = gate()
   if denied then return denied end
   if idem then
     local held = call('GET', idem)
@@ -318,7 +309,6 @@ local function award(idem, a)
       end
     end
   end
-  local stamp = stamp_of(now_ms)
   -- one contribution (most awards) needs no table: its member is the one touched
   local touched, order, xp_of, xp_one, pk_one
   if n > 1 then touched, order, xp_of = {}, {}, {} end
@@ -358,10 +348,10 @@ local function award(idem, a)
   -- judged on the progression template (_prelude.lua).
   if n > 1 then
     for _, m in ipairs(order) do
-      judge_levels(prog_key(E, m), m, xp_of[m], now_ms, now_iso, caller)
+      judge_levels(prog_key(E, m), m, xp_of[m])
     end
   else
-    judge_levels(pk_one, ARGV[first + 1], xp_one, now_ms, now_iso, caller)
+    judge_levels(pk_one, ARGV[first + 1], xp_one)
   end
   for m, c in pairs(counts or {}) do
     local rk = rate_key(m)
@@ -379,11 +369,11 @@ local function award(idem, a)
 end
 
 -- The members and skills the awards name, and the members named more than once.
-local k, a = 10, 4
-for _ = 1, num(ARGV[3]) do
+local k, a = 10, 8
+for _ = 1, num(ARGV[7]) do
   local nargs = num(ARGV[a + 1])
-  local f = a + 8
-  for _ = 1, num(ARGV[a + 7]) do
+  local f = a + 4
+  for _ = 1, num(ARGV[a + 3]) do
     local m = ARGV[f + 1]
     if member_at[m] then
       twice[m] = true
@@ -405,8 +395,8 @@ for _ = 1, num(ARGV[3]) do
 end
 
 local replies = {}
-a = 4
-for i = 1, num(ARGV[3]) do
+a = 8
+for i = 1, num(ARGV[7]) do
   local nkeys, nargs = num(ARGV[a]), num(ARGV[a + 1])
   replies[i] = award(nkeys > 0 and KEYS[k] or nil, a + 2)
   k, a = k + nkeys, a + 2 + nargs

@@ -916,11 +916,11 @@ static void group_award(rec *r, const char *e, const char *m, const char *id)
                           keys[7],
                           keys[8],
                           "100",
-                          "0", /* the shared part; no idempotency key: none of the call's own */
+                          "0",
                           "0xowner",
                           "0",
                           "1700000000000",
-                          "2023-11-14T22:13:20.000Z",
+                          "2023-11-14T22:13:20.000Z", /* the shared part; no idempotency key */
                           "",
                           "1", /* one contribution: id, member, xp 0, one skill */
                           id,
@@ -934,7 +934,7 @@ static void group_award(rec *r, const char *e, const char *m, const char *id)
     size_t lens[sizeof argv / sizeof *argv];
     for (size_t i = 0; i < sizeof argv / sizeof *argv; i++)
         lens[i] = strlen(argv[i]);
-    group_script(T.a.groups, LUA_CONTRIB_AWARD, on_rec, r, 9, 2, 0,
+    group_script(T.a.groups, LUA_CONTRIB_AWARD, on_rec, r, 9, 6, 0,
                  (int)(sizeof argv / sizeof *argv), argv, lens);
 }
 
@@ -1024,6 +1024,25 @@ static void test_group_full_opens_another(void **state)
     assert_int_equal(atoi(score), GROUP_MAX_CALLS + 1);
 }
 
+static void test_group_now_is_one_reading_per_turn(void **state)
+{
+    (void)state;
+    open_groups();
+    int64_t first = group_now_ms(T.a.groups);
+    usleep(5000);
+    /* Later in the same turn: the same reading, so the turn's calls can share their time. */
+    assert_int_equal(group_now_ms(T.a.groups), first);
+    /* The check phase ends the turn (no call was queued): the next turn reads the clock. */
+    uv_run(&T.loop, UV_RUN_NOWAIT);
+    int64_t next = group_now_ms(T.a.groups);
+    assert_true(next >= first + 5);
+    assert_int_equal(group_now_ms(T.a.groups), next);
+    /* A closed group has no turn: each call reads the clock. */
+    group_close(T.a.groups);
+    usleep(2000);
+    assert_true(group_now_ms(T.a.groups) >= next + 2);
+}
+
 static void test_group_closed_store_answers_each_call_once(void **state)
 {
     (void)state;
@@ -1060,6 +1079,7 @@ int main(void)
         cmocka_unit_test_teardown(test_listener_hears_connection_come_and_go, teardown),
         cmocka_unit_test_teardown(test_group_one_call_per_turn_each_its_own_answer, teardown),
         cmocka_unit_test_teardown(test_group_full_opens_another, teardown),
+        cmocka_unit_test_teardown(test_group_now_is_one_reading_per_turn, teardown),
         cmocka_unit_test_teardown(test_group_closed_store_answers_each_call_once, teardown),
     };
     int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
