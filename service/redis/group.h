@@ -1,5 +1,5 @@
 /* group: calls of one script that arrive in the same loop turn and share their leading keys
- * and arguments (the awards to one entity) leave as one EVALSHA in the loop's check phase.
+ * and arguments (the awards to one entity by one caller, at the turn's time) leave as one EVALSHA in the loop's check phase.
  * Redis then pays the call's fixed costs (reading the command, entering Lua, the checks every
  * call repeats) once for all of them.
  *

@@ -199,7 +199,7 @@ local stamp = string.format('%016d', tonumber(now_ms)) .. ':'
 -- call awards once: their value before the award and after it, as prog_add would have moved
 -- them. A member awarded more than once in the call (twice[m]) moves in place, award by award.
 local records, gone, added, board_list = {}, {}, {}, {}
-local twice = {}
+local twice, events_added = {}, false
 local function progress(pk, m, field, by, delta)
   local after = call('HINCRBY', pk, field, delta)
   local before = after - (nums[delta] or num(delta))
@@ -224,6 +224,7 @@ local function progress(pk, m, field, by, delta)
 end
 
 local function flush()
+  if events_added then call('XTRIM', EVENTS, 'MAXLEN', '~', maxlen) end
   if #records > 0 then call_many('HSET', KEYS[6], records, 4000) end
   for _, lb in ipairs(board_list) do
     if #gone[lb] > 0 then call_many('ZREM', lb, gone[lb], 4000) end
@@ -330,9 +331,12 @@ local function award(idem, a)
       end
       progress(pk, m, sf, sid, ARGV[p + 3 + 2 * j])
     end
-    -- emit's command, with the events key built once a call
-    call('XADD', EVENTS, 'MAXLEN', '~', maxlen, '*', 'type', 'contribution.added', 'at',
-      now_iso, 'actor', caller, 'data', ARGV[f + n + i - 1])
+    -- emit's command, with the events key built once a call; the stream is trimmed once, at
+    -- the end of the call (flush): the same stream, three arguments and a trim check an award
+    -- less
+    call('XADD', EVENTS, '*', 'type', 'contribution.added', 'at', now_iso, 'actor', caller,
+      'data', ARGV[f + n + i - 1])
+    events_added = true
     if n > 1 then
       if after then xp_of[m] = after end
       if not touched[m] then
