@@ -1,7 +1,7 @@
 /* group: calls of one script that arrive in the same loop turn and share their leading keys
- * and arguments (the awards to one entity by one caller, at the turn's time) leave as one EVALSHA in the loop's check phase.
- * Redis then pays the call's fixed costs (reading the command, entering Lua, the checks every
- * call repeats) once for all of them.
+ * and arguments (the awards to one entity by one caller, at the turn's time) leave as one EVALSHA
+ * in the loop's check phase. Redis then pays the call's fixed costs (reading the command, entering
+ * Lua, the checks every call repeats) once for all of them.
  *
  * The one call's keys are the shared keys, then each call's own keys in turn; its arguments
  * are the shared ones, then the number of calls, then for each call its key count, its
