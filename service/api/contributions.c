@@ -364,10 +364,9 @@ static void on_award(void *data, int status, redisReply *r)
     respond_send(req, replay ? 200 : 201, b);
 }
 
-/* The time a write happens, for the script: milliseconds as text, and the events' arguments. */
-static void stamp(const request *req, char now_ms[24], entity_event_args *ev)
+/* The time `now` of a write, for the script: milliseconds as text, and the events' arguments. */
+static void stamp(const request *req, int64_t now, char now_ms[24], entity_event_args *ev)
 {
-    int64_t now = isotime_now_ms();
     buf_format_int(now_ms, (long long)now);
     entity_event_args_fill(req, now, ev);
 }
@@ -410,9 +409,7 @@ void contributions_post(request *req)
      * to parse and another for Lua). */
     char now_ms[24];
     entity_event_args ev;
-    int64_t now = group_now_ms(req->app->groups);
-    buf_format_int(now_ms, (long long)now);
-    entity_event_args_fill(req, now, &ev);
+    stamp(req, group_now_ms(req->app->groups), now_ms, &ev);
     award_args *aa = calloc(1, sizeof *aa);
     if (!aa) {
         json_decref(body);
@@ -520,7 +517,7 @@ void contributions_post(request *req)
         argv[i] = aa->records.data + aa->rec_at[j], lens[i] = aa->rec_at[j + 1] - aa->rec_at[j];
     for (size_t j = 0; j < aa->n; j++, i++)
         argv[i] = aa->events.data + aa->ev_at[j], lens[i] = aa->ev_at[j + 1] - aa->ev_at[j];
-    /* Awards to one entity in one loop turn share one script call (group.h). */
+    /* Awards to one entity by one caller in one loop turn share one script call (group.h). */
     group_script(req->app->groups, LUA_CONTRIB_AWARD, on_award, req, 9, 6, (int)nkeys, (int)argc,
                  argv, lens);
     /* group_script copied the arguments */
@@ -620,7 +617,7 @@ void contribution_revoke(request *req)
     keys_entity(&k, eid);
     char now_ms[24];
     entity_event_args ev;
-    stamp(req, now_ms, &ev);
+    stamp(req, isotime_now_ms(), now_ms, &ev);
     const char *argv[] = {
         k.entity,   k.owners,    k.admins,
         k.contribs, req->caller, auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
