@@ -41,6 +41,7 @@ import hmac
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -182,6 +183,28 @@ def wait_for(pred, timeout, interval=0.02, what='condition'):
             raise TimeoutError('timed out after %.1fs waiting for %s%s' %
                                (timeout, what, (': %r' % last_exc) if last_exc else ''))
         time.sleep(interval)
+
+
+def commandstats(info):
+    """{command: calls} from the text of a Redis INFO commandstats."""
+    out = {}
+    for line in info.splitlines():
+        m = re.match(r'^cmdstat_([^:]+):calls=(\d+)', line)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def wait_still(look, changed, what):
+    """Until two looks 0.2 s apart (look() a reading of Redis's counters) show no change
+    (changed(before, after) false): the work a write sends beside its answer (CONTRACT
+    section 9: index writes, drops) has landed and will not count in what comes next."""
+    looks = []
+
+    def settled():
+        looks.append(look())
+        return len(looks) > 1 and not changed(looks[-2], looks[-1])
+    wait_for(settled, scaled(10), interval=0.2, what=what)
 
 
 def free_port():

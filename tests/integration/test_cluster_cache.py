@@ -26,12 +26,7 @@ UPKEEP = {'publish', 'cluster|slots', 'info'}
 
 
 def commandstats(node):
-    out = {}
-    for line in rcluster._decode(node.cli('INFO', 'commandstats')).splitlines():
-        m = re.match(r'^cmdstat_([^:]+):calls=(\d+)', line)
-        if m:
-            out[m.group(1)] = int(m.group(2))
-    return out
+    return harness.commandstats(rcluster._decode(node.cli('INFO', 'commandstats')))
 
 
 def cluster_commandstats(cl):
@@ -52,12 +47,7 @@ def wait_cluster_quiet(cl, what):
     """Until the nodes ran no command but upkeep between two looks 0.2 s apart: the index
     writes a write sends beside its answer (CONTRACT section 9) have landed, and will not count
     in the next read."""
-    looks = []
-
-    def settled():
-        looks.append(cluster_commandstats(cl))
-        return len(looks) > 1 and not delta(looks[-2], looks[-1])
-    harness.wait_for(settled, scaled(10), interval=0.2, what=what)
+    harness.wait_still(lambda: cluster_commandstats(cl), delta, what)
 
 
 def subscribers(node):

@@ -171,12 +171,7 @@ def alias_holder(redis, alias):
 
 def commandstats(r):
     """{command: calls} from INFO commandstats."""
-    out = {}
-    for line in rcli(r, 'INFO', 'commandstats').splitlines():
-        m = re.match(r'^cmdstat_([^:]+):calls=(\d+)', line)
-        if m:
-            out[m.group(1)] = int(m.group(2))
-    return out
+    return harness.commandstats(rcli(r, 'INFO', 'commandstats'))
 
 
 def stats_delta(before, after):
@@ -190,12 +185,7 @@ def stats_delta(before, after):
 def wait_redis_quiet(r, what):
     """Until Redis ran no command between two looks 0.2 s apart: the index writes a write sends
     after its answer (CONTRACT section 9) have landed, and will not count in the next read."""
-    quiet = []
-
-    def settled():
-        quiet.append(commandstats(r))
-        return len(quiet) > 1 and not stats_delta(quiet[-2], quiet[-1])
-    harness.wait_for(settled, scaled(10), interval=0.2, what=what)
+    harness.wait_still(lambda: commandstats(r), stats_delta, what)
 
 
 def parse_member_record(rec):

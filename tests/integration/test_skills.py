@@ -1205,13 +1205,7 @@ class SkillsTest(harness.ServiceTestCase):
     # round trips
 
     def commandstats(self):
-        text = self.r.cli('INFO', 'commandstats').decode()
-        out = {}
-        for line in text.splitlines():
-            m = re.match(r'^cmdstat_([^:]+):calls=(\d+)', line)
-            if m:
-                out[m.group(1)] = int(m.group(2))
-        return out
+        return harness.commandstats(self.r.cli('INFO', 'commandstats').decode())
 
     def round_trips(self, fn):
         """Runs fn() and returns (its result, Redis commandstats over it, the commands the
