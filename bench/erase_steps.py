@@ -2,7 +2,7 @@
 main thread's on-CPU time (schedstat), which preemption does not inflate, beside SLOWLOG's wall
 time of the same EVALSHA. For scripts/bench-erase, on its Redis once nothing else runs there.
 
-  erase_steps.py --redis-port P --redis-pid PID --entity c-… [--count 250] [--pause-ms 2]
+  erase_steps.py --redis-port P --redis-pid PID --entity c-… [--count 125] [--pause-ms 2]
 
 The entity is deleted with entity_delete.lua as a platform admin, then erase_step.lua runs until
 it answers DONE, with the given SCAN COUNT (ERASE_STEP_KEYS) and pause. Prints one line per
@@ -32,7 +32,7 @@ def main():
     ap.add_argument("--redis-port", type=int, required=True)
     ap.add_argument("--redis-pid", type=int, required=True)
     ap.add_argument("--entity", required=True)
-    ap.add_argument("--count", default="250")
+    ap.add_argument("--count", default="125")
     ap.add_argument("--pause-ms", type=float, default=2)
     a = ap.parse_args()
     r = Redis(a.redis_port)

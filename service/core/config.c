@@ -117,7 +117,7 @@ static const opt opts[] = {
      "that EAS contract's version (its EIP-712 domain version)"},
     {"ATTESTATION_CACHE_SIZE", OPT_INT, OFF(attestation_cache_size), "16384", 0, 16777216,
      "signed attestations kept in memory (0 disables the cache)"},
-    {"ERASE_STEP_KEYS", OPT_INT, OFF(erase_step_keys), "250", 10, 100000,
+    {"ERASE_STEP_KEYS", OPT_INT, OFF(erase_step_keys), "125", 10, 100000,
      "keys one step of a deleted entity's erasure scans (SCAN COUNT); bounds each step's time"},
     {"ERASE_PAUSE_MS", OPT_INT, OFF(erase_pause_ms), "2", 0, 60000,
      "pause between two steps of an erasure, leaving Redis to the requests"},

@@ -27,12 +27,14 @@ local f = redis.call('HMGET', rec, 'leaseOwner', 'leaseUntil', 'cursor', 'pass',
 if f[1] and f[1] ~= ARGV[2] and (tonumber(f[2]) or 0) > now then return {'BUSY'} end
 local cursor, pass = f[3] or '0', tonumber(f[4]) or 1
 local pass_erased, erased = tonumber(f[5]) or 0, tonumber(f[6]) or 0
--- The step's cost is mostly its UNLINKs (a few µs a key); a bucket scanned that holds no key
--- of the entity costs a fraction of that. So the COUNT adapts to the share of the entity's keys
+-- The step's cost is mostly its UNLINKs (a few µs a key); a key scanned that is not the
+-- entity's costs a fraction of that. So the COUNT adapts to the share of the entity's keys
 -- the last step met, to unlink about ARGV[4] keys a step: an entity that is a small part of
 -- its node (and the final pass, which finds nothing) is scanned in fewer steps. It at most
--- doubles per step and stays within 1 to 8 times ARGV[4]; keys hash evenly over the buckets,
--- so the next step meets about the share the last one met.
+-- doubles per step and stays within 1 to 2 times ARGV[4]; keys hash evenly over the buckets,
+-- so the next step meets about the share the last one met. Not more: while Redis shrinks the
+-- node's table after the erasure's deletions, a SCAN visits every old bucket behind each new
+-- one, and steps of 4 to 8 times then took up to 4.9 ms (docs/DECISIONS.md).
 local base = tonumber(ARGV[4])
 local count = tonumber(redis.call('HGET', rec, 'scanCount')) or base
 local r = redis.call('SCAN', cursor, 'MATCH', E .. '*', 'COUNT', tostring(count))
@@ -55,7 +57,7 @@ if r[1] == '0' and pass_erased == 0 then
 end
 if r[1] == '0' then pass, pass_erased = pass + 1, 0 end
 local want = #found > 0 and math.floor(count * base / #found) or count * 2
-count = math.max(base, math.min(want, count * 2, base * 8))
+count = math.max(base, math.min(want, count * 2, base * 2))
 redis.call('HSET', rec, 'leaseOwner', ARGV[2], 'leaseUntil', tostring(now + tonumber(ARGV[3])),
   'cursor', r[1], 'pass', tostring(pass), 'passErased', tostring(pass_erased),
   'erased', string.format('%d', erased), 'scanCount', tostring(count))
