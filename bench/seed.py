@@ -72,6 +72,16 @@ class Redis:
         self.sock.sendall(resp(*args))
         return self._read()
 
+    def commandstats(self):
+        """{command: (usec_per_call, calls)} from INFO commandstats."""
+        out = {}
+        for line in self.call("INFO", "commandstats").decode().splitlines():
+            if line.startswith("cmdstat_"):
+                name, rest = line[len("cmdstat_"):].split(":", 1)
+                f = dict(kv.split("=") for kv in rest.split(","))
+                out[name] = (float(f["usec_per_call"]), int(f["calls"]))
+        return out
+
 
 # ---- ids -----------------------------------------------------------------------------------
 

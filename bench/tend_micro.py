@@ -50,11 +50,7 @@ def pipe(port, cmds):
 
 
 def evalsha_us(r):
-    for line in r.call("INFO", "commandstats").decode().splitlines():
-        if line.startswith("cmdstat_evalsha:"):
-            f = dict(kv.split("=") for kv in line.split(":", 1)[1].split(","))
-            return float(f["usec_per_call"]), int(f["calls"])
-    return 0.0, 0
+    return r.commandstats().get("evalsha", (0.0, 0))
 
 
 def run(r, port, sha, calls):
