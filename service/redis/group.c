@@ -32,6 +32,7 @@ typedef struct group_batch {
 
 struct group {
     uv_check_t check;
+    uv_idle_t wake; /* active while a batch is open: the poll before the check does not block */
     struct store *st;
     group_batch *open, *last; /* queued this turn, in arrival order */
     bool flushing;            /* on_check is sending: it takes what callbacks add too */
@@ -132,10 +133,16 @@ static void batch_send(group *g, group_batch *b)
     free(lens);
 }
 
+static void on_wake(uv_idle_t *h)
+{
+    (void)h; /* being active is its whole job */
+}
+
 static void on_check(uv_check_t *h)
 {
     group *g = h->data;
     uv_check_stop(&g->check);
+    uv_idle_stop(&g->wake);
     g->have_now = false;
     g->flushing = true;
     /* A batch answered at once (store not ready, load shed) may lead its callers to queue
@@ -206,8 +213,11 @@ void group_script(group *g, int script, store_cb cb, void *data, int nshared_key
     }
     b->calls[b->ncalls++] = call;
     b->bytes += bytes;
-    if (!g->flushing && !uv_is_active((uv_handle_t *)&g->check))
+    if (!g->flushing && !uv_is_active((uv_handle_t *)&g->wake)) {
+        /* queued by a timer, the batch would otherwise wait out the poll's timeout */
+        uv_idle_start(&g->wake, on_wake);
         uv_check_start(&g->check, on_check);
+    }
 }
 
 int64_t group_now_ms(group *g)
@@ -230,7 +240,9 @@ group *group_new(uv_loop_t *loop, struct store *st)
     if (!g)
         return NULL;
     uv_check_init(loop, &g->check);
-    g->check.data = g;
+    uv_idle_init(loop, &g->wake);
+    uv_unref((uv_handle_t *)&g->wake);
+    g->check.data = g->wake.data = g;
     g->st = st;
     return g;
 }
@@ -242,6 +254,7 @@ void group_close(group *g)
     on_check(&g->check);
     g->closed = true;
     uv_close((uv_handle_t *)&g->check, NULL);
+    uv_close((uv_handle_t *)&g->wake, NULL);
 }
 
 void group_free(group *g)

@@ -8,7 +8,10 @@
  * handle stays active (unreferenced, so it keeps no loop alive): libuv runs the check handles
  * started last first, and one started during the check phase only in the next iteration, so a
  * handle started on demand here would miss the commands that other check callbacks queue (the
- * script groups, group.h) and leave them until the next wakeup. A socket
+ * script groups, group.h) and leave them until the next wakeup. The check phase comes after
+ * the poll, so a command queued before it (by a timer) would wait for the next wakeup, up to
+ * the store's tick, 20 ms later: while a flush is due an idle handle is active, which makes that
+ * poll return at once. A socket
  * error reported by the poll is handed to hiredis as a read, so it sees the failure and
  * disconnects (the stock adapter ignores it). */
 #include "redis/redis_uv.h"
@@ -20,6 +23,7 @@ typedef struct redis_uv {
     redisAsyncContext *ac; /* NULL once hiredis let go */
     uv_poll_t poll;
     uv_check_t check;
+    uv_idle_t wake; /* active while a flush is due: the poll before the check does not block */
     int events;     /* what the poll watches */
     bool flush_due; /* a flush is scheduled for the check phase */
     bool in_flush;  /* redisAsyncHandleWrite is on the stack */
@@ -50,12 +54,18 @@ static void on_poll(uv_poll_t *h, int status, int events)
         redisAsyncHandleWrite(r->ac);
 }
 
+static void on_wake(uv_idle_t *h)
+{
+    (void)h; /* being active is its whole job */
+}
+
 static void on_check(uv_check_t *h)
 {
     redis_uv *r = h->data;
     if (!r->flush_due)
         return;
     r->flush_due = false;
+    uv_idle_stop(&r->wake);
     if (!r->ac)
         return;
     r->in_flush = true;
@@ -80,6 +90,8 @@ static void add_write(void *p)
     redis_uv *r = p;
     bool connected = r->ac && (r->ac->c.flags & REDIS_CONNECTED);
     if (connected && !r->in_flush) {
+        if (!r->flush_due)
+            uv_idle_start(&r->wake, on_wake);
         r->flush_due = true;
         return;
     }
@@ -106,6 +118,7 @@ static void cleanup(void *p)
     r->ac = NULL;
     uv_close((uv_handle_t *)&r->poll, on_closed);
     uv_close((uv_handle_t *)&r->check, on_closed);
+    uv_close((uv_handle_t *)&r->wake, on_closed);
 }
 
 int redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop)
@@ -122,8 +135,10 @@ int redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop)
     uv_check_init(loop, &r->check);
     uv_check_start(&r->check, on_check);
     uv_unref((uv_handle_t *)&r->check);
-    r->poll.data = r->check.data = r;
-    r->open_handles = 2;
+    uv_idle_init(loop, &r->wake);
+    uv_unref((uv_handle_t *)&r->wake);
+    r->poll.data = r->check.data = r->wake.data = r;
+    r->open_handles = 3;
     r->ac = ac;
     ac->ev.data = r;
     ac->ev.addRead = add_read;

@@ -1043,6 +1043,67 @@ static void test_group_now_is_one_reading_per_turn(void **state)
     assert_true(group_now_ms(T.a.groups) >= next + 2);
 }
 
+/* A command or award queued by a timer (the sweeper's and the erasure's steps, a lease's renewal)
+ * leaves in the same loop turn. The write happens in the check phase, after the poll: if the
+ * poll blocked until its next timer (the store's tick, 20 ms), every such step would wait that
+ * long on a quiet loop. What the loop is about to do is read where it decides: the poll's
+ * timeout, which must be 0 once something is queued. */
+static struct {
+    uv_timer_t timer;
+    int what; /* 0: a command to the store; 1: an award to a group */
+    int timeout_before, timeout_after;
+} TQ;
+
+static void on_queue_timer(uv_timer_t *t)
+{
+    (void)t;
+    TQ.timeout_before = uv_backend_timeout(&T.loop);
+    if (TQ.what == 0)
+        CMD(&R[0], "INCR", "timer:sent");
+    else
+        group_award(&R[0], "ent:{g1}", "m0", "t0");
+    TQ.timeout_after = uv_backend_timeout(&T.loop);
+}
+
+static void queue_from_timer(int what)
+{
+    TQ.what = what;
+    TQ.timeout_before = TQ.timeout_after = -2;
+    uv_timer_init(&T.loop, &TQ.timer);
+    uv_timer_start(&TQ.timer, on_queue_timer, 1, 0);
+    WAIT_FOR(R[0].calls == 1, 3000);
+    uv_close((uv_handle_t *)&TQ.timer, NULL);
+    assert_int_equal(R[0].status, STORE_OK);
+    /* Nothing else was due, so the poll would have blocked: for the store's tick once the
+     * command is in flight (20 ms), or without end before it. */
+    assert_true(TQ.timeout_before != 0);
+    assert_int_equal(TQ.timeout_after, 0);
+}
+
+static void test_command_queued_by_timer_does_not_wait_for_poll(void **state)
+{
+    (void)state;
+    open_store("2000", "64");
+    queue_from_timer(0);
+    assert_int_equal(R[0].type, REDIS_REPLY_INTEGER);
+    assert_int_equal(raw_cmd(NULL, 0, "GET timer:sent") > 0, 1);
+    /* Once sent, nothing keeps the poll from blocking: no busy loop while waiting. */
+    pump(30);
+    assert_true(uv_backend_timeout(&T.loop) != 0);
+}
+
+static void test_group_award_queued_by_timer_does_not_wait_for_poll(void **state)
+{
+    (void)state;
+    open_groups();
+    queue_from_timer(1);
+    assert_int_equal(R[0].type, REDIS_REPLY_STRING);
+    assert_string_equal(R[0].str, "OK");
+    assert_int_equal(evalsha_calls(), 1);
+    pump(30);
+    assert_true(uv_backend_timeout(&T.loop) != 0);
+}
+
 static void test_group_closed_store_answers_each_call_once(void **state)
 {
     (void)state;
@@ -1081,6 +1142,9 @@ int main(void)
         cmocka_unit_test_teardown(test_group_full_opens_another, teardown),
         cmocka_unit_test_teardown(test_group_now_is_one_reading_per_turn, teardown),
         cmocka_unit_test_teardown(test_group_closed_store_answers_each_call_once, teardown),
+        cmocka_unit_test_teardown(test_command_queued_by_timer_does_not_wait_for_poll, teardown),
+        cmocka_unit_test_teardown(test_group_award_queued_by_timer_does_not_wait_for_poll,
+                                  teardown),
     };
     int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
     /* Every test skipped for want of a server: say so to meson too (77: skipped). */
