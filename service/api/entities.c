@@ -683,9 +683,9 @@ static bool render_member(buf *b, const char *e, size_t len, member_time *t)
 }
 
 /* A users page request. Pages are cached (pagecache.h) under the member list's version,
- * "<membersVersion>:<ZCARD of the order>": force_add.lua sets a fresh membersVersion with
- * every change, and the count also moves with any add made without one (by an older release
- * during an upgrade), since members are never removed. */
+ * "<membersVersion>:<ZCARD of the order>": force_add.lua and members_remove.lua set a fresh
+ * membersVersion with every change, and the count also moves with any add made without one (by
+ * an older release during an upgrade, which could only add). */
 typedef struct users_req {
     char id[IDS_SIZE];
     long limit;
