@@ -20,6 +20,9 @@
 
 /* Entries of the set read per poll: enough to step past a few held by other instances. */
 #define ERASURE_CANDIDATES 16
+/* The most a step that unlinked nothing pauses (erasure_pause): the pace the whole erasure had
+ * before unlinking steps were slowed down. */
+#define ERASE_SCAN_PAUSE_MS 2
 
 typedef struct candidate {
     char id[IDS_SIZE];
@@ -47,6 +50,17 @@ static void schedule(erasure *e, uint64_t ms)
 {
     if (!e->closed)
         uv_timer_start(&e->timer, on_timer, ms, 0);
+}
+
+/* The pause after a step that unlinked n keys. Unlinking is what a concurrent load feels (the
+ * UNLINKs, and the lazy-free thread freeing the big collections on a CPU of its own): such a
+ * step pauses ERASE_PAUSE_MS. A step that found nothing to unlink (the scan through other
+ * entities' keys, and the final pass) cost Redis only its SCAN and pauses at most
+ * ERASE_SCAN_PAUSE_MS, so that a node holding many other keys is not crossed at the slow pace. */
+static uint64_t erasure_pause(const erasure *e, long long n)
+{
+    uint64_t p = (uint64_t)e->a->cfg.erase_pause_ms;
+    return n > 0 || p < ERASE_SCAN_PAUSE_MS ? p : ERASE_SCAN_PAUSE_MS;
 }
 
 static void on_timer(uv_timer_t *t)
@@ -153,7 +167,7 @@ static void on_step(void *data, int status, redisReply *r)
         }
     }
     if (!strcmp(what, "MORE")) {
-        schedule(e, (uint64_t)e->a->cfg.erase_pause_ms);
+        schedule(e, erasure_pause(e, n));
         return;
     }
     if (!strcmp(what, "DONE")) {
