@@ -11,9 +11,8 @@
  * script groups, group.h) and leave them until the next wakeup. The check phase comes after
  * the poll, so a command queued before it (by a timer) would wait for the next wakeup, up to
  * the store's tick, 20 ms later: while a flush is due an idle handle is active, which makes that
- * poll return at once. A socket
- * error reported by the poll is handed to hiredis as a read, so it sees the failure and
- * disconnects (the stock adapter ignores it). */
+ * poll return at once. A socket error reported by the poll is handed to hiredis as a read, so
+ * it sees the failure and disconnects (the stock adapter ignores it). */
 #include "redis/redis_uv.h"
 
 #include <stdbool.h>
