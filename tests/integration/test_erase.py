@@ -1,7 +1,8 @@
 """Deleting an entity (CONTRACT section 8, last bullet): the answer, every route 404 at once, the
 alias free at once, __v compare-and-set, the role matrix, writes racing the delete leaving no
 key behind, the background erasure killed half-way (SIGKILL) and finished by a restarted
-instance, and a delete whose outcome is unknown (a held reply) retried to the same end state.
+instance, a delete whose outcome is unknown (a held reply) retried to the same end state, and
+the short pause of the steps that find nothing to unlink.
 Every end state is checked with SCAN over the entity's hash tag and the invariants."""
 
 import os
@@ -295,6 +296,35 @@ class EraseTest(harness.ServiceTestCase):
         self.assertEqual(harness.metric(again.port, 'entityd_erasures_finished_total'), 1)
         self.assertGreaterEqual(harness.metric(again.port, 'entityd_erasure_keys_total'), 1)
         self.assertEqual(check_invariants(self.r), [])
+
+    def test_steps_that_find_nothing_keep_the_short_pause(self):
+        """ERASE_PAUSE_MS follows only a step that unlinked keys: the steps through other
+        entities' keys pause at most 2 ms, so a node full of them is crossed at that pace."""
+        if hasattr(self.r, 'primary_of'):
+            self.skipTest("the pace is the instance's, the same in every mode")
+        pause_ms = 200
+        svc = self.entityd(redis=self.r, env=self.env_for(
+            ERASE_STEP_KEYS='10', ERASE_PAUSE_MS=str(pause_ms)))
+        eid, owner, _, _, _, _ = self.setup_entity(members=2)
+        entity_keys = len(self.keys_of(eid))
+        # keys of nobody, for the scan to cross (taken away after)
+        self.r.cli('EVAL', "for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'filler:' .. i, "
+                   "'x') end", 0, 8000)
+        self.addCleanup(self.r.cli, 'EVAL', "for i = 1, tonumber(ARGV[1]) do redis.call("
+                        "'UNLINK', 'filler:' .. i) end", 0, 8000)
+        steps0 = harness.metric(svc.port, 'entityd_erasure_steps_total') or 0
+        t0 = time.monotonic()
+        self.assertEqual(self.delete(owner, eid, port=svc.port)[0], 200)
+        self.wait_erased(eid, timeout=120)
+        took = time.monotonic() - t0
+        steps = harness.metric(svc.port, 'entityd_erasure_steps_total') - steps0
+        # At most one step per key of the entity unlinked something; the others (hundreds, the
+        # two passes over 8,000 keys) would take steps × the pause at the long one.
+        self.assertGreater(steps, 10 * entity_keys)
+        self.assertLess(took, steps * pause_ms / 1000 / 4,
+                        '%d steps in %.1f s: the steps that found nothing paused %d ms' % (
+                            steps, took, pause_ms))
+        self.assertEqual(self.keys_of(eid), [])
 
     def delete_proxies(self):
         """The RESP proxies the delete script passes through, and the environment of an
