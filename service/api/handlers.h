@@ -32,10 +32,12 @@ void skills_post_multiple(request *req);
 /* handlers_levels.c */
 void level_update(request *req);
 
-/* progress.c: member progression, the read side */
+/* progress.c: a member's progression, the read side (progress, contributions) */
 void progress_get(request *req);
 void contributions_get(request *req);
+/* leaderboard.c */
 void leaderboard_get(request *req);
+/* events.c */
 void events_get(request *req);
 /* contributions.c */
 void contributions_post(request *req);
