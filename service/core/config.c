@@ -125,9 +125,9 @@ static const opt opts[] = {
      "how often each instance looks for deleted entities to erase"},
     {"ERASE_LEASE_MS", OPT_INT, OFF(erase_lease_ms), "10000", 100, 3600000,
      "an erasure's lease: after a crash, another instance takes over once it has run out"},
-    {"SWEEP_STEP_MEMBERS", OPT_INT, OFF(sweep_step_members), "8", 1, 1000,
-     "removed members one step of the sweeper takes off the boards (a few ZREMs each per "
-     "board); bounds each step's time"},
+    {"SWEEP_STEP_ENTRIES", OPT_INT, OFF(sweep_step_entries), "128", 1, 1000,
+     "removed members' board entries one step of the sweeper takes off, with their "
+     "tombstones; bounds each step's time"},
     {"SWEEP_PAUSE_MS", OPT_INT, OFF(sweep_pause_ms), "2", 0, 60000,
      "least pause between two sweeper steps; the pause is at least 3 times the last step's "
      "round trip, so the sweeper backs off when Redis is busy"},

@@ -60,7 +60,7 @@ typedef struct config {
     int64_t erase_poll_ms;
     int64_t erase_lease_ms;
     /* The sweeper of removed members' board entries (jobs/sweeper.h) */
-    int64_t sweep_step_members;
+    int64_t sweep_step_entries;
     int64_t sweep_pause_ms;
     int64_t sweep_poll_ms;
     bool sweep_paused;

@@ -46,7 +46,8 @@ struct sweeper {
     uint64_t step_sent; /* loop ms */
     listing memo[SWEEP_MEMO];
     uint64_t steps, swept, forgotten, failures;
-    int64_t pending, backlog; /* the set's size at the last poll; records left at the last step */
+    int64_t pending; /* the set's size at the last poll */
+    int64_t backlog; /* tombstones left after the last step */
 };
 
 static void on_timer(uv_timer_t *t);
@@ -171,7 +172,7 @@ static void step(sweeper *s)
     keys_entity(&k, c->id);
     char queue[KEYS_ENTITY_SIZE + 8], count[24];
     int qlen = snprintf(queue, sizeof queue, "%s:sweep", k.entity);
-    snprintf(count, sizeof count, "%lld", (long long)s->a->cfg.sweep_step_members);
+    snprintf(count, sizeof count, "%lld", (long long)s->a->cfg.sweep_step_entries);
     const char *argv[] = {k.entity, queue, k.members, count};
     size_t lens[] = {k.entity_len, (size_t)qlen, k.members_len, strlen(count)};
     s->busy = true;
@@ -294,14 +295,14 @@ void sweeper_render_metrics(buf *out, void *ctx)
     metrics_gauge(out, "entityd_sweeps_pending",
                   "entities listed for the sweeper (entries of the sweeps set at the last poll)",
                   (double)s->pending);
-    metrics_gauge(out, "entityd_sweep_backlog",
-                  "removed members whose board entries wait for the sweeper, in the entity "
-                  "this process swept last (after its last step)",
+    metrics_gauge(out, "entityd_sweep_backlog_entries",
+                  "removed members' board entries waiting for the sweeper (their tombstones), "
+                  "in the entity this process swept last, after its last step",
                   (double)s->backlog);
     metrics_counter(out, "entityd_sweep_steps_total", "sweeper steps run by this process",
                     s->steps);
-    metrics_counter(out, "entityd_sweep_members_total",
-                    "removed members whose board entries this process took off", s->swept);
+    metrics_counter(out, "entityd_sweep_entries_total",
+                    "removed members' board entries this process took off", s->swept);
     metrics_counter(out, "entityd_sweep_forgotten_total",
                     "entities this process dropped from the sweeps set, their records all gone",
                     s->forgotten);

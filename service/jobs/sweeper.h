@@ -7,11 +7,13 @@
  * entity in the sweeps set (keys.h, its own slot), so that no crash can leave records nobody
  * finds. Each instance polls the set; for an entity listed, one step after another
  * (sweep_step.lua, one in flight, a pause between two of at least 3 times the last step's round
- * trip, so at most about a quarter of Redis's time, less when Redis is busy) takes
- * SWEEP_STEP_MEMBERS records' entries and tombstones off. Every step is atomic and idempotent:
- * a crash or restart loses nothing, and two instances on one entity share its records. An
- * entity whose records are all gone leaves the set once its entry is older than a grace period
- * and no removal listed it again (sweep_forget.lua). */
+ * trip, so at most about a quarter of Redis's time, less when Redis is busy) takes up to
+ * SWEEP_STEP_ENTRIES entries and their tombstones off, board by board in board order (the
+ * step's ZREMs then walk nearby parts of each board). The records go together once no
+ * tombstone is left. Every step is atomic and idempotent: a crash or restart loses nothing,
+ * and two instances on one entity share its tombstones. An entity with none left leaves the
+ * set once its entry is older than a grace period and no removal listed it again
+ * (sweep_forget.lua). */
 #ifndef ENTITYD_SWEEPER_H
 #define ENTITYD_SWEEPER_H
 

@@ -65,11 +65,15 @@
  *                                     (members_remove.lua adds, sweep_step.lua and force_add.lua
  *                                     remove; UNLINKed with its skill's board)
  *   ent:{c-…}:sweep           zset    all scores 0; one sweep record per removed member whose
- *                                     entries wait for the sweeper, "<address> <by>=<16 digits>
+ *                                     entries were tombstoned, "<address> <by>=<16 digits>
  *                                     <by>=<16 digits>…" (by: xp or a skill id; the entry is
  *                                     "<16 digits>:<address>"): the exact entries tombstoned,
  *                                     found by address as the lex range "[<address> " to
- *                                     "(<address>!" (jobs/sweeper.h)
+ *                                     "(<address>!" (force_add.lua takes a re-added member's
+ *                                     tombstones back by it). The sweeper goes board by board,
+ *                                     not by record: a record may list entries swept already,
+ *                                     and all go together once no tombstone is left
+ *                                     (jobs/sweeper.h)
  *   ent:{c-…}:idem:<key>      string  "<request digest, 40 hex>\n<answer JSON>", EX 86400
  *   ent:{c-…}:events          stream  fields type, at (ISO ms), actor (address or ""), data (a
  *                                     JSON object as text); MAXLEN ~ EVENTS_MAX

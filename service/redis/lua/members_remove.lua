@@ -7,13 +7,14 @@
 -- A removed member leaves the members hash and the order zset (so the users list) at once. Its
 -- board entries are not taken off the big boards here (a ZREM at a random place of a board of a
 -- million entries was most of a removal's cost): each is tombstoned instead, added to its
--- board's small gone zset (every board read subtracts those), and the member's sweep record
--- lists them for the sweeper (jobs/sweeper.h, sweep_step.lua), which takes both off later. The
--- service listed the entity in the sweeps set (keys.h) before sending this. Its prog hash,
--- contributions and reachedAt fields stay, so a force-add lists it again with what it had. A
--- removal that removes someone renews membersVersion (cached users pages hold only under the
--- version they were rendered from) and writes one event per call: member.removed {addresses
--- (those removed)}, or member.left {address}.
+-- board's gone zset (every board read subtracts those), and the member's sweep record lists
+-- them (force_add.lua reads it); the sweeper (jobs/sweeper.h, sweep_step.lua) takes entries
+-- and tombstones off later, board by board. The service listed the entity in the sweeps set
+-- (keys.h) before sending this. Its prog hash, contributions and reachedAt fields stay, so a
+-- force-add lists it again with what it had. A removal that removes someone renews
+-- membersVersion (cached users pages hold only under the version they were rendered from) and
+-- writes one event per call: member.removed {addresses (those removed)}, or member.left
+-- {address}.
 -- Returns {removed, missing, board...}: the boards changed ('xp' or skill ids, each once).
 local moving = moving_guard(KEYS[1])
 if moving then return moving end

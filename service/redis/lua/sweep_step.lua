@@ -1,28 +1,47 @@
--- sweep_step: one bounded step of the sweeper (jobs/sweeper.h): takes removed members' board
--- entries and their tombstones off, for up to ARGV[1] sweep records of one entity (keys.h: sweep,
--- lb:…:gone). Each record names its entries exactly as the removal tombstoned them, so a
--- revocation since (it moves only the progress of a removed member) changes nothing here. A
--- record whose address is a member again should not exist (force_add.lua takes it back), and
--- its board entries are then left as they are. At most a few ZREMs per board of each record:
--- ARGV[1] bounds the step's time, whatever the entity's size. Writes nothing but removals, so a
--- deleted entity (its hash gone) is left to its erasure.
+-- sweep_step: one bounded step of the sweeper (jobs/sweeper.h): takes up to ARGV[1] removed
+-- members' entries off the boards of one entity, each with its tombstone (keys.h: lb:…:gone),
+-- board by board, from the top of each board's gone zset.
+-- Why in board order, not member by member: a gone zset's first entries are neighbours on the
+-- board too, so each ZREM walks the skiplist close to where the one before it did, through
+-- nodes still in the CPU's caches, and the tombstones go with one ZREMRANGEBYRANK. Member by
+-- member, every ZREM started cold at a random place of a board of up to millions of entries:
+-- about 3 times the cost (bench/RESULTS.md, 2026-11-27 14:27).
+-- An entry whose address is a member again (should not exist: force_add.lua takes a re-added
+-- member's tombstones back) loses only its tombstone; its board entry stays.
+-- The sweep records are not read here. Once every board's gone zset is empty, all of them are
+-- stale (every entry they list is off its board), and they go together. Until then force_add.lua
+-- still reads a record to take a re-added member's tombstones back (a tombstone already swept is
+-- a ZREM of nothing). Writes nothing but removals, so a deleted entity (its hash gone) is left to
+-- its erasure.
 -- KEYS: entity, sweep zset, members
--- ARGV: most records to sweep
--- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE', records swept, records left}.
+-- ARGV: most board entries to take off
+-- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE', entries taken off, tombstones
+-- left}.
 local E = KEYS[1]
 local moving = moving_guard(E)
 if moving then return moving end
 if redis.call('EXISTS', E) == 0 then return {'NONE', 0, 0} end
-local recs = redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1)
-for _, rec in ipairs(recs) do
-  local addr = string.match(rec, '^(%S+)')
-  local live = redis.call('HEXISTS', KEYS[3], addr) == 1
-  for by, inv in string.gmatch(rec, ' ([^ =]+)=(%d+)') do
-    local e = inv .. ':' .. addr
-    if not live then redis.call('ZREM', lb_key(E, by), e) end
-    redis.call('ZREM', gone_key(E, by), e)
+local budget, swept, left = tonumber(ARGV[1]), 0, 0
+local boards = redis.call('HKEYS', E .. ':skills')
+table.insert(boards, 1, 'xp')
+for _, by in ipairs(boards) do
+  local g = gone_key(E, by)
+  if budget > 0 then
+    local es = redis.call('ZRANGE', g, 0, budget - 1)
+    if #es > 0 then
+      local addrs, off = {}, {}
+      for i, e in ipairs(es) do addrs[i] = string.sub(e, 18) end
+      local live = redis.call('HMGET', KEYS[3], unpack(addrs))
+      for i, e in ipairs(es) do
+        if not live[i] then off[#off + 1] = e end
+      end
+      if #off > 0 then redis.call('ZREM', lb_key(E, by), unpack(off)) end
+      redis.call('ZREMRANGEBYRANK', g, 0, #es - 1)
+      budget, swept = budget - #es, swept + #es
+    end
   end
-  redis.call('ZREM', KEYS[2], rec)
+  left = left + redis.call('ZCARD', g)
 end
-local left = redis.call('ZCARD', KEYS[2])
-return {left > 0 and 'MORE' or 'DONE', #recs, left}
+if left > 0 then return {'MORE', swept, left} end
+redis.call('UNLINK', KEYS[2])
+return {'DONE', swept, 0}
