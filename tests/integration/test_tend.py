@@ -474,8 +474,9 @@ class TendTest(harness.ServiceTestCase):
         self.assertEqual(self.board(eid, b), [])
         ev = self.events(eid, 'skill.deleted')
         self.assertEqual([e['data'] for e in ev], [{'id': a, 'name': 'Rust'}])
-        # Removing and re-adding a member does not bring the board back.
+        # Removing and re-adding a member does not bring the board back (nor tombstones it).
         self.assertOk(self.remove('owner', eid, 'm1'))
+        self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:lb:s:%s:gone' % (eid, a)), 0)
         self.force_add(eid, 'm1')
         self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:lb:s:%s' % (eid, a)), 0)
 

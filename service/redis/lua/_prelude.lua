@@ -240,6 +240,21 @@ local function norm_name(name)
   return (string.gsub(name, '[A-Z]', function(c) return string.char(string.byte(c) + 32) end))
 end
 
+-- Runs cmd on key with the arguments in list, in pieces of at most `step` (unpack's stack
+-- limit; even, for lists of pairs); returns the replies joined (for HMGET).
+local function call_many(cmd, key, list, step)
+  if #list == 0 then return {} end
+  if #list <= step then return redis.call(cmd, key, unpack(list)) end
+  local out = {}
+  for from = 1, #list, step do
+    local r = redis.call(cmd, key, unpack(list, from, math.min(#list, from + step - 1)))
+    if type(r) == 'table' then
+      for i = 1, #r do out[#out + 1] = r[i] end
+    end
+  end
+  return out
+end
+
 -- Removal tombstones (keys.h: lb:…:gone, sweep). A removed member's board entries stay on the
 -- boards until the sweeper takes them off (sweep_step.lua); until then each is also in its
 -- board's gone zset, which every read subtracts, and the member's sweep record lists them:

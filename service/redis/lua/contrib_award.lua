@@ -64,21 +64,6 @@ local function board(by)
   return k
 end
 
--- Runs cmd on key with the arguments in list, in pieces of at most `step` (unpack's stack
--- limit; even, for lists of pairs); returns the replies joined (for HMGET).
-local function call_many(cmd, key, list, step)
-  if #list == 0 then return {} end
-  if #list <= step then return call(cmd, key, unpack(list)) end
-  local out = {}
-  for from = 1, #list, step do
-    local r = call(cmd, key, unpack(list, from, math.min(#list, from + step - 1)))
-    if type(r) == 'table' then
-      for i = 1, #r do out[#out + 1] = r[i] end
-    end
-  end
-  return out
-end
-
 -- What every award of the group asks the same way is asked once: the caller's role and gate,
 -- and the levels of the progression template.
 local gated

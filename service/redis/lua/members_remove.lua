@@ -34,46 +34,71 @@ else
   local denied = write_gate(E, role, ARGV[2], 'staff')
   if denied then return denied end
 end
-local removed, missing, list, boards, out = 0, 0, {}, {}, {}
+-- Each key's writes are gathered over the members and sent once, sorted: the inserts into a
+-- big zset then walk it near one another, in the CPU's caches. A removal of 1,000 members of a
+-- million holds Redis 39-60 ms so, 54-90 ms with a call per member and key (bench/RESULTS.md).
+local removed, missing, list, out = 0, 0, {}, {}
+local gone_addrs, order, tombs, recs, skill_ok = {}, {}, {}, {}, {}
+local entries = call_many('HMGET', KEYS[4], {unpack(ARGV, 7)}, 2000)
 for i = 7, #ARGV do
-  local a = ARGV[i]
-  local entry = redis.call('HGET', KEYS[4], a)
+  local a, entry = ARGV[i], entries[i - 6]
   if entry then
-    redis.call('HDEL', KEYS[4], a)
-    redis.call('ZREM', KEYS[5], entry)
+    gone_addrs[#gone_addrs + 1] = a
+    order[#order + 1] = entry
     -- its entries, tombstoned (a deleted skill's score has no board: nothing to tombstone;
-    -- the skills asked in one HMGET, not one HEXISTS each)
-    local flat, rec, bys, ask = redis.call('HGETALL', prog_key(E, a)), {a}, {}, {}
+    -- the skills not seen yet asked in one HMGET)
+    local flat, rec, ask = redis.call('HGETALL', prog_key(E, a)), {a}, {}
     for j = 1, #flat, 2 do
-      local f = flat[j]
-      if f == 'xp' then
-        bys[j] = 'xp'
-      elseif string.sub(f, 1, 2) == 's:' and (tonumber(flat[j + 1]) or 0) > 0 then
-        ask[#ask + 1] = string.sub(f, 3)
-        bys[j] = #ask
+      local sid = string.sub(flat[j], 1, 2) == 's:' and string.sub(flat[j], 3)
+      if sid and skill_ok[sid] == nil and (tonumber(flat[j + 1]) or 0) > 0 then
+        skill_ok[sid] = false
+        ask[#ask + 1] = sid
       end
     end
-    local known = #ask > 0 and redis.call('HMGET', E .. ':skills', unpack(ask)) or {}
+    if #ask > 0 then
+      local known = redis.call('HMGET', E .. ':skills', unpack(ask))
+      for k, sid in ipairs(ask) do skill_ok[sid] = known[k] and true or false end
+    end
     for j = 1, #flat, 2 do
-      local v, by = tonumber(flat[j + 1]) or 0, bys[j]
-      if type(by) == 'number' then by = known[by] and ask[by] or nil end
+      local f, v = flat[j], tonumber(flat[j + 1]) or 0
+      local by = f == 'xp' and 'xp' or string.sub(f, 1, 2) == 's:' and string.sub(f, 3)
+      if by and by ~= 'xp' and not skill_ok[by] then by = nil end
       if by and v > 0 then
-        redis.call('ZADD', gone_key(E, by), '0', lb_member(v, a))
-        rec[#rec + 1] = by .. '=' .. lb_inv(v)
-        if not boards[by] then
-          boards[by] = true
+        local t = tombs[by]
+        if not t then
+          t = {}
+          tombs[by] = t
           out[#out + 1] = by
         end
+        t[#t + 1] = lb_member(v, a)
+        rec[#rec + 1] = by .. '=' .. lb_inv(v)
       end
     end
-    if #rec > 1 then redis.call('ZADD', E .. ':sweep', '0', table.concat(rec, ' ')) end
+    if #rec > 1 then recs[#recs + 1] = table.concat(rec, ' ') end
     removed = removed + 1
     list[removed] = jstr(a)
   else
     missing = missing + 1
   end
 end
+
+-- Score 0 before each member: the list ZADD takes, sorted first.
+local function scored(members)
+  table.sort(members)
+  local args = {}
+  for k, m in ipairs(members) do
+    args[2 * k - 1] = '0'
+    args[2 * k] = m
+  end
+  return args
+end
+
 if removed > 0 then
+  call_many('HDEL', KEYS[4], gone_addrs, 4000)
+  table.sort(order)
+  call_many('ZREM', KEYS[5], order, 4000)
+  for _, by in ipairs(out) do call_many('ZADD', gone_key(E, by), scored(tombs[by]), 4000) end
+  if #recs > 0 then call_many('ZADD', E .. ':sweep', scored(recs), 4000) end
   redis.call('HSET', E, 'membersVersion', ARGV[4])
   if mode == 'leave' then
     emit(E, ARGV[5], 'member.left', ARGV[6], caller, '{"address":' .. list[1] .. '}')
