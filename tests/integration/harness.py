@@ -343,7 +343,14 @@ class Redis:
     def _args(self):
         a = [REDIS_SERVER, '--port', str(self.port), '--bind', '127.0.0.1', '--save', '',
              '--daemonize', 'no', '--dir', self.dir, '--logfile', '',
-             '--appendonly', 'yes' if self.appendonly else 'no', '--protected-mode', 'no']
+             '--appendonly', 'yes' if self.appendonly else 'no', '--protected-mode', 'no',
+             # A replica syncs from a file: Redis 7's default, a diskless transfer, first waits
+             # 5 s for more replicas to share it (every cluster the tests build, and every
+             # resync after a failover or restart, sat through that), and afterwards streams
+             # the primary's writes only from the replica's next ACK, up to a second later: a
+             # primary killed in that window loses writes it acknowledged, and a test of
+             # failover sees them gone.
+             '--repl-diskless-sync', 'no']
         if self.appendfsync:
             a += ['--appendfsync', self.appendfsync]
         if self.password:
