@@ -11,9 +11,14 @@ prepended), and runs, each after CONFIG RESETSTAT and read back from INFO comman
   rm+big  the same with BIG removed members already waiting for the sweep (the gone zsets big)
   sweep   sweep_step.lua until no tombstone is left, per member swept (11 entries)
   old     the earlier removal (members_remove.lua given by --old), 11 ZREMs on the boards
-Calls are pipelined 64 deep. Prints one line per workload.
+  groups  with --groups G,G,...: K members removed G to a call (sorted), after the rest, the
+          gone zsets as big as the runs before left them: what grouping removals in one call
+          (as awards are grouped per loop turn, redis/group.h) would save a member
+Calls are pipelined 64 deep. Prints one line per workload; after rm+big, the commands the
+removal ran inside its script, each with its own time (INFO commandstats): the rest of the
+EVALSHA's time is Lua and the passing of arguments and replies.
 
-  tend_micro.py --redis-port P [--members N] [--calls K] [--big B] [--old FILE]
+  tend_micro.py --redis-port P [--members N] [--calls K] [--big B] [--old FILE] [--groups G,...]
 """
 import argparse
 import os
@@ -74,12 +79,14 @@ def main():
     ap.add_argument("--calls", type=int, default=5000)
     ap.add_argument("--big", type=int, default=20000)
     ap.add_argument("--old")
+    ap.add_argument("--groups", default="")
     o = ap.parse_args()
+    groups = [int(g) for g in o.groups.split(",") if g]
     port, n = o.redis_port, o.members
     rnd = random.Random(27)
     r = Redis(port)
     addrs = ["0x%040x" % rnd.getrandbits(160) for _ in range(n)]
-    gone_n = 3 * o.calls + o.big + (o.calls if o.old else 0)
+    gone_n = 3 * o.calls + o.big + (o.calls if o.old else 0) + len(groups) * o.calls
     cmds = [resp("HSET", E, "id", E[5:-1], "isEnabled", "1", "public", "1"),
             resp("SADD", E + ":owners", OWNER)]
     cmds.append(resp("HSET", E + ":skills", *[x for s in SKILLS for x in (s, "{}")]))
@@ -149,6 +156,20 @@ def main():
     at += o.big
     rmb, _ = run(r, port, sha["members_remove"], removals(addrs[at:at + o.calls]))
     at += o.calls
+    inside = sorted((us * calls / o.calls, name) for name, (us, calls) in
+                    r.commandstats().items() if name != "evalsha" and calls >= o.calls)
+    print("  inside a removal (µs a call): " + ", ".join(
+        "%s %.1f" % (name, us) for us, name in reversed(inside)) +
+        "; the rest of the %.1f µs is Lua and argument passing" % (rmb - sum(
+            us for us, _ in inside)))
+    for g in groups:
+        batch = addrs[at:at + o.calls]
+        at += o.calls
+        calls = [(keys5 + [E + ":lb:xp"], common + sorted(batch[i:i + g]))
+                 for i in range(0, len(batch), g)]
+        us, _ = run(r, port, sha["members_remove"], calls)
+        print("removal of %d members a call: %.1f µs a call, %.1f µs a member (%.2fx one "
+              "alone, with %d waiting)" % (g, us, us / g, us / g / rmb, at - 2 * o.calls))
     swept, sw = sweep_all()
     print("with %d removed members waiting for the sweep: removal %.1f µs (%.2fx force-add); "
           "sweep %.1f µs per member swept (%d)" % (o.big, rmb, rmb / fa, sw, swept))
