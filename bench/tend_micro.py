@@ -11,9 +11,9 @@ prepended), and runs, each after CONFIG RESETSTAT and read back from INFO comman
   rm+big  the same with BIG removed members already waiting for the sweep (the gone zsets big)
   sweep   sweep_step.lua until no tombstone is left, per member swept (11 entries)
   old     the earlier removal (members_remove.lua given by --old), 11 ZREMs on the boards
-  groups  with --groups G,G,...: K members removed G to a call (sorted), after the rest, the
-          gone zsets as big as the runs before left them: what grouping removals in one call
-          (as awards are grouped per loop turn, redis/group.h) would save a member
+  groups  with --groups G,G,...: K members removed G to a call (sorted), right after rm+big
+          and before its sweep (the backlog grows by K a run): what grouping removals in one
+          call (as awards are grouped per loop turn, redis/group.h) would save a member
 Calls are pipelined 64 deep. Prints one line per workload; after rm+big, the commands the
 removal ran inside its script, each with its own time (INFO commandstats): the rest of the
 EVALSHA's time is Lua and the passing of arguments and replies.
