@@ -10,10 +10,11 @@ prepended), and runs, each after CONFIG RESETSTAT and read back from INFO comman
   rm      members_remove.lua, one member a call, its 11 entries tombstoned (sweeper idle)
   rm+big  the same with BIG removed members already waiting for the sweep (the gone zsets big)
   sweep   sweep_step.lua until no tombstone is left, per member swept (11 entries)
-  old     the earlier removal (members_remove.lua given by --old), 11 ZREMs on the boards
-  groups  with --groups G,G,...: K members removed G to a call (sorted), right after rm+big
-          and before its sweep (the backlog grows by K a run): what grouping removals in one
-          call (as awards are grouped per loop turn, redis/group.h) would save a member
+  old     an earlier removal (a members_remove.lua from before the groups, given by --old:
+          its arguments caller, platform, mode, version, events_max, now, address)
+  groups  with --groups G,G,...: K removals of one member each, G to a group (one call, as
+          the service groups the removals of one loop turn, redis/group.h), right after
+          rm+big and before its sweep (the backlog grows by K a run)
 Calls are pipelined 64 deep. Prints one line per workload; after rm+big, the commands the
 removal ran inside its script, each with its own time (INFO commandstats): the rest of the
 EVALSHA's time is Lua and the passing of arguments and replies.
@@ -115,10 +116,18 @@ def main():
     if o.old:
         sha["old"] = r.call("SCRIPT", "LOAD", script("members_remove", o.old)).decode()
     keys5 = [E, E + ":owners", E + ":admins", E + ":members", E + ":members:order"]
-    common = [OWNER, "0", "remove", "v1", "100000", "2026-01-01T00:00:00.000Z"]
+    shared = ["100000", "2026-01-01T00:00:00.000Z"]
 
-    def removals(batch):
-        return [(keys5 + [E + ":lb:xp"], common + [a]) for a in batch]
+    def one(a):
+        """One removal's own part of a group's arguments: key count, argument count, then
+        caller, platform, mode, version, address."""
+        return ["0", "5", OWNER, "0", "remove", "v1", a]
+
+    def removals(batch, per_call=1):
+        """Removals of one member each, per_call of them in a group (one call)."""
+        return [(keys5 + [E + ":lb:xp"], shared + [str(len(batch[i:i + per_call]))] +
+                 [x for a in batch[i:i + per_call] for x in one(a)])
+                for i in range(0, len(batch), per_call)]
 
     def sweep_all():
         """Steps of 176 entries until done: members swept, Redis µs per member (11 entries)."""
@@ -165,16 +174,17 @@ def main():
     for g in groups:
         batch = addrs[at:at + o.calls]
         at += o.calls
-        calls = [(keys5 + [E + ":lb:xp"], common + sorted(batch[i:i + g]))
-                 for i in range(0, len(batch), g)]
-        us, _ = run(r, port, sha["members_remove"], calls)
-        print("removal of %d members a call: %.1f µs a call, %.1f µs a member (%.2fx one "
+        us, _ = run(r, port, sha["members_remove"], removals(batch, g))
+        print("removals of one member, %d a group: %.1f µs a call, %.1f µs a member (%.2fx one "
               "alone, with %d waiting)" % (g, us, us / g, us / g / rmb, at - 2 * o.calls))
     swept, sw = sweep_all()
     print("with %d removed members waiting for the sweep: removal %.1f µs (%.2fx force-add); "
           "sweep %.1f µs per member swept (%d)" % (o.big, rmb, rmb / fa, sw, swept))
     if o.old:
-        old, _ = run(r, port, sha["old"], removals(addrs[at:at + o.calls]))
+        # the arguments as members_remove.lua took them before removals were grouped
+        old, _ = run(r, port, sha["old"], [
+            (keys5 + [E + ":lb:xp"], [OWNER, "0", "remove", "v1"] + shared + [a])
+            for a in addrs[at:at + o.calls]])
         print("earlier removal (11 ZREMs on the boards): %.1f µs (%.2fx force-add)" % (
             old, old / fa))
 

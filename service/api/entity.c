@@ -8,6 +8,7 @@
 #include "core/app.h"
 #include "auth/auth.h"
 #include "core/ids.h"
+#include "redis/group.h"
 #include "api/respond.h"
 #include "cache/readcache.h"
 
@@ -225,23 +226,45 @@ void entity_event_args_fill(const request *req, int64_t now_ms, entity_event_arg
     isotime_format(now_ms, a->at);
 }
 
+/* head then the addresses, as one argument vector in the request's pool; false (500
+ * answered) when out of memory. */
+static bool script_args(request *req, const char *const *head, size_t nhead,
+                        const char (*addrs)[43], size_t naddrs, const char ***argv, size_t **lens)
+{
+    size_t argc = nhead + naddrs;
+    *argv = arena_alloc(&req->pool, argc * sizeof **argv);
+    *lens = arena_alloc(&req->pool, argc * sizeof **lens);
+    if (!*argv || !*lens) {
+        request_fail_internal(req, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < nhead; i++)
+        (*argv)[i] = head[i];
+    for (size_t i = 0; i < naddrs; i++)
+        (*argv)[nhead + i] = addrs[i];
+    for (size_t i = 0; i < argc; i++)
+        (*lens)[i] = strlen((*argv)[i]);
+    return true;
+}
+
 void entity_script(request *req, int script, store_cb cb, int nkeys, const char *const *head,
                    size_t nhead, const char (*addrs)[43], size_t naddrs)
 {
-    size_t argc = nhead + naddrs;
-    const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
-    size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
-    if (!argv || !lens) {
-        request_fail_internal(req, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < nhead; i++)
-        argv[i] = head[i];
-    for (size_t i = 0; i < naddrs; i++)
-        argv[nhead + i] = addrs[i];
-    for (size_t i = 0; i < argc; i++)
-        lens[i] = strlen(argv[i]);
-    store_script(req->app->store, script, cb, req, nkeys, (int)argc, argv, lens);
+    const char **argv;
+    size_t *lens;
+    if (script_args(req, head, nhead, addrs, naddrs, &argv, &lens))
+        store_script(req->app->store, script, cb, req, nkeys, (int)(nhead + naddrs), argv, lens);
+}
+
+void entity_group_script(request *req, int script, store_cb cb, int nshared_keys, int nshared_args,
+                         const char *const *head, size_t nhead, const char (*addrs)[43],
+                         size_t naddrs)
+{
+    const char **argv;
+    size_t *lens;
+    if (script_args(req, head, nhead, addrs, naddrs, &argv, &lens))
+        group_script(req->app->groups, script, cb, req, nshared_keys, nshared_args, 0,
+                     (int)(nhead + naddrs), argv, lens);
 }
 
 /* The read rule over {first, isEnabled, public, ...}. Without the caller's role (have_role

@@ -57,6 +57,12 @@ json_t *entity_addresses_body(request *req, size_t max, entity_addresses *out);
  * list. Out of memory answers 500 instead. */
 void entity_script(request *req, int script, store_cb cb, int nkeys, const char *const *head,
                    size_t nhead, const char (*addrs)[43], size_t naddrs);
+/* The same as one call of a group (redis/group.h): head's first nshared_keys keys and the
+ * nshared_args arguments after them are the group's shared part, the rest is the call's own
+ * (no keys of its own). */
+void entity_group_script(request *req, int script, store_cb cb, int nshared_keys, int nshared_args,
+                         const char *const *head, size_t nhead, const char (*addrs)[43],
+                         size_t naddrs);
 
 /* A write script changed these boards of the entity (reply elements from `from` on: "xp" or
  * skill ids), known only from its answer: the read cache drops them now, so that this

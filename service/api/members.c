@@ -13,6 +13,7 @@
 #include "crypto/hex.h"
 #include "core/ids.h"
 #include "core/isotime.h"
+#include "redis/group.h"
 #include "redis/keys.h"
 #include "redis/lua_scripts.h"
 #include "api/respond.h"
@@ -105,21 +106,23 @@ static void send_removal(request *req)
     }
     hex_encode(rnd, sizeof rnd, version);
     entity_event_args ev;
-    entity_event_args_fill(req, isotime_now_ms(), &ev);
+    entity_event_args_fill(req, group_now_ms(req->app->groups), &ev);
+    /* The removals of one entity in one loop turn leave as one call (redis/group.h): the
+     * entity's keys and the turn's time are shared, the rest is each removal's own. */
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
                           k.members,
                           k.order,
                           board,
+                          ev.max,
+                          ev.at,
                           req->caller,
                           auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
                           m->leave ? "leave" : "remove",
-                          version,
-                          ev.max,
-                          ev.at};
-    entity_script(req, LUA_MEMBERS_REMOVE, on_removed, 6, head, sizeof head / sizeof head[0],
-                  m->addrs, m->n);
+                          version};
+    entity_group_script(req, LUA_MEMBERS_REMOVE, on_removed, 6, 2, head,
+                        sizeof head / sizeof head[0], m->addrs, m->n);
 }
 
 void members_delete(request *req)

@@ -25,7 +25,7 @@ typedef struct app {
     config cfg;
     struct server *server;
     struct store *store;
-    struct group *groups; /* script calls sent together per loop turn (awards) */
+    struct group *groups; /* script calls sent together per loop turn (awards, removals) */
     struct auth *auth;
     struct pagecache *pages;   /* NULL when PAGE_CACHE_SIZE is 0 */
     struct readcache *reads;   /* NULL when READ_CACHE_MB is 0 */

@@ -1,9 +1,14 @@
--- members_remove: takes members off an entity: owners and admins remove any (mode 'remove'),
--- or a signed caller leaves (mode 'leave', the one address being the caller's own). All or
--- nothing; an address that is not a member counts as missing (removing twice is no error).
--- KEYS: entity, owners, admins, members, member order, XP board
--- ARGV: caller, platform, mode, a fresh random version, events_max, now (ISO), address...
---       (lowercase, deduplicated)
+-- members_remove: takes members off an entity, for each of the removals of one entity that
+-- arrived in one loop turn (a group, service/redis/group.h): they run one after the other, and
+-- each gets the answer it would have had alone. A removal is owners and admins removing any
+-- (mode 'remove'), or a signed caller leaving (mode 'leave', the one address being the caller's
+-- own). Each is all or nothing; an address that is not a member (or was removed by a removal
+-- before it in the group) counts as missing: removing twice is no error.
+-- KEYS: the group's: entity, owners, admins, members, member order, XP board.
+-- ARGV: the group's: events_max, now (ISO) (the removals of one loop turn share their time:
+-- group_now_ms); the number of removals; then each removal's key count (0), argument count and
+-- arguments: caller, platform, mode, a fresh random version, address... (lowercase,
+-- deduplicated).
 -- A removed member leaves the members hash and the order zset (so the users list) at once. Its
 -- board entries are not taken off the big boards here (a ZREM at a random place of a board of a
 -- million entries was most of a removal's cost): each is tombstoned instead, added to its
@@ -13,72 +18,120 @@
 -- (keys.h) before sending this. Its prog hash, contributions and reachedAt fields stay, so a
 -- force-add lists it again with what it had. A removal that removes someone renews
 -- membersVersion (cached users pages hold only under the version they were rendered from) and
--- writes one event per call: member.removed {addresses (those removed)}, or member.left
--- {address}.
--- Returns {removed, missing, board...}: the boards changed ('xp' or skill ids, each once).
+-- writes one event: member.removed {addresses (those removed)}, or member.left {address}.
+-- Answers one reply per removal: {removed, missing, board...} (the boards changed, 'xp' or skill
+-- ids, each once), or its error.
+local KEYS, ARGV = KEYS, ARGV
 local moving = moving_guard(KEYS[1])
 if moving then return moving end
-local E, caller, mode = KEYS[1], ARGV[1], ARGV[3]
-local role = role_of(KEYS[2], KEYS[3], nil, caller)
-if mode == 'leave' then
-  -- Anyone signed in may leave an enabled entity; a disabled one refuses owners and admins
-  -- (403) and is 404 to everyone else, as every write.
-  if redis.call('EXISTS', E) == 0 then return fail('NOT_FOUND', 'No such entity.') end
-  if ARGV[2] ~= '1' and redis.call('HGET', E, 'isEnabled') == '0' then
-    if role == 'owner' or role == 'admin' then
-      return fail('FORBIDDEN', 'The entity is disabled.')
-    end
-    return fail('NOT_FOUND', 'No such entity.')
-  end
-else
-  local denied = write_gate(E, role, ARGV[2], 'staff')
-  if denied then return denied end
-end
--- Each key's writes are gathered over the members and sent once, sorted: the inserts into a
--- big zset then walk it near one another, in the CPU's caches. A removal of 1,000 members of a
--- million holds Redis 39-60 ms so, 54-90 ms with a call per member and key (bench/RESULTS.md).
-local removed, missing, list, out = 0, 0, {}, {}
-local gone_addrs, order, tombs, recs, skill_ok = {}, {}, {}, {}, {}
-local entries = call_many('HMGET', KEYS[4], {unpack(ARGV, 7)}, 2000)
-for i = 7, #ARGV do
-  local a, entry = ARGV[i], entries[i - 6]
-  if entry then
-    gone_addrs[#gone_addrs + 1] = a
-    order[#order + 1] = entry
-    -- its entries, tombstoned (a deleted skill's score has no board: nothing to tombstone;
-    -- the skills not seen yet asked in one HMGET)
-    local flat, rec, ask = redis.call('HGETALL', prog_key(E, a)), {a}, {}
-    for j = 1, #flat, 2 do
-      local sid = string.sub(flat[j], 1, 2) == 's:' and string.sub(flat[j], 3)
-      if sid and skill_ok[sid] == nil and (tonumber(flat[j + 1]) or 0) > 0 then
-        skill_ok[sid] = false
-        ask[#ask + 1] = sid
-      end
-    end
-    if #ask > 0 then
-      local known = redis.call('HMGET', E .. ':skills', unpack(ask))
-      for k, sid in ipairs(ask) do skill_ok[sid] = known[k] and true or false end
-    end
-    for j = 1, #flat, 2 do
-      local f, v = flat[j], tonumber(flat[j + 1]) or 0
-      local by = f == 'xp' and 'xp' or string.sub(f, 1, 2) == 's:' and string.sub(f, 3)
-      if by and by ~= 'xp' and not skill_ok[by] then by = nil end
-      if by and v > 0 then
-        local t = tombs[by]
-        if not t then
-          t = {}
-          tombs[by] = t
-          out[#out + 1] = by
+local E, maxlen, now_iso = KEYS[1], ARGV[1], ARGV[2]
+
+-- Each caller's gate, asked once a group: a removal changes no role and no flag of the entity.
+-- A signed caller may leave an enabled entity; a disabled one refuses owners and admins (403)
+-- and is 404 to everyone else, as every write.
+local gates = {}
+local function gate(caller, platform, mode)
+  local key = mode .. ' ' .. platform .. ' ' .. caller
+  local g = gates[key]
+  if g == nil then
+    local role = role_of(KEYS[2], KEYS[3], nil, caller)
+    if mode == 'leave' then
+      if redis.call('EXISTS', E) == 0 then
+        g = fail('NOT_FOUND', 'No such entity.')
+      elseif platform ~= '1' and redis.call('HGET', E, 'isEnabled') == '0' then
+        if role == 'owner' or role == 'admin' then
+          g = fail('FORBIDDEN', 'The entity is disabled.')
+        else
+          g = fail('NOT_FOUND', 'No such entity.')
         end
-        t[#t + 1] = lb_member(v, a)
-        rec[#rec + 1] = by .. '=' .. lb_inv(v)
+      end
+    else
+      g = write_gate(E, role, platform, 'staff')
+    end
+    g = g or false
+    gates[key] = g
+  end
+  return g or nil
+end
+
+-- Each key's writes are gathered over the group's members and sent once, at the end, sorted:
+-- the inserts into a big zset then walk it near one another, in the CPU's caches. Nothing in
+-- the group reads them back (taken stands in for the members hash). A removal of 1,000
+-- members of a million holds Redis 39-60 ms so, 54-90 ms with a call per member and key
+-- (bench/RESULTS.md).
+local taken, gone_addrs, order, tombs, boards, recs, skill_ok = {}, {}, {}, {}, {}, {}, {}
+local version
+local replies = {}
+local at = 4
+for c = 1, tonumber(ARGV[3]) do
+  local first, n = at + 2, tonumber(ARGV[at + 1])
+  at = first + n
+  local caller, platform, mode = ARGV[first], ARGV[first + 1], ARGV[first + 2]
+  local denied = gate(caller, platform, mode)
+  if denied then
+    replies[c] = denied
+  else
+    local addrs = {unpack(ARGV, first + 4, first + n - 1)}
+    local entries = call_many('HMGET', KEYS[4], addrs, 2000)
+    local removed, missing, list, out, seen = 0, 0, {}, {}, {}
+    for i, a in ipairs(addrs) do
+      local entry = entries[i]
+      if entry and not taken[a] then
+        taken[a] = true
+        gone_addrs[#gone_addrs + 1] = a
+        order[#order + 1] = entry
+        -- its entries, tombstoned (a deleted skill's score has no board: nothing to
+        -- tombstone; the skills not seen yet asked in one HMGET)
+        local flat, rec, ask = redis.call('HGETALL', prog_key(E, a)), {a}, {}
+        for j = 1, #flat, 2 do
+          local sid = string.sub(flat[j], 1, 2) == 's:' and string.sub(flat[j], 3)
+          if sid and skill_ok[sid] == nil and (tonumber(flat[j + 1]) or 0) > 0 then
+            skill_ok[sid] = false
+            ask[#ask + 1] = sid
+          end
+        end
+        if #ask > 0 then
+          local known = redis.call('HMGET', E .. ':skills', unpack(ask))
+          for k, sid in ipairs(ask) do skill_ok[sid] = known[k] and true or false end
+        end
+        for j = 1, #flat, 2 do
+          local f, v = flat[j], tonumber(flat[j + 1]) or 0
+          local by = f == 'xp' and 'xp' or string.sub(f, 1, 2) == 's:' and string.sub(f, 3)
+          if by and by ~= 'xp' and not skill_ok[by] then by = nil end
+          if by and v > 0 then
+            local t = tombs[by]
+            if not t then
+              t = {}
+              tombs[by] = t
+              boards[#boards + 1] = by
+            end
+            t[#t + 1] = lb_member(v, a)
+            rec[#rec + 1] = by .. '=' .. lb_inv(v)
+            if not seen[by] then
+              seen[by] = true
+              out[#out + 1] = by
+            end
+          end
+        end
+        if #rec > 1 then recs[#recs + 1] = table.concat(rec, ' ') end
+        removed = removed + 1
+        list[removed] = jstr(a)
+      else
+        missing = missing + 1
       end
     end
-    if #rec > 1 then recs[#recs + 1] = table.concat(rec, ' ') end
-    removed = removed + 1
-    list[removed] = jstr(a)
-  else
-    missing = missing + 1
+    if removed > 0 then
+      version = ARGV[first + 3]
+      if mode == 'leave' then
+        emit(E, maxlen, 'member.left', now_iso, caller, '{"address":' .. list[1] .. '}')
+      else
+        emit(E, maxlen, 'member.removed', now_iso, caller, '{"addresses":[' ..
+          table.concat(list, ',') .. ']}')
+      end
+    end
+    table.insert(out, 1, missing)
+    table.insert(out, 1, removed)
+    replies[c] = out
   end
 end
 
@@ -93,20 +146,12 @@ local function scored(members)
   return args
 end
 
-if removed > 0 then
+if version then
   call_many('HDEL', KEYS[4], gone_addrs, 4000)
   table.sort(order)
   call_many('ZREM', KEYS[5], order, 4000)
-  for _, by in ipairs(out) do call_many('ZADD', gone_key(E, by), scored(tombs[by]), 4000) end
+  for _, by in ipairs(boards) do call_many('ZADD', gone_key(E, by), scored(tombs[by]), 4000) end
   if #recs > 0 then call_many('ZADD', E .. ':sweep', scored(recs), 4000) end
-  redis.call('HSET', E, 'membersVersion', ARGV[4])
-  if mode == 'leave' then
-    emit(E, ARGV[5], 'member.left', ARGV[6], caller, '{"address":' .. list[1] .. '}')
-  else
-    emit(E, ARGV[5], 'member.removed', ARGV[6], caller, '{"addresses":[' ..
-      table.concat(list, ',') .. ']}')
-  end
+  redis.call('HSET', E, 'membersVersion', version)
 end
-table.insert(out, 1, missing)
-table.insert(out, 1, removed)
-return out
+return replies

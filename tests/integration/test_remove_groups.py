@@ -1,0 +1,283 @@
+"""Removals of members from one entity that arrive in one loop turn leave as one script call
+(service/redis/group.h, lua/members_remove.lua), whoever sends them: owners and admins removing
+one or many, members leaving. Each still gets the answer it would have had alone, and the group
+means the same as its removals sent one by one.
+
+To put the requests in one turn for certain, entityd is stopped (SIGSTOP) while each is written
+on its own warm keep-alive connection, then continued (SIGCONT): one poll reads them all.
+Hostile peers: clients that reset while their grouped answer is owed, and a Redis that holds a
+group back past REDIS_TIMEOUT_MS (the removals retried after their 504 end the same). After
+each, the data set's invariants (tests/integration/invariants.py: every removed member's board
+entries tombstoned and listed by its sweep record, nothing half-written)."""
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import scaled  # noqa: E402
+from invariants import check_invariants  # noqa: E402
+
+WALLETS = 200
+
+
+class RemoveGroupTest(harness.ServiceTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pool = harness.Wallet.random(WALLETS)
+        cls.r = cls.class_redis()
+        # No read cache: its heartbeat is a PUBLISH on the store's connection, which CLIENT
+        # PAUSE WRITE holds back too, and the sign-in checks behind it would time out.
+        cls.svc = cls.class_entityd(redis=cls.r, env={'RATE_WRITES_PER_MINUTE': '0',
+                                                      'REDIS_TIMEOUT_MS': '1000',
+                                                      'READ_CACHE_MB': '0',
+                                                      'SWEEP_PAUSED': 'true'})
+        cls.port = cls.svc.port
+        cls.signer = harness.Signer(harness.current_message(cls.port)[0])
+
+    def auth(self, w):
+        return self.signer.query(w)
+
+    def req(self, method, path, body=None):
+        return harness.request(self.port, method, path, body=body, timeout=scaled(10))
+
+    def setup_entity(self, members):
+        """An entity with an admin and `members` members, each awarded XP and a skill score
+        (so each is on two boards), already listed in the sweeps set by a first removal."""
+        owner, admin, stranger, first = [self.pool.pop() for _ in range(4)]
+        ms = [self.pool.pop() for _ in range(members)]
+        eid = self.assertOk(self.req('POST', '/api/entities?' + self.auth(owner), {
+            'name': 'Guild %s' % uuid.uuid4().hex[:8], 'description': '',
+            'ownerAddresses': [owner.address], 'twitter': '', 'discord': '', 'website': '',
+            'imageUrl': '', 'public': True}), 201)['data']['id']
+        self.assertOk(self.req('POST', '/api/entities/%s/admins?%s' % (eid, self.auth(owner)),
+                               {'addresses': [admin.address]}))
+        self.assertOk(self.req('POST', '/api/entities/%s/force-add?%s' % (eid, self.auth(owner)),
+                               {'addresses': [m.address for m in ms + [first]],
+                                'Chain': 'eth'}))
+        sid = self.assertOk(self.req('POST', '/api/skills/multiple?' + self.auth(owner), {
+            'entityID': eid, 'names': ['Skill A']}), 201)['data'][0]['id']
+        self.assertOk(self.req('POST', '/api/entities/%s/contributions?%s' % (
+            eid, self.auth(owner)), {'contributions': [
+                {'member': m.address, 'title': 'Seed %d' % i, 'xp': i + 1,
+                 'skills': [{'skillId': sid, 'score': i + 2}]}
+                for i, m in enumerate(ms + [first])]}), 201)
+        # The entity listed in the sweeps set now, by this process (jobs/sweeper.h): the
+        # removals under test go straight to their script, none waits on a listing first.
+        self.assertOk(self.req('DELETE', '/api/entities/%s/members/%s?%s' % (
+            eid, first.address, self.auth(owner))))
+        # Every caller's signature is checked once here, so that in the turn under test each
+        # request reaches its handler at once (a signature recovery answers a turn later).
+        for w in [owner, admin, stranger] + ms:
+            self.req('GET', '/api/entities/%s?%s' % (eid, self.auth(w)))
+        return eid, owner, admin, stranger, ms, sid
+
+    def remove_one(self, w, eid, m):
+        return ('DELETE', '/api/entities/%s/members/%s?%s' % (eid, m.address, self.auth(w)), None)
+
+    def remove_many(self, w, eid, addresses):
+        return ('POST', '/api/entities/%s/members/remove?%s' % (eid, self.auth(w)),
+                {'addresses': addresses})
+
+    def leave(self, w, eid):
+        return ('POST', '/api/entities/%s/leave?%s' % (eid, self.auth(w)), {})
+
+    def script_calls(self):
+        """Calls of members_remove.lua since the last CONFIG RESETSTAT: each sends one HDEL
+        of the members hash, whatever it removes (nothing else here sends HDEL). Counting
+        EVALSHA would count the wallet index's drops too (find_wallet_drop.lua, one a
+        removed member: another slot in Redis Cluster)."""
+        for line in self.r.cli('INFO', 'commandstats').decode().splitlines():
+            if line.startswith('cmdstat_hdel:'):
+                return int(line.split('calls=')[1].split(',')[0])
+        return 0
+
+    @staticmethod
+    def state(pid):
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0]
+
+    def one_turn(self, calls, before_continue=None):
+        """Writes each (method, path, body) on its own warm connection while entityd is
+        stopped, then continues it. Returns the connections, in the order of calls."""
+        conns = []
+        for _ in calls:
+            c = harness.RawConn(self.port, timeout=scaled(15))
+            c.send(harness.http_request_bytes('GET', '/healthz'))
+            self.assertIn(c.read_response().status, (200, 503))
+            conns.append(c)
+        self.r.cli('CONFIG', 'RESETSTAT')
+        self.svc.send_signal(signal.SIGSTOP)
+        # The stop takes effect when the process next leaves the kernel: until it shows as
+        # stopped, a request written now could still be read alone, a turn before the others.
+        harness.wait_for(lambda: self.state(self.svc.pid) == 'T', scaled(5), what='entityd stopped')
+        try:
+            for c, (method, path, body) in zip(conns, calls):
+                if body is None:
+                    c.send(harness.http_request_bytes(method, path))
+                else:
+                    c.send(harness.http_request_bytes(method, path, {
+                        'Content-Type': 'application/json'}, json.dumps(body)))
+            time.sleep(0.2)  # every request is in its socket's buffer
+            if before_continue:
+                before_continue(conns)
+        finally:
+            self.svc.send_signal(signal.SIGCONT)
+        return conns
+
+    def answers(self, conns):
+        out = []
+        for c in conns:
+            resp = c.read_response()
+            out.append((resp.status, json.loads(resp.body)))
+            c.close()
+        return out
+
+    def members(self, eid):
+        return {a.decode() for a in self.r.cli('HKEYS', 'ent:{%s}:members' % eid) or []}
+
+    def events(self, eid):
+        out = []
+        for _id, f in self.r.cli('XRANGE', 'ent:{%s}:events' % eid, '-', '+') or []:
+            f = {f[i].decode(): f[i + 1].decode() for i in range(0, len(f), 2)}
+            if f['type'] in ('member.removed', 'member.left'):
+                out.append((f['type'], f['actor'], json.loads(f['data'])))
+        return out[1:]  # the first is setup_entity's removal
+
+    def tombstoned(self, eid, sid):
+        """The addresses with a tombstone on the XP board and on the skill's board."""
+        ek = 'ent:{%s}' % eid
+        return [{e.decode()[17:] for e in self.r.cli('ZRANGE', ek + key, 0, -1) or []}
+                for key in (':lb:xp:gone', ':lb:s:%s:gone' % sid)]
+
+    # ---- tests ----
+
+    def test_removals_of_one_turn_share_one_script_call(self):
+        eid, owner, admin, _, ms, sid = self.setup_entity(24)
+        version = self.r.cli('HGET', 'ent:{%s}' % eid, 'membersVersion')
+        calls = [self.remove_one(owner if i % 2 else admin, eid, m) for i, m in enumerate(ms)]
+        got = self.answers(self.one_turn(calls))
+        self.assertEqual([(s, b.get('removed'), b.get('missing')) for s, b in got],
+                         [(200, 1, 0)] * len(ms), got)
+        # The grouping is what this test is about: without it, 24 script calls.
+        self.assertEqual(self.script_calls(), 1)
+        gone = {m.address.lower() for m in ms}
+        self.assertFalse(self.members(eid) & gone)
+        for board in self.tombstoned(eid, sid):
+            self.assertTrue(gone <= board)
+        self.assertNotEqual(self.r.cli('HGET', 'ent:{%s}' % eid, 'membersVersion'), version)
+        # one event each, by its own caller
+        evs = self.events(eid)
+        self.assertEqual(sorted((t, a, d['addresses'][0]) for t, a, d in evs),
+                         sorted(('member.removed', (owner if i % 2 else admin).address.lower(),
+                                 m.address.lower()) for i, m in enumerate(ms)))
+        self.assertEqual(check_invariants(self.r), [])
+        # re-added, each is back on the boards with what it had
+        self.assertOk(self.req('POST', '/api/entities/%s/force-add?%s' % (eid, self.auth(owner)),
+                               {'addresses': [ms[5].address], 'Chain': 'eth'}))
+        board = self.assertOk(self.req('GET', '/api/entities/%s/leaderboard?by=xp&limit=100&%s'
+                                       % (eid, self.auth(owner))))['data']
+        self.assertEqual([(e['member'], e['value']) for e in board], [(ms[5].address.lower(), 6)])
+        self.assertEqual(check_invariants(self.r), [])
+
+    def test_each_removal_of_a_group_gets_its_own_answer(self):
+        eid, owner, admin, stranger, ms, sid = self.setup_entity(8)
+        outsider = self.pool.pop()
+        a, b, c, d, e, f, g, h = ms
+        calls = [
+            self.remove_one(owner, eid, a),                                  # removed
+            self.remove_one(admin, eid, a),                                  # a gone already
+            self.remove_one(stranger, eid, b),                               # 403
+            self.leave(c, eid),                                              # c leaves
+            self.remove_many(owner, eid, [d.address, e.address, outsider.address]),
+            self.remove_one(owner, eid, b),                                  # b after the 403
+            self.leave(outsider, eid),                                       # not a member
+            self.remove_many(admin, eid, [f.address, d.address]),            # d gone already
+        ]
+        got = self.answers(self.one_turn(calls))
+        self.assertEqual(self.script_calls(), 1)
+        want = [(200, 1, 0), (200, 0, 1), (403, None, None), (200, 1, None), (200, 2, 1),
+                (200, 1, 0), (200, 0, None), (200, 1, 1)]
+        self.assertEqual([(s, body.get('removed'), body.get('missing')) for s, body in got],
+                         want, got)
+        self.assertEqual(got[2][1]['error']['code'], 'forbidden')
+        self.assertEqual(self.members(eid) & {m.address.lower() for m in ms},
+                         {g.address.lower(), h.address.lower()})
+        xp_gone, skill_gone = self.tombstoned(eid, sid)
+        removed = {m.address.lower() for m in (a, b, c, d, e, f)}
+        self.assertTrue(removed <= xp_gone and removed <= skill_gone)
+        self.assertFalse({g.address.lower(), h.address.lower()} & (xp_gone | skill_gone))
+        low = lambda w: w.address.lower()  # noqa: E731
+        self.assertEqual(sorted(json.dumps(x, sort_keys=True) for x in self.events(eid)),
+                         sorted(json.dumps(x, sort_keys=True) for x in [
+                             ('member.removed', low(owner), {'addresses': [low(a)]}),
+                             ('member.left', low(c), {'address': low(c)}),
+                             ('member.removed', low(owner), {'addresses': [low(d), low(e)]}),
+                             ('member.removed', low(owner), {'addresses': [low(b)]}),
+                             ('member.removed', low(admin), {'addresses': [low(f)]})]))
+        users = self.assertOk(self.req('GET', '/api/entities/%s/users?limit=100&%s' % (
+            eid, self.auth(owner))))['users']
+        self.assertEqual({u['address'] for u in users}, {low(g), low(h)})
+        self.assertEqual(check_invariants(self.r), [])
+
+    def test_clients_reset_while_their_grouped_answers_are_owed(self):
+        eid, owner, admin, _, ms, sid = self.setup_entity(20)
+        calls = [self.remove_one(owner, eid, m) for m in ms]
+
+        def reset_half(conns):
+            for c in conns[::2]:
+                c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+                c.close()  # RST with the request unanswered
+
+        conns = self.one_turn(calls, reset_half)
+        got = self.answers(conns[1::2])
+        self.assertEqual([(s, b.get('removed')) for s, b in got], [(200, 1)] * len(got), got)
+        self.assertTrue(self.svc.alive())
+        # The reset requests were read before the reset reached the service, or not at all:
+        # whichever, each removal is whole, and the answered ones are done.
+        left = self.members(eid)
+        for m in ms[1::2]:
+            self.assertNotIn(m.address.lower(), left)
+        self.assertEqual(check_invariants(self.r), [])
+        self.assertOk(self.req('GET', '/api/entities/%s?%s' % (eid, self.auth(owner))))
+
+    def test_a_group_past_its_deadline_retried_ends_the_same(self):
+        """Redis holds the group back past REDIS_TIMEOUT_MS (1 s): each removal answers 504,
+        its outcome unknown to the caller (the group runs once Redis goes on, or never, if the
+        store dropped its connection meanwhile). Retried, each answers 200, and the end is
+        the same as removals answered at once: every member removed, tombstoned, and named by
+        exactly one event."""
+        eid, owner, admin, _, ms, sid = self.setup_entity(6)
+        calls = [self.remove_one(owner, eid, m) for m in ms[:3]] + \
+            [self.remove_many(admin, eid, [m.address for m in ms[3:]])]
+        held = scaled(2.5)
+        until = []
+
+        def pause(_conns):
+            self.r.cli('CLIENT', 'PAUSE', str(int(held * 1000)), 'WRITE')
+            until.append(time.monotonic() + held)
+
+        got = self.answers(self.one_turn(calls, pause))
+        self.assertEqual([s for s, _ in got], [504] * 4, got)
+        time.sleep(max(0.0, until[0] - time.monotonic()) + 0.2)
+        again = [self.req(method, path, body) for method, path, body in calls]
+        self.assertEqual([st for st, _, _ in again], [200] * 4, again)
+        # each retry finds its members removed already (the held group ran) or removes them
+        self.assertEqual([b['removed'] + b['missing'] for _, _, b in again], [1, 1, 1, 3])
+        low = {m.address.lower() for m in ms}
+        self.assertFalse(self.members(eid) & low)
+        named = [a for t, _, d in self.events(eid) for a in d['addresses']]
+        self.assertEqual(sorted(named), sorted(low))
+        for board in self.tombstoned(eid, sid):
+            self.assertTrue(low <= board)
+        self.assertEqual(check_invariants(self.r), [])
+
+
+if __name__ == '__main__':
+    harness.main()
