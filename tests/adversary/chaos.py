@@ -322,10 +322,14 @@ class Chaos:
         if not alive:
             fig.violation('entityd exited (%s)' % svc.proc.poll())
         statuses = {}
+        by_case = {}  # case name -> answers other than 503/504
         connects = 0
         for c in self.checkers:
             for k, v in c.statuses.items():
                 statuses[k] = statuses.get(k, 0) + v
+            for _sent, _received, name, st in list(c.log):
+                if st not in (503, 504):
+                    by_case[name] = by_case.get(name, 0) + 1
             connects += c.connects
             for t, p in zip(c.problem_times, c.problems):
                 fig.violation('%s (%s)' % (p, self.when(t)))
@@ -350,6 +354,8 @@ class Chaos:
         print('  requests (well-behaved): %d' % sum(statuses.values()))
         print('  answers by status: %s' % ', '.join('%d: %d' % kv
                                                    for kv in sorted(statuses.items())))
+        print('  answered cases (not 503/504): %s' % ', '.join(
+            '%s: %d' % kv for kv in sorted(by_case.items())))
         print('  hostile clients by kind: %s' % ', '.join(
             '%s: %d' % kv for kv in sorted(fig.hostile.items())))
         print('  faults injected by kind: %s' % ', '.join(

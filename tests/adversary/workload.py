@@ -17,6 +17,10 @@ key and body until it is answered, when a 200 must say "replayed". Revocations o
 own contributions (retried the same way; revoking a revoked one answers 200 with the record).
 Progress reads, leaderboard pages (following nextCursor), contributions pages and event reads
 (walking the stream with after) are checked for what one consistent snapshot must show.
+Members churn (CONTRACT section 8): each writing worker has one member of its own per entity
+that it adds, awards once, removes and adds again, over and over (removals of one loop turn go
+as one script call: redis/group.h); every answer is checked (a removal or add retried after an
+unknown outcome finds its work done: missing or existing), and boards may list those members.
 World.acks records every acknowledged award and revocation."""
 
 import json
@@ -38,7 +42,8 @@ ENTITIES = 3
 ALIAS_POOL = ['guild-%d' % k for k in range(5)]  # fewer than entities x 2: claims collide
 EARNERS = 3  # members per entity, besides the member wallet, that awards go to
 EVENT_TYPES = {'contribution.added', 'contribution.revoked', 'level.reached', 'member.added',
-               'entity.updated', 'skill.added', 'level.updated', 'admin.added', 'admin.removed'}
+               'entity.updated', 'skill.added', 'level.updated', 'admin.added', 'admin.removed',
+               'member.removed'}
 EVENT_ID = re.compile(r'^(\d+)-(\d+)$')
 ISO_MS = re.compile(r'^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$')
 
@@ -120,6 +125,7 @@ class World:
             assert st == 200, (st, b)
             self.earners[eid] = [self.member.address.lower()] + earners
         self.acks = Acks()
+        self.churners = {eid: set() for eid in self.eids}  # on the boards now and then
 
     def entity_body(self, name, alias=None, eid=None):
         b = {'name': name, 'description': 'd', 'ownerAddresses': [self.owner.address],
@@ -313,6 +319,7 @@ class World:
             return None
         cases.append(Case('admins', make=make_admins, expect=expect_admins))
         cases.extend(self.progress_writes(worker, rng))
+        cases.append(self.churn(worker, rng))
         rng.shuffle(cases)
         return cases
 
@@ -407,7 +414,8 @@ class World:
                 return 'leaderboard page %r' % (page,)
             start = 0  # where the group of equal values the entry is in begins on the page
             for i, e in enumerate(page):
-                if e.get('member') not in self.earners[eid]:
+                if e.get('member') not in self.earners[eid] and \
+                        e.get('member') not in self.churners[eid]:
                     return 'leaderboard %s: member %r was never awarded' % (by, e.get('member'))
                 if not isinstance(e.get('value'), int) or e['value'] <= 0 or \
                         not isinstance(e.get('rank'), int) or e['rank'] < 1:
@@ -495,7 +503,8 @@ class World:
                         not isinstance(e.get('data'), dict):
                     return 'event %r' % (e,)
                 if e['type'].startswith('contribution.') and (
-                        e['data'].get('member') not in self.earners[eid] or
+                        (e['data'].get('member') not in self.earners[eid] and
+                         e['data'].get('member') not in self.churners[eid]) or
                         not str(e['data'].get('id', '')).startswith('k-')):
                     return 'event %r' % (e,)
             nxt = b.get('nextCursor')
@@ -618,3 +627,66 @@ class World:
             return None
         cases.append(Case('revoke', make=make_revoke, expect=expect_revoke))
         return cases
+
+    def churn(self, worker, rng):
+        """One member of this worker's per entity, added, awarded once, removed and added
+        again, in turn; each step sent again unchanged after a 503/504 until answered."""
+        token = uuid.uuid4().hex[:6]
+        mine = {eid: '0x%08x%032x' % (worker, rng.randrange(1 << 120)) for eid in self.eids}
+        for eid, m in mine.items():
+            self.churners[eid].add(m)
+        awarded = set()
+        step = {}  # in flight: kind ('add', 'award', 'remove'), eid, method, path, body, tries
+
+        def make():
+            if not step:
+                eid = self.eids[rng.randrange(len(self.eids))]
+                m = mine[eid]
+                kind = churn_state.get(eid, 'add')
+                step.update(kind=kind, eid=eid, tries=0, body=None)
+                if kind == 'add':
+                    step.update(method='POST', path='/api/entities/%s/force-add?%s' % (
+                        eid, self.admin_auth), body={'addresses': [m], 'Chain': 'eth'})
+                elif kind == 'award':
+                    key = 'churn%d-%s-%s' % (worker, token, eid[-6:])
+                    step.update(method='POST', path='/api/entities/%s/contributions?%s' % (
+                        eid, self.admin_auth), body={
+                            'member': m, 'xp': rng.randrange(1, 20), 'title': 'idem ' + key,
+                            'skills': [{'skillId': self.skills[eid][0], 'score': 1}],
+                            'idempotencyKey': key})
+                else:
+                    step.update(method='DELETE', path='/api/entities/%s/members/%s?%s' % (
+                        eid, m, self.admin_auth))
+            step['tries'] += 1
+            return step['method'], step['path'], step['body'], None
+
+        churn_state = {}
+
+        def expect(resp):
+            b = _json(resp) or {}
+            kind, eid = step['kind'], step['eid']
+            if kind == 'award':
+                err = ok_json(200 if step['tries'] > 1 and resp.status == 200 else 201)(resp)
+                d = b.get('data') or {}
+                if not err and (d.get('member'), d.get('xp')) != (mine[eid], step['body']['xp']):
+                    err = 'churn award answered %r' % resp.body[:200]
+                if not err:
+                    self.acks.award(eid, [d])
+                    awarded.add(eid)
+                    nxt = 'remove'
+            else:
+                err = ok_json(200)(resp)
+                done = ('added', 'existing') if kind == 'add' else ('removed', 'missing')
+                if not err and (not all(isinstance(b.get(k), int) for k in done) or
+                                b[done[0]] + b[done[1]] != 1 or
+                                (step['tries'] == 1 and b[done[0]] != 1)):
+                    err = 'churn %s answered %r' % (kind, resp.body[:200])
+                nxt = ('remove' if eid in awarded else 'award') if kind == 'add' else 'add'
+            if err:
+                if resp.status not in (503, 504):  # a wrong answer: not sent again
+                    step.clear()
+                return err
+            churn_state[eid] = nxt
+            step.clear()
+            return None
+        return Case('churn', make=make, expect=expect)
