@@ -844,6 +844,55 @@ def http_request_bytes(method, path, headers=None, body=b'', host='127.0.0.1'):
     return head.encode('latin-1') + b'\r\n' + body
 
 
+def proc_state(pid):
+    """The one-letter state of a process ('T': stopped)."""
+    with open('/proc/%d/stat' % pid) as f:
+        return f.read().rsplit(')', 1)[1].split()[0]
+
+
+def one_turn(svc, redis, calls, before_continue=None):
+    """Puts requests in one loop turn of entityd for certain: writes each (method, path, body:
+    a dict sent as JSON, or None) on its own warm keep-alive connection while the process is
+    stopped (SIGSTOP), then continues it (SIGCONT): one poll then reads them all. Resets
+    Redis's command statistics first; before_continue(conns) runs while it is still stopped.
+    Returns the connections, in the order of calls."""
+    conns = []
+    for _ in calls:
+        c = RawConn(svc.port, timeout=scaled(15))
+        c.send(http_request_bytes('GET', '/healthz'))
+        if c.read_response().status not in (200, 503):
+            raise AssertionError('healthz before the turn')
+        conns.append(c)
+    redis.cli('CONFIG', 'RESETSTAT')
+    svc.send_signal(signal.SIGSTOP)
+    # The stop takes effect when the process next leaves the kernel: until it shows as
+    # stopped, a request written now could still be read alone, a turn before the others.
+    wait_for(lambda: proc_state(svc.pid) == 'T', scaled(5), what='entityd stopped')
+    try:
+        for c, (method, path, body) in zip(conns, calls):
+            if body is None:
+                c.send(http_request_bytes(method, path))
+            else:
+                c.send(http_request_bytes(method, path, {'Content-Type': 'application/json'},
+                                          json.dumps(body)))
+        time.sleep(0.2)  # every request is in its socket's buffer
+        if before_continue:
+            before_continue(conns)
+    finally:
+        svc.send_signal(signal.SIGCONT)
+    return conns
+
+
+def read_answers(conns):
+    """Reads one answer from each connection and closes it: [(status, JSON body)]."""
+    out = []
+    for c in conns:
+        resp = c.read_response()
+        out.append((resp.status, json.loads(resp.body)))
+        c.close()
+    return out
+
+
 def chunked(body, sizes):
     """body in chunked transfer coding, cut into the given sizes (the rest as one chunk)."""
     if isinstance(body, str):

@@ -2,17 +2,16 @@
 (service/redis/group.h): they share the turn's time, so the caller and the time travel once. Each
 still gets the answer it would have had alone.
 
-To put many awards in one turn for certain, entityd is stopped (SIGSTOP) while each of them is
-written on its own warm keep-alive connection, then continued (SIGCONT): one poll then reads
-them all. The write budget is off (RATE_WRITES_PER_MINUTE=0), so every EVALSHA Redis counts is an
-award's. Hostile peers: clients that reset while their grouped answer is owed, and a Redis that
-holds a group back past REDIS_TIMEOUT_MS. After each, the invariants: every stored
-contribution has its score, its index entry and exactly one event, and nothing else is there."""
+To put many awards in one turn for certain, entityd is stopped while each of them is written on
+its own warm keep-alive connection, then continued (harness.one_turn). The write budget is off
+(RATE_WRITES_PER_MINUTE=0), so every EVALSHA Redis counts is an award's. Hostile peers: clients
+that reset while their grouped answer is owed, and a Redis that holds a group back past
+REDIS_TIMEOUT_MS. After each, the invariants: every stored contribution has its score, its index
+entry and exactly one event, and nothing else is there."""
 
 import datetime
 import json
 import os
-import signal
 import socket
 import struct
 import sys
@@ -79,42 +78,12 @@ class AwardGroupTest(harness.ServiceTestCase):
         return 0
 
     def one_turn(self, calls, before_continue=None):
-        """Writes each (path, body) on its own warm connection while entityd is stopped, then
-        continues it. Returns the connections, in the order of calls."""
-        conns = []
-        for _ in calls:
-            c = harness.RawConn(self.port, timeout=scaled(15))
-            c.send(harness.http_request_bytes('GET', '/healthz'))
-            self.assertIn(c.read_response().status, (200, 503))
-            conns.append(c)
-        self.r.cli('CONFIG', 'RESETSTAT')
-        self.svc.send_signal(signal.SIGSTOP)
-        # The stop takes effect when the process next leaves the kernel: until it shows as
-        # stopped, a request written now could still be read alone, a turn before the others.
-        harness.wait_for(lambda: self.state(self.svc.pid) == 'T', scaled(5), what='entityd stopped')
-        try:
-            for c, (path, body) in zip(conns, calls):
-                c.send(harness.http_request_bytes('POST', path, {
-                    'Content-Type': 'application/json'}, json.dumps(body)))
-            time.sleep(0.2)  # every request is in its socket's buffer
-            if before_continue:
-                before_continue(conns)
-        finally:
-            self.svc.send_signal(signal.SIGCONT)
-        return conns
-
-    @staticmethod
-    def state(pid):
-        with open('/proc/%d/stat' % pid) as f:
-            return f.read().rsplit(')', 1)[1].split()[0]
+        """Each (path, body) POSTed in one loop turn (harness.one_turn)."""
+        return harness.one_turn(self.svc, self.r, [('POST', p, b) for p, b in calls],
+                                before_continue)
 
     def answers(self, conns):
-        out = []
-        for c in conns:
-            resp = c.read_response()
-            out.append((resp.status, json.loads(resp.body)))
-            c.close()
-        return out
+        return harness.read_answers(conns)
 
     def check_invariants(self, eid, sids):
         """Every stored contribution has its scores, its index entry and exactly one event;
