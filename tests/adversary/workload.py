@@ -636,6 +636,7 @@ class World:
         for eid, m in mine.items():
             self.churners[eid].add(m)
         awarded = set()
+        churn_state = {}  # eid -> the next step for this worker's member there
         step = {}  # in flight: kind ('add', 'award', 'remove'), eid, method, path, body, tries
 
         def make():
@@ -660,13 +661,14 @@ class World:
             step['tries'] += 1
             return step['method'], step['path'], step['body'], None
 
-        churn_state = {}
-
         def expect(resp):
             b = _json(resp) or {}
             kind, eid = step['kind'], step['eid']
             if kind == 'award':
-                err = ok_json(200 if step['tries'] > 1 and resp.status == 200 else 201)(resp)
+                replay = step['tries'] > 1 and resp.status == 200
+                err = ok_json(200 if replay else 201)(resp)
+                if not err and replay and b.get('replayed') is not True:
+                    err = 'a retried churn award answered 200 without replayed'
                 d = b.get('data') or {}
                 if not err and (d.get('member'), d.get('xp')) != (mine[eid], step['body']['xp']):
                     err = 'churn award answered %r' % resp.body[:200]
