@@ -58,7 +58,7 @@ static void on_removed(void *data, int status, redisReply *r)
 
 static void send_removal(request *req);
 
-/* The entity is in the sweeps set: now the removal may leave records for the sweeper. */
+/* The entity is in the sweeps set: now the removal may leave tombstones for the sweeper. */
 static void on_listed(void *data, int status, redisReply *r)
 {
     request *req = data;
@@ -71,7 +71,7 @@ static void on_listed(void *data, int status, redisReply *r)
 
 /* Runs members_remove.lua for the addresses: mode "remove" (owners and admins) or "leave".
  * The entity is listed in the sweeps set first (jobs/sweeper.h), unless this process did so
- * lately enough that its entry is still there: the removal's sweep records are then always
+ * lately enough that its entry is still there: the removal's tombstones are then always
  * found, whatever crashes in between. */
 static void run(request *req, removal *m, const char (*addrs)[43], size_t n)
 {

@@ -58,7 +58,7 @@ static void schedule(sweeper *s, uint64_t ms, bool idle)
     if (s->closed)
         return;
     if (idle && s->kicked) {
-        /* a removal's records may have landed after the poll or step in flight read */
+        /* a removal's tombstones may have landed after the poll or step in flight read */
         s->kicked = false;
         if (ms > SWEEP_KICK_MS)
             ms = SWEEP_KICK_MS;
@@ -140,7 +140,7 @@ static void on_step(void *data, int status, redisReply *r)
     long long n = 0, left = 0;
     if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || !int_at(r, 1, &n) || !int_at(r, 2, &left)) {
-        /* Unreachable, late, or the slot moving: the records wait for the next poll. */
+        /* Unreachable, late, or the slot moving: the tombstones wait for the next poll. */
         s->failures++;
         if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR &&
             strncmp(r->str, "TRYAGAIN", 8) != 0)
@@ -304,7 +304,7 @@ void sweeper_render_metrics(buf *out, void *ctx)
     metrics_counter(out, "entityd_sweep_entries_total",
                     "removed members' board entries this process took off", s->swept);
     metrics_counter(out, "entityd_sweep_forgotten_total",
-                    "entities this process dropped from the sweeps set, their records all gone",
+                    "entities this process dropped from the sweeps set, their tombstones all gone",
                     s->forgotten);
     metrics_counter(out, "entityd_sweep_failures_total",
                     "sweeper steps that got no answer or an error (retried at the next poll)",

@@ -3,17 +3,16 @@
  *
  * A removal (api/members.c) does not ZREM a member's entries from its boards, a random place in
  * skiplists of up to millions of entries each: it tombstones them (keys.h: lb:…:gone, every
- * board read subtracts those) and writes the member's sweep record. Before that it lists the
- * entity in the sweeps set (keys.h, its own slot), so that no crash can leave records nobody
- * finds. Each instance polls the set; for an entity listed, one step after another
- * (sweep_step.lua, one in flight, a pause between two of at least 3 times the last step's round
- * trip, so at most about a quarter of Redis's time, less when Redis is busy) takes up to
- * SWEEP_STEP_ENTRIES entries and their tombstones off, board by board in board order (the
- * step's ZREMs then walk nearby parts of each board). The records go together once no
- * tombstone is left. Every step is atomic and idempotent: a crash or restart loses nothing,
- * and two instances on one entity share its tombstones. An entity with none left leaves the
- * set once its entry is older than a grace period and no removal listed it again
- * (sweep_forget.lua). */
+ * board read subtracts those). Before that it lists the entity in the sweeps set (keys.h, its
+ * own slot), so that no crash can leave tombstones nobody finds. Each instance polls the set;
+ * for an entity listed, one step after another (sweep_step.lua, one in flight, a pause between
+ * two of at least 3 times the last step's round trip, so at most about a quarter of Redis's
+ * time, less when Redis is busy) takes up to SWEEP_STEP_ENTRIES entries and their tombstones
+ * off, board by board in board order (the step's ZREMs then walk nearby parts of each board).
+ * An earlier version's sweep records (keys.h) go together once no tombstone is left. Every step
+ * is atomic and idempotent: a crash or restart loses nothing, and two instances on one entity
+ * share its tombstones. An entity with none left leaves the set once its entry is older than a
+ * grace period and no removal listed it again (sweep_forget.lua). */
 #ifndef ENTITYD_SWEEPER_H
 #define ENTITYD_SWEEPER_H
 

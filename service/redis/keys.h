@@ -60,20 +60,23 @@
  *   ent:{c-…}:lb:xp:gone, ent:{c-…}:lb:s:<skill id>:gone
  *                             zset    a board's tombstones: the entries of removed members the
  *                                     sweeper has not taken off yet, each also on the board
- *                                     (same strings, score 0). Reads count board minus gone
- *                                     over a range and skip gone entries from pages
- *                                     (members_remove.lua adds, sweep_step.lua and force_add.lua
- *                                     remove; UNLINKed with its skill's board)
- *   ent:{c-…}:sweep           zset    all scores 0; one sweep record per removed member whose
- *                                     entries were tombstoned, "<address> <by>=<16 digits>
- *                                     <by>=<16 digits>…" (by: xp or a skill id; the entry is
- *                                     "<16 digits>:<address>"): the exact entries tombstoned,
- *                                     found by address as the lex range "[<address> " to
- *                                     "(<address>!" (force_add.lua takes a re-added member's
- *                                     tombstones back by it). The sweeper goes board by board,
- *                                     not by record: a record may list entries swept already,
- *                                     and all go together once no tombstone is left
- *                                     (jobs/sweeper.h)
+ *                                     (same strings, score 0), each its member's entry at the
+ *                                     value its progress holds now (a revocation while removed
+ *                                     takes the old entry and its tombstone off: _prelude.lua
+ *                                     prog_add), so a force-add finds them from the prog hash.
+ *                                     Reads count board minus gone over a range and skip gone
+ *                                     entries from pages (members_remove.lua adds,
+ *                                     sweep_step.lua and force_add.lua remove; UNLINKed with
+ *                                     its skill's board)
+ *   ent:{c-…}:sweep           zset    written by earlier versions only (removals before the
+ *                                     tombstones followed the progress; an instance of one may
+ *                                     still write it during a rolling upgrade): all scores 0,
+ *                                     one record per removed member, "<address> <by>=<16
+ *                                     digits> …" (by: xp or a skill id), the entries tombstoned
+ *                                     then, found by address as the lex range "[<address> " to
+ *                                     "(<address>!"; force_add.lua takes a re-added member's
+ *                                     tombstones back by it. Unlinked by the sweeper once no
+ *                                     tombstone of the entity is left (jobs/sweeper.h)
  *   ent:{c-…}:idem:<key>      string  "<request digest, 40 hex>\n<answer JSON>", EX 86400
  *   ent:{c-…}:events          stream  fields type, at (ISO ms), actor (address or ""), data (a
  *                                     JSON object as text); MAXLEN ~ EVENTS_MAX
@@ -143,14 +146,14 @@
  *
  * Sweeps (removed members' board entries; jobs/sweeper.h), in a slot of its own:
  *   sweeps                    zset    entity id scored by the ms of its last listing: every
- *                                     entity that may hold sweep records. A removal lists its
+ *                                     entity that may hold tombstones. A removal lists its
  *                                     entity (ZADD GT) BEFORE its script runs (a process skips
  *                                     that within half the grace period of its own last
  *                                     listing); the sweeper drops an entry only once the
- *                                     entity's records are all gone and the entry is older than
+ *                                     entity's tombstones are all gone and the entry is older than
  *                                     the grace period, and only if its score is still the one
  *                                     it read (sweep_forget.lua). So no crash between the two
- *                                     slots can leave records nobody finds.
+ *                                     slots can leave tombstones nobody finds.
  *
  * Sign-in:
  *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT)

@@ -13,9 +13,11 @@ check_invariants(r, versions=None) returns a list of problems (empty when consis
   member's contribs:of index; each member's prog xp and every s:<skill> score equal the sums
   over the member's non-revoked contributions; lb:xp and each lb:s:<skill> hold exactly
   "<9999999999999999 - value, 16 digits>:<address>" for the members whose value is above 0,
-  and besides only removed members' entries, each tombstoned in the board's gone zset and listed
-  by that member's sweep record (a record may list more: entries the sweeper took off already,
-  until no tombstone is left; a deleted skill has neither board nor tombstones);
+  and besides only removed members' entries, each tombstoned in the board's gone zset; each
+  tombstone is its removed member's entry at the value its progress holds now (a revocation
+  since the removal took the old one off), or one a sweep record lists (records: removals by an
+  earlier version; a record may list more: entries the sweeper took off already, until no
+  tombstone is left); a deleted skill has neither board nor tombstones;
   every contribution has exactly one contribution.added event, every revoked one exactly one
   contribution.revoked and no other one any, every reachedAt recorded exactly one level.reached
   event (when the stream was trimmed by EVENTS_MAX, at most one); an idempotency key's stored
@@ -147,8 +149,9 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
                 eid, addr, h, w))
     # leaderboards against the prog hashes: each board holds the entries of the members whose
     # value is above 0, and the entries of removed members the sweeper has not taken off yet;
-    # those are in the board's gone zset, each listed by its member's sweep record (keys.h; a
-    # record also lists the entries swept already, until every tombstone is gone)
+    # those are in the board's gone zset, each at its member's value now, or listed by a sweep
+    # record of an earlier version's removal (keys.h; a record also lists the entries swept
+    # already, until every tombstone is gone)
     members = set(hgetall(E + ':members'))
     skills = set(hgetall(E + ':skills'))
     recorded = {}  # by -> set of entries the sweep records list
@@ -186,9 +189,12 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
                 any(m[17:] in members for m in tomb):
             problems.append('%s: tombstones of %s %r are not removed members\' board entries' % (
                 eid, by, sorted(tomb - entries)[:6] or sorted(tomb)[:6]))
-        if not tomb <= recorded.get(by, set()):
-            problems.append('%s: tombstones of %s %r, no sweep record lists them' % (
-                eid, by, sorted(tomb - recorded.get(by, set()))[:6]))
+        now = set(lb_entry(vals[by], addr) for addr, vals in have.items()
+                  if addr not in members and vals.get(by, 0) > 0)
+        stray = tomb - now - recorded.get(by, set())
+        if stray:
+            problems.append('%s: tombstones of %s %r, not at their members\' values now' % (
+                eid, by, sorted(stray)[:6]))
     # events: one contribution.added per contribution, one contribution.revoked per revoked
     # one, one level.reached per reachedAt
     events, trimmed = _stream_events(r, E + ':events') if 'events' in parts else ([], False)

@@ -127,8 +127,13 @@ class SweepTest(harness.ServiceTestCase):
         for r, a, v in ranked(want['xp']):
             self.assertEqual(self.rank(eid, a), (r, v), a)
 
-    def sweep_left(self, eid):
+    def records(self, eid):
+        """Sweep records: only an earlier version's removals wrote them (keys.h)."""
         return int(self.r.cli('ZCARD', 'ent:{%s}:sweep' % eid))
+
+    def tombstones_left(self, eid):
+        return sum(int(self.r.cli('ZCARD', k))
+                   for k in self.r.cli('KEYS', 'ent:{%s}:lb:*:gone' % eid))
 
     def gone(self, eid, by='xp'):
         key = 'ent:{%s}:lb:%s:gone' % (eid, 'xp' if by == 'xp' else 's:' + by)
@@ -138,10 +143,11 @@ class SweepTest(harness.ServiceTestCase):
         return self.entityd(redis=self.r, env=self.env_for(**env))
 
     def wait_swept(self, eid, timeout=60):
-        # Every entity's records, not only eid's: a sweeper started here also sweeps what earlier
-        # tests left, and the invariant checker reads keys one by one, so a step landing
-        # between two of its reads would look like a record without its tombstones.
-        harness.wait_for(lambda: self.sweep_left(eid) == 0 and
+        # Every entity's tombstones and records, not only eid's: a sweeper started here also
+        # sweeps what earlier tests left, and the invariant checker reads keys one by one, so a
+        # step landing between two of its reads would look like a board out of step.
+        harness.wait_for(lambda: self.tombstones_left(eid) == 0 and
+                         not self.r.cli('KEYS', 'ent:*:gone') and
                          not self.r.cli('KEYS', 'ent:*:sweep'), scaled(timeout), interval=0.05,
                          what='the sweep of %s and of every other entity' % eid)
 
@@ -159,9 +165,11 @@ class SweepTest(harness.ServiceTestCase):
         live = [m for m in ms if m not in gone]
         want = {'xp': {m: xp[ms.index(m)] for m in live},
                 a: {m: 1 + ms.index(m) % 4 for m in live}}
-        # Nothing swept: the entries are still on the boards, tombstoned, and never shown.
-        self.assertEqual(self.sweep_left(eid), 4)
+        # Nothing swept: the entries are still on the boards, tombstoned, and never shown; no
+        # sweep record (a tombstone is the member's entry at its value now).
+        self.assertEqual(self.records(eid), 0)
         self.assertEqual(len(self.gone(eid)), 4)
+        self.assertEqual(len(self.gone(eid, a)), 4)
         self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:xp' % eid)), 12)
         self.assert_boards(eid, want)
         for m in gone:
@@ -203,17 +211,23 @@ class SweepTest(harness.ServiceTestCase):
         self.award(eid, [(ms[1], 25, {a: 9}), (ms[2], 35, {b: 1}), (ms[3], 20, {a: 2})])
         self.remove(eid, [x])
         self.assertEqual(self.rank(eid, ms[1])[0], 2)
-        # Re-added before the sweep: the same entries, no tombstone, no record left.
+        # Re-added before the sweep: the same entries, no tombstone left.
         self.force_add(eid, [x])
-        self.assertEqual((self.gone(eid), self.gone(eid, a), self.sweep_left(eid)), ([], [], 0))
+        self.assertEqual((self.gone(eid), self.gone(eid, a), self.tombstones_left(eid)),
+                         ([], [], 0))
         self.assert_boards(eid, {'xp': {x: 40, ms[1]: 25, ms[2]: 35, ms[3]: 20},
                                  a: {x: 4, ms[1]: 9, ms[3]: 2}, b: {x: 2, ms[2]: 1}})
         self.assertEqual(check_invariants(self.r), [])
-        # Removed, a contribution revoked meanwhile (its progress moves, not its tombstoned
-        # entries), then re-added before the sweep: back with what it has now.
+        # Removed, a contribution revoked meanwhile (its progress moves, and its tombstoned
+        # entries at the old values leave their boards with their tombstones), then re-added
+        # before the sweep: back with what it has now.
         self.remove(eid, [x])
+        self.assertEqual(len(self.gone(eid, b)), 1)
         self.assertOk(self.call('POST', '/api/entities/%s/contributions/%s/revoke' % (
             eid, first), {'reason': 'spam'}))
+        self.assertEqual(self.tombstones_left(eid), 0)
+        self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:xp' % eid)), 3)
+        self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:s:%s' % (eid, b))), 1)
         self.assertEqual(check_invariants(self.r), [])
         self.assert_boards(eid, {'xp': {ms[1]: 25, ms[2]: 35, ms[3]: 20},
                                  a: {ms[1]: 9, ms[3]: 2}, b: {ms[2]: 1}})
@@ -221,7 +235,8 @@ class SweepTest(harness.ServiceTestCase):
         want = {'xp': {x: 10, ms[1]: 25, ms[2]: 35, ms[3]: 20}, a: {x: 1, ms[1]: 9, ms[3]: 2},
                 b: {ms[2]: 1}}
         self.assert_boards(eid, want)
-        self.assertEqual((self.gone(eid), self.gone(eid, b), self.sweep_left(eid)), ([], [], 0))
+        self.assertEqual((self.gone(eid), self.gone(eid, b), self.tombstones_left(eid)),
+                         ([], [], 0))
         self.assertEqual(check_invariants(self.r), [])
         # Removed, swept, re-added: the same again.
         self.remove(eid, [x])
@@ -277,8 +292,7 @@ class SweepTest(harness.ServiceTestCase):
         sw.kill()
         left = tombstones()
         self.assertGreater(left, 0)
-        # the records stay until no tombstone is left
-        self.assertEqual(self.sweep_left(eid), n)
+        self.assertEqual(self.tombstones_left(eid), left)
         self.assertEqual(check_invariants(self.r), [])
         self.assertEqual(self.walk(eid, 'xp', 100)[0], ranked(live))
         self.assertEqual(self.walk(eid, a, 100)[0], ranked({m: 1 + (n + i) % 7
@@ -293,19 +307,54 @@ class SweepTest(harness.ServiceTestCase):
 
     def test_a_tombstone_of_a_member_loses_only_itself(self):
         # Should never exist (force-add takes a re-added member's tombstones back); if one did,
-        # the sweep drops the tombstone and leaves the member's entry on its board.
+        # the sweep drops the tombstone and leaves the member's entry on its board. One at a
+        # value the member no longer has (an earlier version's revocation while it was removed,
+        # then a re-add: a rolling upgrade) goes with its entry; reads never show it.
         ms = addresses(3)
         eid, _ = self.entity(ms)
         self.award(eid, [(m, 5 + i, {}) for i, m in enumerate(ms)])
         self.remove(eid, [ms[0]])
         stray = '%016d:%s' % (9999999999999999 - 6, ms[1])
-        self.r.cli('ZADD', 'ent:{%s}:lb:xp:gone' % eid, 0, stray)
+        stale = '%016d:%s' % (9999999999999999 - 9, ms[2])
+        self.r.cli('ZADD', 'ent:{%s}:lb:xp' % eid, 0, stale)
+        self.r.cli('ZADD', 'ent:{%s}:lb:xp:gone' % eid, 0, stray, 0, stale)
+        self.assertEqual([(r, m) for r, m, _ in self.page(eid)[0]], [(1, ms[2])])
         sw = self.sweeper()
         self.wait_swept(eid)
         sw.stop()
         self.assertEqual(self.gone(eid), [])
         self.assertEqual(self.r.cli('ZSCORE', 'ent:{%s}:lb:xp' % eid, stray), b'0')
+        self.assertEqual(self.r.cli('ZSCORE', 'ent:{%s}:lb:xp' % eid, stale), None)
         self.assert_boards(eid, {'xp': {ms[1]: 6, ms[2]: 7}})
+        self.assertEqual(check_invariants(self.r), [])
+
+    def test_readd_with_a_record_of_an_earlier_version(self):
+        # An earlier version recorded each removed member's tombstoned entries in a sweep record
+        # and left them where they were when a contribution was revoked; a force-add by this
+        # version still takes them back by the record.
+        ms = addresses(3)
+        eid, (a,) = self.entity(ms)
+        x = ms[0]
+        first, _ = self.award(eid, [(x, 30, {a: 3}), (x, 10, {a: 1})])
+        self.award(eid, [(ms[1], 25, {a: 2}), (ms[2], 35, {})])
+        self.remove(eid, [x])
+        self.assertOk(self.call('POST', '/api/entities/%s/contributions/%s/revoke' % (
+            eid, first), {'reason': 'spam'}))
+        # what the earlier version left: the entries at 40 and 4 still on their boards,
+        # tombstoned, and the record naming them
+        e_xp, e_a = ('%016d:%s' % (9999999999999999 - v, x) for v in (40, 4))
+        for by, e in (('xp', e_xp), ('s:' + a, e_a)):
+            self.r.cli('ZADD', 'ent:{%s}:lb:%s' % (eid, by), 0, e)
+            self.r.cli('ZADD', 'ent:{%s}:lb:%s:gone' % (eid, by), 0, e)
+        self.r.cli('ZADD', 'ent:{%s}:sweep' % eid, 0, '%s xp=%s %s=%s' % (
+            x, e_xp[:16], a, e_a[:16]))
+        self.assertEqual(check_invariants(self.r), [])
+        self.assert_boards(eid, {'xp': {ms[1]: 25, ms[2]: 35}, a: {ms[1]: 2}})
+        self.force_add(eid, [x])
+        want = {'xp': {x: 10, ms[1]: 25, ms[2]: 35}, a: {x: 1, ms[1]: 2}}
+        self.assert_boards(eid, want)
+        self.assertEqual((self.tombstones_left(eid), self.records(eid)), (0, 0))
+        self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:xp' % eid)), 3)
         self.assertEqual(check_invariants(self.r), [])
 
     def test_sweeper_through_late_and_cut_replies(self):

@@ -192,25 +192,35 @@ end
 -- Adds delta to one progress field ('xp' or 's:<skill id>') of a member and moves the member's
 -- entry in that leaderboard (only values above 0 are listed). Returns the new value. delta is
 -- best given as a string: Redis 7.0 turns a number argument into text with snprintf.
--- unlisted: the address is not on the boards (a removed member, whose progress stays): only its
--- progress moves, and a force-add lists it again with what it has then (member_boards).
+-- unlisted: the address is not listed (a removed member, whose progress stays): its progress
+-- moves, and its entry at the value before, if still on the board, tombstoned, waiting for the
+-- sweeper, goes with its tombstone. So a removed member's tombstones are always the entries of
+-- its progress as it is (keys.h), and a force-add takes them back from its prog hash alone
+-- (member_boards) and lists it again with what it has then.
 local function prog_add(entity, addr, field, by, delta, unlisted)
   local pk = prog_key(entity, addr)
   local after = redis.call('HINCRBY', pk, field, delta)
-  if unlisted then return after end
   local before = after - delta
   local lb = lb_key(entity, by)
+  if unlisted then
+    if before > 0 then
+      local e = lb_member(before, addr)
+      if redis.call('ZREM', lb .. ':gone', e) == 1 then redis.call('ZREM', lb, e) end
+    end
+    return after
+  end
   if before > 0 then redis.call('ZREM', lb, lb_member(before, addr)) end
   if after > 0 then redis.call('ZADD', lb, '0', lb_member(after, addr)) end
   return after
 end
 
--- Puts a member on (add true) or takes it off every board its progress lists it on, from its
--- prog hash alone: one command per field of that member's, none over the entity's members. A
--- skill no longer in the entity's skills hash has no board: its stored score stays unread.
--- Returns the boards changed, as 'xp' or skill ids (the service drops them from its read
--- cache).
-local function member_boards(entity, addr, add)
+-- Puts a member added again back on every board its progress lists it on, from its prog hash
+-- alone: two commands per field of that member's, none over the entity's members. An entry
+-- still on its board, tombstoned (its removal not swept yet), only loses its tombstone: a
+-- removed member's tombstones are the entries of its progress as it is (prog_add). A skill no
+-- longer in the entity's skills hash has no board: its stored score stays unread. Returns the
+-- boards changed, as 'xp' or skill ids (the service drops them from its read cache).
+local function member_boards(entity, addr)
   local flat = redis.call('HGETALL', prog_key(entity, addr))
   local changed = {}
   for i = 1, #flat, 2 do
@@ -220,14 +230,12 @@ local function member_boards(entity, addr, add)
       by = 'xp'
     elseif string.sub(f, 1, 2) == 's:' then
       by = string.sub(f, 3)
-      if add and redis.call('HEXISTS', entity .. ':skills', by) == 0 then by = nil end
+      if redis.call('HEXISTS', entity .. ':skills', by) == 0 then by = nil end
     end
     if by and v > 0 then
-      if add then
-        redis.call('ZADD', lb_key(entity, by), '0', lb_member(v, addr))
-      else
-        redis.call('ZREM', lb_key(entity, by), lb_member(v, addr))
-      end
+      local lb, e = lb_key(entity, by), lb_member(v, addr)
+      redis.call('ZREM', lb .. ':gone', e)
+      redis.call('ZADD', lb, '0', e)
       changed[#changed + 1] = by
     end
   end
@@ -266,7 +274,9 @@ local function gone_key(entity, by)
 end
 
 -- The sweep record of an address, or nil: the sweep zset's entries all score 0, so the record
--- is the one lex range that begins with the address and a space.
+-- is the one lex range that begins with the address and a space. Only removals by an earlier
+-- version wrote records (an instance of it may, during a rolling upgrade); their tombstones
+-- are the entries at removal, which a revocation since may have left behind.
 local function sweep_record(entity, addr)
   return redis.call('ZRANGEBYLEX', entity .. ':sweep', '[' .. addr .. ' ', '(' .. addr .. '!',
     'LIMIT', 0, 1)[1]

@@ -31,9 +31,10 @@ for i = 9, #ARGV do
     redis.call('ZADD', KEYS[5], 0, entry)
     added = added + 1
     list[added] = jstr(a)
-    -- a member removed before comes back on the boards with the XP and scores it kept; one
-    -- whose entries still wait for the sweeper takes them back: its tombstones go with its
-    -- sweep record, and an entry its progress no longer holds (a revocation since) goes too
+    -- a member removed before comes back on the boards with the XP and scores it kept, its
+    -- entries still waiting for the sweeper taken back (member_boards). A removal by an earlier
+    -- version left a sweep record instead: its tombstones go with it, and an entry its progress
+    -- no longer holds (a revocation since) goes too.
     local rec = sweep_record(KEYS[1], a)
     if rec then
       local pk = prog_key(KEYS[1], a)
@@ -45,7 +46,7 @@ for i = 9, #ARGV do
       end
       redis.call('ZREM', KEYS[1] .. ':sweep', rec)
     end
-    for _, by in ipairs(member_boards(KEYS[1], a, true)) do
+    for _, by in ipairs(member_boards(KEYS[1], a)) do
       if not boards[by] then
         boards[by] = true
         out[#out + 1] = by

@@ -12,13 +12,15 @@
 -- A removed member leaves the members hash and the order zset (so the users list) at once. Its
 -- board entries are not taken off the big boards here (a ZREM at a random place of a board of a
 -- million entries was most of a removal's cost): each is tombstoned instead, added to its
--- board's gone zset (every board read subtracts those), and the member's sweep record lists
--- them (force_add.lua reads it); the sweeper (jobs/sweeper.h, sweep_step.lua) takes entries
--- and tombstones off later, board by board. The service listed the entity in the sweeps set
--- (keys.h) before sending this. Its prog hash, contributions and reachedAt fields stay, so a
--- force-add lists it again with what it had. A removal that removes someone renews
--- membersVersion (cached users pages hold only under the version they were rendered from) and
--- writes one event: member.removed {addresses (those removed)}, or member.left {address}.
+-- board's gone zset (every board read subtracts those); the sweeper (jobs/sweeper.h,
+-- sweep_step.lua) takes entries and tombstones off later, board by board. A tombstone is
+-- always the entry of the member's progress as it is now (contrib_revoke.lua keeps it so), so
+-- force_add.lua finds a re-added member's tombstones from its prog hash, with no record of
+-- them. The service listed the entity in the sweeps set (keys.h) before sending this. Its prog
+-- hash, contributions and reachedAt fields stay, so a force-add lists it again with what it had.
+-- A removal that removes someone renews membersVersion (cached users pages hold only under the
+-- version they were rendered from) and writes one event: member.removed {addresses (those
+-- removed)}, or member.left {address}.
 -- Answers one reply per removal: {removed, missing, board...} (the boards changed, 'xp' or skill
 -- ids, each once), or its error.
 local KEYS, ARGV = KEYS, ARGV
@@ -59,7 +61,7 @@ end
 -- the group reads them back (taken stands in for the members hash). A removal of 1,000
 -- members of a million holds Redis 39-60 ms so, 54-90 ms with a call per member and key
 -- (bench/RESULTS.md).
-local taken, gone_addrs, order, tombs, boards, recs, skill_ok = {}, {}, {}, {}, {}, {}, {}
+local taken, gone_addrs, order, tombs, boards, board_of = {}, {}, {}, {}, {}, {}
 local version
 local replies = {}
 local at = 4
@@ -80,25 +82,28 @@ for c = 1, tonumber(ARGV[3]) do
         taken[a] = true
         gone_addrs[#gone_addrs + 1] = a
         order[#order + 1] = entry
-        -- its entries, tombstoned (a deleted skill's score has no board: nothing to
-        -- tombstone; the skills not seen yet asked in one HMGET)
-        local flat, rec, ask = redis.call('HGETALL', prog_key(E, a)), {a}, {}
+        -- its entries, tombstoned: a deleted skill's score has no board, nothing to
+        -- tombstone. Which board a progress field names is asked once a group (the skills
+        -- not seen yet in one HMGET): this pass was about 1 us an entry with a string.sub and
+        -- a skill lookup for each (bench/RESULTS.md, 2026-11-27 20:40).
+        local flat, ask = redis.call('HGETALL', prog_key(E, a)), {}
         for j = 1, #flat, 2 do
-          local sid = string.sub(flat[j], 1, 2) == 's:' and string.sub(flat[j], 3)
-          if sid and skill_ok[sid] == nil and (tonumber(flat[j + 1]) or 0) > 0 then
-            skill_ok[sid] = false
-            ask[#ask + 1] = sid
+          local f = flat[j]
+          if board_of[f] == nil then
+            board_of[f] = f == 'xp' and 'xp' or false
+            if string.sub(f, 1, 2) == 's:' then ask[#ask + 1] = f end
           end
         end
         if #ask > 0 then
-          local known = redis.call('HMGET', E .. ':skills', unpack(ask))
-          for k, sid in ipairs(ask) do skill_ok[sid] = known[k] and true or false end
+          local sids = {}
+          for k, f in ipairs(ask) do sids[k] = string.sub(f, 3) end
+          local known = redis.call('HMGET', E .. ':skills', unpack(sids))
+          for k, f in ipairs(ask) do board_of[f] = known[k] and sids[k] or false end
         end
         for j = 1, #flat, 2 do
-          local f, v = flat[j], tonumber(flat[j + 1]) or 0
-          local by = f == 'xp' and 'xp' or string.sub(f, 1, 2) == 's:' and string.sub(f, 3)
-          if by and by ~= 'xp' and not skill_ok[by] then by = nil end
-          if by and v > 0 then
+          local by = board_of[flat[j]]
+          local v = by and tonumber(flat[j + 1])
+          if v and v > 0 then
             local t = tombs[by]
             if not t then
               t = {}
@@ -106,14 +111,12 @@ for c = 1, tonumber(ARGV[3]) do
               boards[#boards + 1] = by
             end
             t[#t + 1] = lb_member(v, a)
-            rec[#rec + 1] = by .. '=' .. lb_inv(v)
             if not seen[by] then
               seen[by] = true
               out[#out + 1] = by
             end
           end
         end
-        if #rec > 1 then recs[#recs + 1] = table.concat(rec, ' ') end
         removed = removed + 1
         list[removed] = jstr(a)
       else
@@ -151,7 +154,6 @@ if version then
   table.sort(order)
   call_many('ZREM', KEYS[5], order, 4000)
   for _, by in ipairs(boards) do call_many('ZADD', gone_key(E, by), scored(tombs[by]), 4000) end
-  if #recs > 0 then call_many('ZADD', E .. ':sweep', scored(recs), 4000) end
   redis.call('HSET', E, 'membersVersion', version)
 end
 return replies

@@ -1,6 +1,6 @@
 -- standalone
 -- sweep_forget: drops an entity's entry from the sweeps set (keys.h) once the sweeper found
--- its sweep records all gone, unless a removal listed it again since: only while its score is
+-- its tombstones all gone, unless a removal listed it again since: only while its score is
 -- still the one the sweeper read (a removal's ZADD GT moves it on). Its own slot, no entity key.
 -- KEYS: the sweeps set
 -- ARGV: entity id, the score read (ms)

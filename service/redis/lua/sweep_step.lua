@@ -6,13 +6,16 @@
 -- nodes still in the CPU's caches, and the tombstones go with one ZREMRANGEBYRANK. Member by
 -- member, every ZREM started cold at a random place of a board of up to millions of entries:
 -- about 3 times the cost (bench/RESULTS.md, 2026-11-27 14:27).
--- An entry whose address is a member again (should not exist: force_add.lua takes a re-added
--- member's tombstones back) loses only its tombstone; its board entry stays.
--- The sweep records are not read here. Once every board's gone zset is empty, all of them are
--- stale (every entry they list is off its board), and they go together. Until then force_add.lua
--- still reads a record to take a re-added member's tombstones back (a tombstone already swept is
--- a ZREM of nothing). Writes nothing but removals, so a deleted entity (its hash gone) is left to
--- its erasure.
+-- A tombstone whose address is a member again should not exist (force_add.lua takes a re-added
+-- member's tombstones back). One can, during a rolling upgrade: an earlier version's revocation
+-- moved a removed member's progress but not its tombstoned entry, and the member was then added
+-- again. Such a tombstone goes; its board entry stays only if it is the member's progress as it
+-- is now.
+-- Sweep records (written by an earlier version's removals only, _prelude.lua sweep_record) are
+-- not read here. Once every board's gone zset is empty, all of them are stale (every entry they
+-- list is off its board), and they go together. Until then force_add.lua still reads a record
+-- to take a re-added member's tombstones back (a tombstone already swept is a ZREM of nothing).
+-- Writes nothing but removals, so a deleted entity (its hash gone) is left to its erasure.
 -- KEYS: entity, sweep zset, members
 -- ARGV: most board entries to take off
 -- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE', entries taken off, tombstones
@@ -33,7 +36,13 @@ for _, by in ipairs(boards) do
       for i, e in ipairs(es) do addrs[i] = string.sub(e, 18) end
       local live = redis.call('HMGET', KEYS[3], unpack(addrs))
       for i, e in ipairs(es) do
-        if not live[i] then off[#off + 1] = e end
+        if not live[i] then
+          off[#off + 1] = e
+        else
+          local v = tonumber(redis.call('HGET', prog_key(E, addrs[i]),
+            by == 'xp' and 'xp' or 's:' .. by)) or 0
+          if v <= 0 or lb_member(v, addrs[i]) ~= e then off[#off + 1] = e end
+        end
       end
       if #off > 0 then redis.call('ZREM', lb_key(E, by), unpack(off)) end
       redis.call('ZREMRANGEBYRANK', g, 0, #es - 1)
