@@ -567,12 +567,12 @@ static void on_ignored(void *data, int status, redisReply *r)
     (void)data, (void)status, (void)r;
 }
 
-/* Drops, in one script call, the round's entries their entities no longer bear out. */
-static void send_drops(find_req *f, const char **argv, size_t *lens, size_t argc)
+/* Drops, in one script call, the round's entries their entities no longer bear out: argv[head..
+ * argc) are the entries' arguments. */
+static void send_drops(find_req *f, const char **argv, size_t *lens, size_t head, size_t argc)
 {
     if (f->kind == LIST_WALLET)
-        store_script(f->req->app->store, LUA_FIND_WALLET_DROP, on_ignored, NULL, KEYS_WALLET_N,
-                     (int)argc, argv, lens);
+        findindex_send_drops(f->req->app, &f->wk, argv + head, lens + head, argc - head);
     else
         store_script(f->req->app->store, LUA_FIND_DIR_DROP, on_ignored, NULL, 3, (int)argc, argv,
                      lens);
@@ -682,7 +682,7 @@ static void process_round(find_req *f)
     }
     if (argc > head) {
         f->keep = false;
-        send_drops(f, argv, lens, argc);
+        send_drops(f, argv, lens, head, argc);
     }
     if (done || !f->full) {
         finish(f, next, next_len);

@@ -7,6 +7,7 @@
 
 #include "core/app.h"
 #include "core/buf.h"
+#include "redis/group.h"
 #include "redis/keys.h"
 #include "redis/lua_scripts.h"
 #include "redis/store.h"
@@ -136,22 +137,56 @@ static void on_ignored(void *data, int status, redisReply *r)
     (void)data, (void)status, (void)r;
 }
 
+void findindex_send_drops(struct app *a, const wallet_keys *k, const char *const *args,
+                          const size_t *lens, size_t n)
+{
+    char grace[BUF_INT_SIZE], nargs[BUF_INT_SIZE];
+    buf_format_int(grace, a->cfg.find_repair_grace_ms);
+    size_t argc = KEYS_WALLET_N + 4 + n;
+    const char **argv = malloc(argc * sizeof *argv);
+    size_t *alens = malloc(argc * sizeof *alens);
+    if (!argv || !alens) { /* a drop not sent is left to a read's repair */
+        free(argv);
+        free(alens);
+        return;
+    }
+    bool alone = store_cluster_mode(a->store);
+    size_t at = 0;
+    if (alone) { /* a group of one, laid out as redis/group.h lays one out: the keys first */
+        for (size_t j = 0; j < KEYS_WALLET_N; j++)
+            argv[at] = k->key[j], alens[at++] = k->len[j];
+        argv[at] = grace, alens[at++] = strlen(grace);
+        argv[at] = "1", alens[at++] = 1;
+        argv[at] = "5", alens[at++] = 1;
+        argv[at] = nargs, alens[at++] = buf_format_int(nargs, (int64_t)n);
+    } else { /* the shared grace, then the call's own keys and arguments */
+        argv[at] = grace, alens[at++] = strlen(grace);
+        for (size_t j = 0; j < KEYS_WALLET_N; j++)
+            argv[at] = k->key[j], alens[at++] = k->len[j];
+    }
+    for (size_t j = 0; j < n; j++)
+        argv[at] = args[j], alens[at++] = lens[j];
+    if (alone)
+        store_script(a->store, LUA_FIND_WALLET_DROP, on_ignored, NULL, KEYS_WALLET_N, (int)at, argv,
+                     alens);
+    else
+        group_script(a->groups, LUA_FIND_WALLET_DROP, on_ignored, NULL, 0, 1, KEYS_WALLET_N,
+                     (int)at, argv, alens);
+    free(argv);
+    free(alens);
+}
+
 void findindex_drop_roles(struct app *a, const char *id, const char (*addrs)[43], size_t n,
                           const char *roles, bool all_roles)
 {
-    char grace[BUF_INT_SIZE];
-    buf_format_int(grace, a->cfg.find_repair_grace_ms);
+    const char *args[4] = {id, "", roles ? roles : "", all_roles ? "1" : "0"};
+    size_t lens[4];
+    for (size_t j = 0; j < 4; j++)
+        lens[j] = strlen(args[j]);
     for (size_t i = 0; i < n; i++) {
         wallet_keys k;
         keys_wallet(&k, addrs[i]);
-        const char *argv[KEYS_WALLET_N + 5] = {
-            k.key[0], k.key[1], k.key[2], k.key[3],           k.key[4],
-            grace,    id,       "",       roles ? roles : "", all_roles ? "1" : "0"};
-        size_t lens[KEYS_WALLET_N + 5];
-        for (size_t j = 0; j < KEYS_WALLET_N + 5; j++)
-            lens[j] = strlen(argv[j]);
-        store_script(a->store, LUA_FIND_WALLET_DROP, on_ignored, NULL, KEYS_WALLET_N,
-                     KEYS_WALLET_N + 5, argv, lens);
+        findindex_send_drops(a, &k, args, lens, 4);
     }
 }
 

@@ -57,6 +57,13 @@ typedef struct findindex_wallet {
 int findindex_send_wallets(struct store *st, const findindex_wallet *w, size_t n, store_cb cb,
                            void *data);
 
+/* Sends one wallet's drops (find_wallet_drop.lua), fire and forget: args[0..n) are its entries,
+ * 4 arguments each (entity id, since, role letters, "1" to drop the entry altogether). Outside
+ * Redis Cluster the drops of one loop turn leave as one call (redis/group.h): a removal of one
+ * member each, 20 in a turn, then costs Redis one script call instead of 20. In it, each
+ * wallet's keys are in a slot of their own: one call each. */
+void findindex_send_drops(struct app *a, const wallet_keys *k, const char *const *args,
+                          const size_t *lens, size_t n);
 /* Remove-after, fire and forget, sent once the entity write that removed the roles is
  * answered: the n addresses no longer hold `roles` in entity `id`. With all_roles, they hold
  * none at all any more (a member removed who was no owner or admin, an entity deleted). */
