@@ -15,11 +15,16 @@ prepended), and runs, each after CONFIG RESETSTAT and read back from INFO comman
   groups  with --groups G,G,...: K removals of one member each, G to a group (one call, as
           the service groups the removals of one loop turn, redis/group.h), right after
           rm+big and before its sweep (the backlog grows by K a run)
+  compare with --compare FILE,FILE,...: K removals of one member each, 20 to a group, by the
+          service's members_remove.lua and by each FILE (another version of it, taking the
+          same arguments) in turn, three rounds, right after the groups (the backlog grows by
+          K a run, so neighbours in the list ran at nearly the same backlog)
 Calls are pipelined 64 deep. Prints one line per workload; after rm+big, the commands the
 removal ran inside its script, each with its own time (INFO commandstats): the rest of the
 EVALSHA's time is Lua and the passing of arguments and replies.
 
   tend_micro.py --redis-port P [--members N] [--calls K] [--big B] [--old FILE] [--groups G,...]
+                [--compare FILE,...]
 """
 import argparse
 import os
@@ -81,13 +86,16 @@ def main():
     ap.add_argument("--big", type=int, default=20000)
     ap.add_argument("--old")
     ap.add_argument("--groups", default="")
+    ap.add_argument("--compare", default="")
     o = ap.parse_args()
     groups = [int(g) for g in o.groups.split(",") if g]
+    compare = [f for f in o.compare.split(",") if f]
     port, n = o.redis_port, o.members
     rnd = random.Random(27)
     r = Redis(port)
     addrs = ["0x%040x" % rnd.getrandbits(160) for _ in range(n)]
-    gone_n = 3 * o.calls + o.big + (o.calls if o.old else 0) + len(groups) * o.calls
+    gone_n = 3 * o.calls + o.big + (o.calls if o.old else 0) + len(groups) * o.calls + \
+        3 * (1 + len(compare)) * o.calls
     cmds = [resp("HSET", E, "id", E[5:-1], "isEnabled", "1", "public", "1"),
             resp("SADD", E + ":owners", OWNER)]
     cmds.append(resp("HSET", E + ":skills", *[x for s in SKILLS for x in (s, "{}")]))
@@ -115,6 +123,8 @@ def main():
            for k in ("members_remove", "force_add", "sweep_step")}
     if o.old:
         sha["old"] = r.call("SCRIPT", "LOAD", script("members_remove", o.old)).decode()
+    for f in compare:
+        sha[f] = r.call("SCRIPT", "LOAD", script("members_remove", f)).decode()
     keys5 = [E, E + ":owners", E + ":admins", E + ":members", E + ":members:order"]
     shared = ["100000", "2026-01-01T00:00:00.000Z"]
 
@@ -177,6 +187,14 @@ def main():
         us, _ = run(r, port, sha["members_remove"], removals(batch, g))
         print("removals of one member, %d a group: %.1f µs a call, %.1f µs a member (%.2fx one "
               "alone, with %d waiting)" % (g, us, us / g, us / g / rmb, at - 2 * o.calls))
+    for rnd_ in range(3 if compare else 0):
+        for name in ["members_remove"] + compare:
+            batch = addrs[at:at + o.calls]
+            at += o.calls
+            us, _ = run(r, port, sha[name], removals(batch, 20))
+            print("round %d, %s: %.1f µs a member, 20 a group (%d waiting)" % (
+                rnd_ + 1, "this members_remove.lua" if name == "members_remove" else name,
+                us / 20, at - 2 * o.calls))
     swept, sw = sweep_all()
     print("with %d removed members waiting for the sweep: removal %.1f µs (%.2fx force-add); "
           "sweep %.1f µs per member swept (%d)" % (o.big, rmb, rmb / fa, sw, swept))
