@@ -68,6 +68,11 @@
  *                                     entries from pages (members_remove.lua adds,
  *                                     sweep_step.lua and force_add.lua remove; UNLINKed with
  *                                     its skill's board)
+ *   ent:{c-…}:lb:tombstoned   set     the boards ('xp' or skill ids) whose gone zset may hold
+ *                                     tombstones: a removal adds those it tombstoned on (in
+ *                                     the same script), a sweep step drops those it found
+ *                                     empty, so a step reads only boards with work
+ *                                     (sweep_step.lua)
  *   ent:{c-…}:sweep           zset    written by earlier versions only (removals before the
  *                                     tombstones followed the progress; an instance of one may
  *                                     still write it during a rolling upgrade): all scores 0,

@@ -17,7 +17,9 @@ check_invariants(r, versions=None) returns a list of problems (empty when consis
   tombstone is its removed member's entry at the value its progress holds now (a revocation
   since the removal took the old one off), or one a sweep record lists (records: removals by an
   earlier version; a record may list more: entries the sweeper took off already, until no
-  tombstone is left); a deleted skill has neither board nor tombstones;
+  tombstone is left); every board with tombstones is listed in lb:tombstoned (unless a sweep
+  record is there: the sweeper then reads every board); a deleted skill has neither board
+  nor tombstones;
   every contribution has exactly one contribution.added event, every revoked one exactly one
   contribution.revoked and no other one any, every reachedAt recorded exactly one level.reached
   event (when the stream was trimmed by EVENTS_MAX, at most one); an idempotency key's stored
@@ -41,7 +43,7 @@ ADDRESS = re.compile(r'^0x[0-9a-f]{40}$')
 IDEM_TITLE = re.compile(r'^idem ([A-Za-z0-9_-]{1,64})(?: #(\d+))?$')
 ENTITY_PARTS = {'', 'owners', 'admins', 'members', 'members:order', 'skills', 'skills:order',
                 'skills:names', 'levels', 'levels:order', 'contribs', 'lb:xp', 'events', 'erasure',
-                'lb:xp:gone', 'sweep'}
+                'lb:xp:gone', 'sweep', 'lb:tombstoned'}
 ENTITY_PREFIXES = ('contribs:of:', 'prog:', 'lb:s:', 'idem:', 'awards:')
 
 
@@ -155,6 +157,8 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
     members = set(hgetall(E + ':members'))
     skills = set(hgetall(E + ':skills'))
     recorded = {}  # by -> set of entries the sweep records list
+    tombstoned = set(m.decode() for m in r.cli('SMEMBERS', parts['lb:tombstoned'], timeout=30)
+                     or []) if 'lb:tombstoned' in parts else set()
     for rec, sc in (zset(parts['sweep']) if 'sweep' in parts else []):
         toks = rec.split(' ')
         addr = toks[0]
@@ -189,6 +193,9 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
                 any(m[17:] in members for m in tomb):
             problems.append('%s: tombstones of %s %r are not removed members\' board entries' % (
                 eid, by, sorted(tomb - entries)[:6] or sorted(tomb)[:6]))
+        if tomb and 'sweep' not in parts and by not in tombstoned:
+            problems.append('%s: tombstones of %s, a board lb:tombstoned does not list' % (
+                eid, by))
         now = set(lb_entry(vals[by], addr) for addr, vals in have.items()
                   if addr not in members and vals.get(by, 0) > 0)
         stray = tomb - now - recorded.get(by, set())

@@ -7,7 +7,9 @@ XP, scores and rank, also after a revocation since the removal; a skill deleted 
 tombstones leaves nothing behind; a sweeper killed (SIGKILL) half-way leaves a consistent data
 set that a restarted instance finishes; a sweeper whose steps are answered after the deadline,
 then cut off, finishes with the same boards; the sweep goes board by board, and a member
-re-added half-way comes back whole. The invariants hold at every stage."""
+re-added half-way comes back whole; a step reads only the boards with tombstones, and every
+board while an earlier version's sweep records are there. The invariants hold at every
+stage."""
 
 import os
 import secrets
@@ -303,6 +305,65 @@ class SweepTest(harness.ServiceTestCase):
         self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:xp' % eid)), 5)
         self.assertEqual(self.walk(eid, 'xp', 2)[0], ranked(live))
         self.assertGreaterEqual(harness.metric(again.port, 'entityd_sweep_entries_total'), 1)
+        self.assertEqual(check_invariants(self.r), [])
+
+    def calls(self, command):
+        for line in self.r.cli('INFO', 'commandstats').decode().splitlines():
+            if line.startswith('cmdstat_%s:' % command):
+                return int(line.split('calls=')[1].split(',')[0])
+        return 0
+
+    def tombstoned(self, eid):
+        return sorted(m.decode() for m in self.r.cli('SMEMBERS', 'ent:{%s}:lb:tombstoned' % eid))
+
+    def test_a_step_reads_only_the_boards_with_tombstones(self):
+        # 40 skills, the removed members scored in two: the steps read those two boards and
+        # XP's, never the skills hash nor the other 38 boards, and drop the list when done.
+        ms = addresses(6)
+        eid, sids = self.entity(ms, skills=['Skill %d' % i for i in range(40)])
+        a, b = sids[7], sids[30]
+        self.award(eid, [(m, 10 + i, {a: 1 + i, b: 2}) for i, m in enumerate(ms)])
+        self.remove(eid, ms[:3])
+        self.assertEqual(self.tombstoned(eid), sorted(['xp', a, b]))
+        self.assertEqual(check_invariants(self.r), [])
+        self.r.cli('CONFIG', 'RESETSTAT')
+        sw = self.sweeper()
+        self.wait_swept(eid)
+        steps = harness.metric(sw.port, 'entityd_sweep_steps_total')
+        sw.stop()
+        self.assertEqual(self.calls('hkeys'), 0)
+        # a ZRANGE of each listed board's tombstones a step, at most
+        self.assertGreaterEqual(steps, 1)
+        self.assertLessEqual(self.calls('zrange'), 3 * steps)
+        self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:lb:tombstoned' % eid), 0)
+        self.assert_boards(eid, {'xp': {m: 10 + i for i, m in enumerate(ms) if i >= 3},
+                                 a: {m: 1 + i for i, m in enumerate(ms) if i >= 3},
+                                 b: {m: 2 for m in ms[3:]}})
+        self.assertEqual(check_invariants(self.r), [])
+
+    def test_tombstones_of_an_earlier_version_are_swept_from_every_board(self):
+        # An earlier version listed no boards, and wrote a sweep record: while a record is
+        # there, the steps read every board, so such tombstones are found too.
+        ms = addresses(4)
+        eid, (a, b) = self.entity(ms, skills=('Rust', 'Design'))
+        self.award(eid, [(m, 10 + i, {a: 1 + i, b: 3}) for i, m in enumerate(ms)])
+        self.remove(eid, ms[:2])
+        # what the earlier version left: the same tombstones, no list, a record each
+        self.r.cli('DEL', 'ent:{%s}:lb:tombstoned' % eid)
+        for i, m in enumerate(ms[:2]):
+            self.r.cli('ZADD', 'ent:{%s}:sweep' % eid, 0, '%s xp=%016d %s=%016d %s=%016d' % (
+                m, 9999999999999999 - 10 - i, a, 9999999999999999 - 1 - i,
+                b, 9999999999999999 - 3))
+        self.assertEqual(check_invariants(self.r), [])
+        sw = self.sweeper()
+        self.wait_swept(eid)
+        sw.stop()
+        self.assertEqual((self.tombstones_left(eid), self.records(eid)), (0, 0))
+        for key in ('lb:xp', 'lb:s:' + a, 'lb:s:' + b):
+            self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:%s' % (eid, key))), 2, key)
+        self.assert_boards(eid, {'xp': {m: 10 + i for i, m in enumerate(ms) if i >= 2},
+                                 a: {m: 1 + i for i, m in enumerate(ms) if i >= 2},
+                                 b: {m: 3 for m in ms[2:]}})
         self.assertEqual(check_invariants(self.r), [])
 
     def test_a_tombstone_of_a_member_loses_only_itself(self):

@@ -273,6 +273,11 @@ local function gone_key(entity, by)
   return lb_key(entity, by) .. ':gone'
 end
 
+-- The set of the boards ('xp' or skill ids) whose gone zset may hold tombstones (keys.h).
+local function tombstoned_key(entity)
+  return entity .. ':lb:tombstoned'
+end
+
 -- The sweep record of an address, or nil: the sweep zset's entries all score 0, so the record
 -- is the one lex range that begins with the address and a space. Only removals by an earlier
 -- version wrote records (an instance of it may, during a rolling upgrade); their tombstones

@@ -154,6 +154,7 @@ if version then
   table.sort(order)
   call_many('ZREM', KEYS[5], order, 4000)
   for _, by in ipairs(boards) do call_many('ZADD', gone_key(E, by), scored(tombs[by]), 4000) end
+  if #boards > 0 then call_many('SADD', tombstoned_key(E), boards, 4000) end
   redis.call('HSET', E, 'membersVersion', version)
 end
 return replies

@@ -11,12 +11,17 @@
 -- moved a removed member's progress but not its tombstoned entry, and the member was then added
 -- again. Such a tombstone goes; its board entry stays only if it is the member's progress as it
 -- is now.
--- Sweep records (written by an earlier version's removals only, _prelude.lua sweep_record) are
--- not read here. Once every board's gone zset is empty, all of them are stale (every entry they
--- list is off its board), and they go together. Until then force_add.lua still reads a record
--- to take a re-added member's tombstones back (a tombstone already swept is a ZREM of nothing).
+-- Which boards: those the entity's tombstoned set lists (keys.h; a removal adds the boards it
+-- tombstoned on, and a step drops those it found empty), so a step reads no board without
+-- work however many skills the entity has (every board at 1,000 skills cost about 1 ms a
+-- step). Sweep records (written by an earlier version's removals only, _prelude.lua
+-- sweep_record) mean tombstones that no set lists: while the sweep zset exists every board is
+-- read, as before. Records are not read here: once every board's gone zset is empty, all of
+-- them are stale (every entry they list is off its board), and they go together. Until then
+-- force_add.lua still reads a record to take a re-added member's tombstones back (a tombstone
+-- already swept is a ZREM of nothing).
 -- Writes nothing but removals, so a deleted entity (its hash gone) is left to its erasure.
--- KEYS: entity, sweep zset, members
+-- KEYS: entity, sweep zset (an earlier version's records), members
 -- ARGV: most board entries to take off
 -- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE', entries taken off, tombstones
 -- left}.
@@ -25,8 +30,18 @@ local moving = moving_guard(E)
 if moving then return moving end
 if redis.call('EXISTS', E) == 0 then return {'NONE', 0, 0} end
 local budget, swept, left = tonumber(ARGV[1]), 0, 0
-local boards = redis.call('HKEYS', E .. ':skills')
-table.insert(boards, 1, 'xp')
+local listed = tombstoned_key(E)
+-- An earlier version's sweep records mean tombstones that no set lists: every board is read
+-- until none is left. Otherwise only the boards the set lists.
+local legacy = redis.call('EXISTS', KEYS[2]) == 1
+local boards
+if legacy then
+  boards = redis.call('HKEYS', E .. ':skills')
+  table.insert(boards, 1, 'xp')
+else
+  boards = redis.call('SMEMBERS', listed)
+end
+local empty = {}
 for _, by in ipairs(boards) do
   local g = gone_key(E, by)
   if budget > 0 then
@@ -49,8 +64,13 @@ for _, by in ipairs(boards) do
       budget, swept = budget - #es, swept + #es
     end
   end
-  left = left + redis.call('ZCARD', g)
+  local n = redis.call('ZCARD', g)
+  if n == 0 then empty[#empty + 1] = by end
+  left = left + n
 end
-if left > 0 then return {'MORE', swept, left} end
-redis.call('UNLINK', KEYS[2])
+if left > 0 then
+  if not legacy and #empty > 0 then call_many('SREM', listed, empty, 4000) end
+  return {'MORE', swept, left}
+end
+redis.call('UNLINK', KEYS[2], listed)
 return {'DONE', swept, 0}
