@@ -59,7 +59,7 @@ end
 -- Each key's writes are gathered over the group's members and sent once, at the end, sorted:
 -- the inserts into a big zset then walk it near one another, in the CPU's caches. Nothing in
 -- the group reads them back (taken stands in for the members hash). A removal of 1,000
--- members of a million holds Redis 39-60 ms so, 54-90 ms with a call per member and key
+-- members of a million holds Redis 28-40 ms so, 54-90 ms with a call per member and key
 -- (bench/RESULTS.md).
 local taken, gone_addrs, order, tombs, boards, board_of = {}, {}, {}, {}, {}, {}
 local version
