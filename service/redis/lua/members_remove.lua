@@ -85,7 +85,7 @@ for c = 1, tonumber(ARGV[3]) do
         -- its entries, tombstoned: a deleted skill's score has no board, nothing to
         -- tombstone. Which board a progress field names is asked once a group (the skills
         -- not seen yet in one HMGET): this pass was about 1 us an entry with a string.sub and
-        -- a skill lookup for each (bench/RESULTS.md, 2026-11-27 20:40).
+        -- a skill lookup for each (bench/RESULTS.md, 2026-11-27 20:23).
         local flat, ask = redis.call('HGETALL', prog_key(E, a)), {}
         for j = 1, #flat, 2 do
           local f = flat[j]
@@ -97,7 +97,7 @@ for c = 1, tonumber(ARGV[3]) do
         if #ask > 0 then
           local sids = {}
           for k, f in ipairs(ask) do sids[k] = string.sub(f, 3) end
-          local known = redis.call('HMGET', E .. ':skills', unpack(sids))
+          local known = call_many('HMGET', E .. ':skills', sids, 4000)
           for k, f in ipairs(ask) do board_of[f] = known[k] and sids[k] or false end
         end
         for j = 1, #flat, 2 do
