@@ -140,9 +140,9 @@ static void on_ignored(void *data, int status, redisReply *r)
 void findindex_send_drops(struct app *a, const wallet_keys *k, const char *const *args,
                           const size_t *lens, size_t n)
 {
-    char grace[BUF_INT_SIZE], nargs[BUF_INT_SIZE];
+    char grace[BUF_INT_SIZE];
     buf_format_int(grace, a->cfg.find_repair_grace_ms);
-    size_t argc = KEYS_WALLET_N + 4 + n;
+    size_t argc = 1 + KEYS_WALLET_N + n;
     const char **argv = malloc(argc * sizeof *argv);
     size_t *alens = malloc(argc * sizeof *alens);
     if (!argv || !alens) { /* a drop not sent is left to a read's repair */
@@ -150,25 +150,15 @@ void findindex_send_drops(struct app *a, const wallet_keys *k, const char *const
         free(alens);
         return;
     }
-    bool alone = store_cluster_mode(a->store);
-    size_t at = 0;
-    if (alone) { /* a group of one, laid out as redis/group.h lays one out: the keys first */
-        for (size_t j = 0; j < KEYS_WALLET_N; j++)
-            argv[at] = k->key[j], alens[at++] = k->len[j];
-        argv[at] = grace, alens[at++] = strlen(grace);
-        argv[at] = "1", alens[at++] = 1;
-        argv[at] = "5", alens[at++] = 1;
-        argv[at] = nargs, alens[at++] = buf_format_int(nargs, (int64_t)n);
-    } else { /* the shared grace, then the call's own keys and arguments */
-        argv[at] = grace, alens[at++] = strlen(grace);
-        for (size_t j = 0; j < KEYS_WALLET_N; j++)
-            argv[at] = k->key[j], alens[at++] = k->len[j];
-    }
+    size_t at = 0; /* the shared grace, then the call's own keys and arguments */
+    argv[at] = grace, alens[at++] = strlen(grace);
+    for (size_t j = 0; j < KEYS_WALLET_N; j++)
+        argv[at] = k->key[j], alens[at++] = k->len[j];
     for (size_t j = 0; j < n; j++)
         argv[at] = args[j], alens[at++] = lens[j];
-    if (alone)
-        store_script(a->store, LUA_FIND_WALLET_DROP, on_ignored, NULL, KEYS_WALLET_N, (int)at, argv,
-                     alens);
+    if (store_cluster_mode(a->store))
+        group_script_alone(a->groups, LUA_FIND_WALLET_DROP, on_ignored, NULL, 0, 1, KEYS_WALLET_N,
+                           (int)at, argv, alens);
     else
         group_script(a->groups, LUA_FIND_WALLET_DROP, on_ignored, NULL, 0, 1, KEYS_WALLET_N,
                      (int)at, argv, alens);

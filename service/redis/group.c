@@ -169,8 +169,8 @@ static bool batch_matches(const group_batch *b, int script, int nshared_keys, in
     return true;
 }
 
-void group_script(group *g, int script, store_cb cb, void *data, int nshared_keys, int nshared_args,
-                  int nkeys, int argc, const char **argv, const size_t *lens)
+static void queue(group *g, bool now, int script, store_cb cb, void *data, int nshared_keys,
+                  int nshared_args, int nkeys, int argc, const char **argv, const size_t *lens)
 {
     int nshared = nshared_keys + nshared_args;
     group_call *call;
@@ -183,7 +183,7 @@ void group_script(group *g, int script, store_cb cb, void *data, int nshared_key
         return;
     }
     *call = (group_call){cb, data, nkeys, argc - nshared - nkeys, cargv, clens};
-    group_batch *b = g->open;
+    group_batch *b = now ? NULL : g->open;
     while (b && !batch_matches(b, script, nshared_keys, nshared_args, argv, lens, bytes))
         b = b->next;
     if (!b) {
@@ -200,7 +200,7 @@ void group_script(group *g, int script, store_cb cb, void *data, int nshared_key
                            .nshared_args = nshared_args,
                            .shared = sargv,
                            .shared_lens = slens};
-        if (g->closed) {
+        if (now || g->closed) {
             b->calls[b->ncalls++] = call;
             batch_send(g, b);
             return;
@@ -218,6 +218,19 @@ void group_script(group *g, int script, store_cb cb, void *data, int nshared_key
         uv_idle_start(&g->wake, on_wake);
         uv_check_start(&g->check, on_check);
     }
+}
+
+void group_script(group *g, int script, store_cb cb, void *data, int nshared_keys, int nshared_args,
+                  int nkeys, int argc, const char **argv, const size_t *lens)
+{
+    queue(g, false, script, cb, data, nshared_keys, nshared_args, nkeys, argc, argv, lens);
+}
+
+void group_script_alone(group *g, int script, store_cb cb, void *data, int nshared_keys,
+                        int nshared_args, int nkeys, int argc, const char **argv,
+                        const size_t *lens)
+{
+    queue(g, true, script, cb, data, nshared_keys, nshared_args, nkeys, argc, argv, lens);
 }
 
 int64_t group_now_ms(group *g)

@@ -34,6 +34,11 @@ group *group_new(uv_loop_t *loop, struct store *st);
  * group_close (the call then leaves alone, at once, and a closed store answers it there). */
 void group_script(group *g, int script, store_cb cb, void *data, int nshared_keys, int nshared_args,
                   int nkeys, int argc, const char **argv, const size_t *lens);
+/* The same call as a group of one, sent at once: for calls whose keys may not share a script
+ * with others (each in a slot of its own in Redis Cluster), so that one script serves both. */
+void group_script_alone(group *g, int script, store_cb cb, void *data, int nshared_keys,
+                        int nshared_args, int nkeys, int argc, const char **argv,
+                        const size_t *lens);
 /* The wall clock in ms as read once for this turn of the loop (until its check phase): calls
  * made in one turn that take their time from here share it byte for byte, so it can travel in
  * their shared part, once per group. Read afresh while the group is sending or closed. */
