@@ -61,9 +61,71 @@ end
 -- the group reads them back (taken stands in for the members hash). A removal of 1,000
 -- members of a million holds Redis 28-40 ms so, 54-90 ms with a call per member and key
 -- (bench/RESULTS.md).
-local taken, gone_addrs, order, tombs, boards, board_of = {}, {}, {}, {}, {}, {}
+local taken, gone_addrs, order, tombs, boards = {}, {}, {}, {}, {}
 local version
 local replies = {}
+
+-- A removed member's board entry, tombstoned; out lists the boards its removal changed.
+local function tombstone(by, v, a, seen, out)
+  local t = tombs[by]
+  if not t then
+    t = {}
+    tombs[by] = t
+    boards[#boards + 1] = by
+  end
+  t[#t + 1] = lb_member(v, a)
+  if not seen[by] then
+    seen[by] = true
+    out[#out + 1] = by
+  end
+end
+
+-- Tombstones a removed member's entries, read from its prog hash; a deleted skill's score has
+-- no board, nothing to tombstone. With few skills (the usual tree), the board fields are read
+-- by name (HMGET: no level fields, no lookups): with the address's plain quoting below, about
+-- 2.5 us of Lua a member less (bench/RESULTS.md, 2026-11-27 23:20). With many, the whole hash
+-- (the cost then grows with the member's fields, not with the entity's skills), and which
+-- board a field names is asked once a group (the skills not seen yet in one HMGET).
+local fields, field_by, board_of = nil, nil, {}
+local function tombstone_all(a, seen, out)
+  if fields == nil then
+    fields = false
+    if redis.call('HLEN', E .. ':skills') <= 32 then
+      fields, field_by = {'xp'}, {'xp'}
+      for k, sid in ipairs(redis.call('HKEYS', E .. ':skills')) do
+        fields[k + 1], field_by[k + 1] = 's:' .. sid, sid
+      end
+    end
+  end
+  if fields then
+    local vals = redis.call('HMGET', prog_key(E, a), unpack(fields))
+    for j = 1, #fields do
+      local v = tonumber(vals[j])
+      if v and v > 0 then tombstone(field_by[j], v, a, seen, out) end
+    end
+    return
+  end
+  local flat, ask = redis.call('HGETALL', prog_key(E, a)), {}
+  for j = 1, #flat, 2 do
+    local f = flat[j]
+    if board_of[f] == nil then
+      board_of[f] = f == 'xp' and 'xp' or false
+      if string.sub(f, 1, 2) == 's:' then ask[#ask + 1] = f end
+    end
+  end
+  if #ask > 0 then
+    local sids = {}
+    for k, f in ipairs(ask) do sids[k] = string.sub(f, 3) end
+    local known = call_many('HMGET', E .. ':skills', sids, 4000)
+    for k, f in ipairs(ask) do board_of[f] = known[k] and sids[k] or false end
+  end
+  for j = 1, #flat, 2 do
+    local by = board_of[flat[j]]
+    local v = by and tonumber(flat[j + 1])
+    if v and v > 0 then tombstone(by, v, a, seen, out) end
+  end
+end
+
 local at = 4
 for c = 1, tonumber(ARGV[3]) do
   local first, n = at + 2, tonumber(ARGV[at + 1])
@@ -82,43 +144,10 @@ for c = 1, tonumber(ARGV[3]) do
         taken[a] = true
         gone_addrs[#gone_addrs + 1] = a
         order[#order + 1] = entry
-        -- its entries, tombstoned: a deleted skill's score has no board, nothing to
-        -- tombstone. Which board a progress field names is asked once a group (the skills
-        -- not seen yet in one HMGET): this pass was about 1 us an entry with a string.sub and
-        -- a skill lookup for each (bench/RESULTS.md, 2026-11-27 20:23).
-        local flat, ask = redis.call('HGETALL', prog_key(E, a)), {}
-        for j = 1, #flat, 2 do
-          local f = flat[j]
-          if board_of[f] == nil then
-            board_of[f] = f == 'xp' and 'xp' or false
-            if string.sub(f, 1, 2) == 's:' then ask[#ask + 1] = f end
-          end
-        end
-        if #ask > 0 then
-          local sids = {}
-          for k, f in ipairs(ask) do sids[k] = string.sub(f, 3) end
-          local known = call_many('HMGET', E .. ':skills', sids, 4000)
-          for k, f in ipairs(ask) do board_of[f] = known[k] and sids[k] or false end
-        end
-        for j = 1, #flat, 2 do
-          local by = board_of[flat[j]]
-          local v = by and tonumber(flat[j + 1])
-          if v and v > 0 then
-            local t = tombs[by]
-            if not t then
-              t = {}
-              tombs[by] = t
-              boards[#boards + 1] = by
-            end
-            t[#t + 1] = lb_member(v, a)
-            if not seen[by] then
-              seen[by] = true
-              out[#out + 1] = by
-            end
-          end
-        end
+        tombstone_all(a, seen, out)
         removed = removed + 1
-        list[removed] = jstr(a)
+        -- an address (0x and 40 hex digits, checked by the service) needs no escaping
+        list[removed] = '"' .. a .. '"'
       else
         missing = missing + 1
       end
