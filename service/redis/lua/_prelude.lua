@@ -265,10 +265,10 @@ end
 
 -- Removal tombstones (keys.h: lb:…:gone, sweep). A removed member's board entries stay on the
 -- boards until the sweeper takes them off (sweep_step.lua); until then each is also in its
--- board's gone zset, which every read subtracts, and the member's sweep record lists them:
--- "<address> <by>=<16 digits> <by>=<16 digits>…" (the entry is "<16 digits>:<address>"). The
--- sweeper goes board by board, so a record may list entries already swept (a ZREM of nothing);
--- the records go together once no tombstone is left.
+-- board's gone zset, which every read subtracts. An earlier version's removals also wrote a
+-- sweep record per member, "<address> <by>=<16 digits> <by>=<16 digits>…" (the entry is
+-- "<16 digits>:<address>"): the sweeper goes board by board, so a record may list entries
+-- already swept (a ZREM of nothing); the records go together once no tombstone is left.
 local function gone_key(entity, by)
   return lb_key(entity, by) .. ':gone'
 end
