@@ -83,7 +83,7 @@ end
 -- Tombstones a removed member's entries, read from its prog hash; a deleted skill's score has
 -- no board, nothing to tombstone. With few skills (the usual tree), the board fields are read
 -- by name (HMGET: no level fields, no lookups): with the address's plain quoting below, about
--- 2.5 us of Lua a member less (bench/RESULTS.md, 2026-11-27 23:20). With many, the whole hash
+-- 2.5 us of Lua a member less (bench/RESULTS.md, 2026-11-27 22:48). With many, the whole hash
 -- (the cost then grows with the member's fields, not with the entity's skills), and which
 -- board a field names is asked once a group (the skills not seen yet in one HMGET).
 local fields, field_by, board_of = nil, nil, {}
