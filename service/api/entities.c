@@ -426,6 +426,21 @@ static void on_holder(void *data, int status, redisReply *r)
     claim_alias(req);
 }
 
+/* A young claim's holder being erased (its record there) cannot be writing the alias. */
+static void on_holder_erased(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    post_state *st = req->state;
+    if (respond_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
+        alias_taken(req);
+        return;
+    }
+    st->stale_checked = true;
+    claim_alias(req);
+}
+
 /* A claim younger than this may belong to a write still on its way (on another instance):
  * only an older one can be judged left over by a failed write. Well past any write deadline. */
 static long long alias_grace_seconds(const request *req)
@@ -458,13 +473,23 @@ static void on_claim(void *data, int status, redisReply *r)
         return;
     }
     const redisReply *holder = r->element[0];
-    if (st->stale_checked || !ids_valid(holder->str, holder->len, 'c') ||
-        strtoll(r->element[1]->str, NULL, 10) < alias_grace_seconds(req)) {
+    if (st->stale_checked || !ids_valid(holder->str, holder->len, 'c')) {
         alias_taken(req);
         return;
     }
     memcpy(st->holder, holder->str, IDS_SIZE);
     memcpy(st->holder_value, r->element[2]->str, r->element[2]->len + 1);
+    if (strtoll(r->element[1]->str, NULL, 10) < alias_grace_seconds(req)) {
+        /* Young, unless its holder is deleted: a delete whose own release failed leaves a
+         * claim no write of that entity can ever use again (CONTRACT §8: the alias is free
+         * from the delete's answer on). */
+        char rec[KEYS_ENTITY_SIZE];
+        size_t rlen = keys_erasure(rec, st->holder);
+        const char *argv[] = {"EXISTS", rec};
+        size_t lens[] = {6, rlen};
+        store_command(req->app->store, on_holder_erased, req, 2, argv, lens);
+        return;
+    }
     entity_keys hk;
     keys_entity(&hk, st->holder);
     const char *argv[] = {"HGET", hk.entity, "communityURLAlias"};

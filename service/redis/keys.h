@@ -111,8 +111,10 @@
  *                                     (alias_release.lua). A write whose outcome is unknown
  *                                     (timeout, lost connection) keeps its claim: a claim is
  *                                     "stale" when it is older than the grace period and its
- *                                     holder's record names another alias, and the next claimant
- *                                     takes it over with a compare-and-set on the stored value.
+ *                                     holder's record names another alias, or at once when its
+ *                                     holder is being erased (its erasure record exists), and
+ *                                     the next claimant takes it over with a compare-and-set on
+ *                                     the stored value.
 
  * Finding entities (CONTRACT §9): indexes in other slots than the entities they name, so no
  * entity script writes them. Entries are added BEFORE the entity write is sent and dropped

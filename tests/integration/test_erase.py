@@ -1,8 +1,8 @@
 """Deleting an entity (CONTRACT section 8, last bullet): the answer, every route 404 at once, the
 alias free at once, __v compare-and-set, the role matrix, writes racing the delete leaving no
 key behind, the background erasure killed half-way (SIGKILL) and finished by a restarted
-instance, a delete whose outcome is unknown (a held reply) retried to the same end state, and
-the short pause of the steps that find nothing to unlink.
+instance, a delete whose outcome is unknown (a held reply) retried to the same end state, the
+alias free also when the delete's own release was lost, and the short pause of the steps that find nothing to unlink.
 Every end state is checked with SCAN over the entity's hash tag and the invariants."""
 
 import os
@@ -398,6 +398,43 @@ class EraseTest(harness.ServiceTestCase):
                 'twitter': '', 'discord': '', 'website': '', 'imageUrl': '',
                 'communityURLAlias': alias})[0] == 201, scaled(20), interval=0.2,
                 what='the alias free')
+        self.assertEqual(check_invariants(self.r), [])
+
+    def test_alias_free_when_the_release_failed(self):
+        """The link is cut at the delete's alias release, after the delete script ran: the
+        answer is 200 and the claim is still there, young. Another entity claims the alias at
+        once anyway (the holder's erasure record shows the claim can never be used again), and
+        the erasure's end, releasing its own claim by token, leaves the new claim alone."""
+        proxies, env = self.delete_proxies()
+        # Slow erasure steps: the record outlives the claim below by seconds.
+        env.update({'ERASE_STEP_KEYS': '10', 'ERASE_PAUSE_MS': '1500'})
+        svc = self.entityd(redis=self.r, env=self.env_for(**env))
+        alias = 'rel-%s' % uuid.uuid4().hex[:10]
+        eid, owner, _, _, _, _ = self.setup_entity(members=2, alias=alias)
+        for p in proxies:
+            p.cut(match=re.escape(('alias:{%s}' % alias).encode()))
+        st, _, b = self.delete(owner, eid, port=svc.port)
+        for p in proxies:
+            p.release()
+        self.assertEqual((st, b), (200, {'success': True, 'deleted': True}))
+        self.assertTrue(any(p.stats()['cuts'] for p in proxies), 'the release was not cut')
+        held = self.r.cli('GET', 'alias:{%s}' % alias)
+        self.assertTrue(held and held.decode().startswith(eid + ' '), held)
+        self.assertIn(eid, self.erasing())
+        heir = self.wallets(1)[0]
+        body = {'name': 'Heir', 'description': '', 'ownerAddresses': [heir.address],
+                'twitter': '', 'discord': '', 'website': '', 'imageUrl': '',
+                'communityURLAlias': alias}
+        # The cut link made again (a read of the deleted entity answers 404, not 503).
+        harness.wait_for(lambda: self.req('GET', '/api/entities/%s?address=%s' % (
+            eid, heir.address), port=svc.port)[0] == 404, scaled(5), interval=0.05,
+            what='the store reached again')
+        new = self.assertOk(self.req('POST', '/api/entities?' + self.auth(heir), body,
+                                     port=svc.port), 201)['data']['id']
+        self.wait_erased(eid)
+        got = self.assertOk(self.req('GET', '/api/entities/by-alias/%s?address=%s' % (
+            alias, heir.address), port=svc.port))
+        self.assertEqual(got['data']['id'], new)
         self.assertEqual(check_invariants(self.r), [])
 
 
