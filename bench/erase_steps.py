@@ -49,13 +49,15 @@ def main():
     r.call("CONFIG", "SET", "slowlog-max-len", "100000")
     r.call("SLOWLOG", "RESET")
     sha = r.call("SCRIPT", "LOAD", script("erase_step.lua")).decode()
-    cpu, t0, res = [], time.monotonic(), None
+    cpu, t0, res, released = [], time.monotonic(), None, ""
     while time.monotonic() - t0 < 600:
         c0 = oncpu()
-        res = r.call("EVALSHA", sha, "1", rec, E, "bench-steps", "60000", a.count)
+        res = r.call("EVALSHA", sha, "1", rec, E, "bench-steps", "60000", a.count, released)
         cpu.append((oncpu() - c0) / 1000.0)
         if res[0] == b"DONE":
             break
+        if res[0] == b"RELEASE":  # the worker releases the alias claim (its own slot) here
+            released = res[4].decode()
         time.sleep(a.pause_ms / 1000.0)
     secs = time.monotonic() - t0
     wall = sorted(e[2] for e in r.call("SLOWLOG", "GET", "100000") if e[3][0].upper() == b"EVALSHA")

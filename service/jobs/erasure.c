@@ -18,6 +18,8 @@
 #include "redis/lua_scripts.h"
 #include "redis/store.h"
 
+/* An alias claim token (entities.c: 16 hex digits) and room to spare. */
+#define ALIAS_TOKEN_SIZE 48
 /* Entries of the set read per poll: enough to step past a few held by other instances. */
 #define ERASURE_CANDIDATES 16
 /* The most a step that unlinked nothing pauses (erasure_pause): the pace the whole erasure had
@@ -38,6 +40,8 @@ struct erasure {
     candidate cand[ERASURE_CANDIDATES];
     size_t ncand, next;     /* candidates of the last poll, the next one to try */
     char current[IDS_SIZE]; /* the erasure this instance holds the lease of, or "" */
+    /* The alias claim token released for current ("" none yet), and the one on its way. */
+    char released[ALIAS_TOKEN_SIZE], releasing[ALIAS_TOKEN_SIZE];
     uint64_t steps, keys, finished, started, failures;
     int64_t pending; /* the set's size at the last poll */
 };
@@ -127,6 +131,45 @@ static void log_erasure(const char *msg, const char *id, int64_t erased)
     }
 }
 
+static void on_release(void *data, int status, redisReply *r)
+{
+    erasure *e = data;
+    e->busy = false;
+    if (e->closed)
+        return;
+    if (status != STORE_OK || !r || r->type == REDIS_REPLY_ERROR) {
+        e->failures++; /* the step answers RELEASE again at the next poll */
+        schedule(e, (uint64_t)e->a->cfg.erase_poll_ms);
+        return;
+    }
+    memcpy(e->released, e->releasing, sizeof e->released);
+    schedule(e, 0);
+}
+
+/* {'RELEASE', n, erased, alias, claim token}: the claim goes, by its exact token (a claim taken
+ * over meanwhile stays), in the alias's slot; the next step then deletes the record. */
+static void release_claim(erasure *e, const char *id, const redisReply *r)
+{
+    const redisReply *alias = r->elements == 5 ? r->element[3] : NULL;
+    const redisReply *token = r->elements == 5 ? r->element[4] : NULL;
+    char key[KEYS_ALIAS_SIZE];
+    size_t klen = 0;
+    if (alias && token && alias->type == REDIS_REPLY_STRING && token->type == REDIS_REPLY_STRING &&
+        alias->len > 0 && alias->len < 70 && token->len > 0 && token->len < sizeof e->releasing)
+        klen = keys_alias(key, alias->str);
+    if (!klen) {
+        log_event(LOG_WARN, "erasure step failed", "RELEASE without an alias claim");
+        e->failures++;
+        schedule(e, (uint64_t)e->a->cfg.erase_poll_ms);
+        return;
+    }
+    memcpy(e->releasing, token->str, token->len + 1);
+    const char *argv[] = {key, id, token->str};
+    size_t lens[] = {klen, strlen(id), token->len};
+    e->busy = true;
+    store_script(e->a->store, LUA_ALIAS_RELEASE, on_release, e, 1, 3, argv, lens);
+}
+
 static bool int_at(const redisReply *r, size_t i, long long *out)
 {
     if (i >= r->elements || r->element[i]->type != REDIS_REPLY_INTEGER)
@@ -155,13 +198,15 @@ static void on_step(void *data, int status, redisReply *r)
     }
     const char *what = r->element[0]->str;
     long long n = 0, total = 0;
-    if (!strcmp(what, "MORE") || !strcmp(what, "DONE")) {
+    bool release = !strcmp(what, "RELEASE");
+    if (!strcmp(what, "MORE") || !strcmp(what, "DONE") || release) {
         int_at(r, 1, &n);
         int_at(r, 2, &total);
         e->steps++;
         e->keys += (uint64_t)(n > 0 ? n : 0);
         if (strcmp(e->current, c->id) != 0) {
             memcpy(e->current, c->id, IDS_SIZE);
+            e->released[0] = '\0';
             e->started++;
             log_erasure("erasure started", c->id, -1);
         }
@@ -170,23 +215,16 @@ static void on_step(void *data, int status, redisReply *r)
         schedule(e, erasure_pause(e, n));
         return;
     }
+    if (release) {
+        release_claim(e, c->id, r);
+        return;
+    }
     if (!strcmp(what, "DONE")) {
         e->finished++;
-        e->current[0] = '\0';
+        e->current[0] = e->released[0] = '\0';
         log_erasure("erasure finished", c->id, total);
-        /* The record is gone: the entry may go, and the alias claim this entity still held
-         * (when the delete's own release did not happen) is released, by its exact token. */
+        /* The record is gone (its alias claim released before it, RELEASE): the entry may go. */
         forget_entity(e, c->id);
-        if (r->elements == 5 && r->element[3]->type == REDIS_REPLY_STRING &&
-            r->element[4]->type == REDIS_REPLY_STRING && r->element[3]->len > 0 &&
-            r->element[4]->len > 0 && r->element[3]->len < 70) {
-            char key[KEYS_ALIAS_SIZE];
-            size_t klen = keys_alias(key, r->element[3]->str);
-            const char *argv[] = {key, c->id, r->element[4]->str};
-            size_t lens[] = {klen, strlen(c->id), r->element[4]->len};
-            if (klen)
-                store_script(e->a->store, LUA_ALIAS_RELEASE, on_ignored, NULL, 1, 3, argv, lens);
-        }
         schedule(e, 0);
         return;
     }
@@ -211,10 +249,12 @@ static void try_next(erasure *e)
     size_t rlen = keys_erasure(rec, c->id);
     snprintf(lease, sizeof lease, "%lld", (long long)e->a->cfg.erase_lease_ms);
     snprintf(count, sizeof count, "%lld", (long long)e->a->cfg.erase_step_keys);
-    const char *argv[] = {rec, k.entity, e->token, lease, count};
-    size_t lens[] = {rlen, k.entity_len, strlen(e->token), strlen(lease), strlen(count)};
+    const char *released = strcmp(c->id, e->current) ? "" : e->released;
+    const char *argv[] = {rec, k.entity, e->token, lease, count, released};
+    size_t lens[] = {rlen,          k.entity_len,  strlen(e->token),
+                     strlen(lease), strlen(count), strlen(released)};
     e->busy = true;
-    store_script(e->a->store, LUA_ERASE_STEP, on_step, e, 1, 5, argv, lens);
+    store_script(e->a->store, LUA_ERASE_STEP, on_step, e, 1, 6, argv, lens);
 }
 
 /* Reads "<entity id>:<ms>:<token>" into c; false when it is not one. */

@@ -5,8 +5,8 @@
  * Each instance runs one erasure at a time: a timer reads the set, and one step after another
  * (erase_step.lua, one in flight, a pause between two) unlinks the entity's keys, the lease
  * and the cursor living in the record, so that another instance, or this one restarted, takes
- * over where a crashed one stopped. The step ends the erasure by deleting the record; the set's
- * entry goes after it. */
+ * over where a crashed one stopped. The step ends the erasure by deleting the record, after the
+ * alias claim the record names is released (RELEASE); the set's entry goes after it. */
 #ifndef ENTITYD_ERASURE_H
 #define ENTITYD_ERASURE_H
 

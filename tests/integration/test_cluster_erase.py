@@ -16,12 +16,13 @@ from test_cluster_suite import OnCluster  # noqa: E402
 
 
 FAULT_TESTS = ('test_delete_with_unknown_outcome_retried',
-               'test_alias_free_when_the_release_failed')
+               'test_alias_free_when_the_release_failed', 'test_record_outlives_a_lost_release')
 
 
 class ClusterEraseTest(OnCluster, test_erase.EraseTest):
     test_delete_with_unknown_outcome_retried = None  # ClusterEraseFaultTest
     test_alias_free_when_the_release_failed = None
+    test_record_outlives_a_lost_release = None
 
 
 class ClusterEraseFaultTest(test_erase.EraseTest):

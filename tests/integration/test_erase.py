@@ -437,6 +437,39 @@ class EraseTest(harness.ServiceTestCase):
         self.assertEqual(got['data']['id'], new)
         self.assertEqual(check_invariants(self.r), [])
 
+    def test_record_outlives_a_lost_release(self):
+        """Both releases lost: the delete's own and the erasure's (the link cut as each is
+        sent, and then refused for a while). The record stays, the entity's only key, until the
+        claim is released: so a claimant can still take the alias over meanwhile. Once the link
+        is back the erasure releases the claim and ends; the alias is free."""
+        proxies, env = self.delete_proxies()
+        env.update({'ERASE_STEP_KEYS': '10', 'ERASE_PAUSE_MS': '200', 'REDIS_TIMEOUT_MS': '500'})
+        svc = self.entityd(redis=self.r, env=self.env_for(**env))
+        alias = 'rec-%s' % uuid.uuid4().hex[:10]
+        eid, owner, _, _, _, _ = self.setup_entity(members=2, alias=alias)
+        match = re.escape(('alias:{%s}' % alias).encode())
+        for p in proxies:
+            p.cut(match=match)
+        st, _, b = self.delete(owner, eid, port=svc.port)
+        self.assertEqual((st, b), (200, {'success': True, 'deleted': True}))
+        for p in proxies:
+            p.release()
+            p.cut(match=match, refuse_s=scaled(3))
+        try:
+            self.assertTrue(any(p.wait_triggered(scaled(20)) for p in proxies),
+                            'the erasure sent no release')
+            rec = 'ent:{%s}:erasure' % eid
+            self.assertEqual(self.keys_of(eid), [rec])
+            self.assertEqual(self.node_cli(rec, 'HGET', rec, 'clean'), b'1')
+            self.assertTrue(self.r.cli('GET', 'alias:{%s}' % alias).decode().startswith(eid))
+        finally:
+            for p in proxies:
+                p.release()
+        self.wait_erased(eid)
+        harness.wait_for(lambda: self.r.cli('GET', 'alias:{%s}' % alias) is None, scaled(5),
+                         what='the claim released')
+        self.assertEqual(check_invariants(self.r), [])
+
 
 if __name__ == '__main__':
     harness.main()

@@ -13,9 +13,16 @@
 -- script refuses first), so a full pass from cursor 0 that erases nothing proves none is left;
 -- the erasure ends only after such a pass, which also covers a cursor that a restart or a
 -- failover of Redis made meaningless (a SCAN cursor is valid for one server's table only).
+-- ARGV[5]: the alias claim token this worker released for this entity ('' none yet).
+-- The record goes last, and only once the alias claim it names is released (in the alias's
+-- slot, by the worker): while the record is there a claimant takes the claim over at once
+-- (entities.c), so the alias is free from the delete's answer on even when the delete's own
+-- release was lost. A clean pass (see below) is noted as 'clean', so the steps around the
+-- release do not scan again.
 -- Returns {'NONE'} (no record), {'BUSY'} (another worker holds the lease), {'MORE', erased by
--- this step, erased in all} or {'DONE', erased by this step, erased in all, alias, claim token}
--- (the record is gone: nothing of the entity is left).
+-- this step, erased in all}, {'RELEASE', erased by this step, erased in all, alias, claim
+-- token} (nothing of the entity is left but the record: release that claim, then step again)
+-- or {'DONE', erased by this step, erased in all, alias, claim token} (the record is gone).
 local E, rec = ARGV[1], KEYS[1]
 local moving = moving_guard(E)
 if moving then return moving end
@@ -23,10 +30,24 @@ if redis.call('EXISTS', rec) == 0 then return {'NONE'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local f = redis.call('HMGET', rec, 'leaseOwner', 'leaseUntil', 'cursor', 'pass', 'passErased',
-  'erased')
+  'erased', 'clean')
 if f[1] and f[1] ~= ARGV[2] and (tonumber(f[2]) or 0) > now then return {'BUSY'} end
 local cursor, pass = f[3] or '0', tonumber(f[4]) or 1
 local pass_erased, erased = tonumber(f[5]) or 0, tonumber(f[6]) or 0
+
+-- Nothing of the entity is left but the record: it goes once its alias claim is released.
+local function finish(n)
+  local a = redis.call('HMGET', rec, 'communityURLAlias', 'aliasClaim')
+  local alias, claim = a[1] or '', a[2] or ''
+  if alias ~= '' and claim ~= '' and claim ~= (ARGV[5] or '') then
+    redis.call('HSET', rec, 'leaseOwner', ARGV[2], 'leaseUntil',
+      tostring(now + tonumber(ARGV[3])), 'clean', '1', 'erased', string.format('%d', erased))
+    return {'RELEASE', n, erased, alias, claim}
+  end
+  redis.call('DEL', rec)
+  return {'DONE', n, erased, alias, claim}
+end
+if f[7] == '1' then return finish(0) end
 -- The step's cost is mostly its UNLINKs (a few µs a key); a key scanned that is not the
 -- entity's costs a fraction of that. So the COUNT adapts to the share of the entity's keys
 -- the last step met, to unlink about ARGV[4] keys a step: an entity that is a small part of
@@ -50,11 +71,7 @@ for _, k in ipairs(found) do
 end
 if #batch > 0 then n = n + redis.call('UNLINK', unpack(batch)) end
 pass_erased, erased = pass_erased + n, erased + n
-if r[1] == '0' and pass_erased == 0 then
-  local a = redis.call('HMGET', rec, 'communityURLAlias', 'aliasClaim')
-  redis.call('DEL', rec)
-  return {'DONE', n, erased, a[1] or '', a[2] or ''}
-end
+if r[1] == '0' and pass_erased == 0 then return finish(n) end
 if r[1] == '0' then pass, pass_erased = pass + 1, 0 end
 local want = #found > 0 and math.floor(count * base / #found) or count * 2
 count = math.max(base, math.min(want, count * 2, base * 2))
