@@ -5,6 +5,10 @@ of a private Redis, for MINUTES, under
     leaderboard, contributions and events reads) whose every answer is checked; 503/504 are
     accepted for requests needing Redis only while a fault is on and for 1 s (stretched for
     sanitizer builds) after it;
+  - entity lifecycles (lifecycle.py): each writing client builds a throwaway entity, tends it
+    (skills renamed and deleted, a level deleted, members removed and leaving) and deletes it,
+    over and over under one alias, while the others' force-adds and awards race the deletes;
+    at the end every erasure must finish and leave nothing of a deleted entity;
   - every hostile client kind of clients.py, two at a time;
   - a Redis fault every few seconds: DEBUG SLEEP, CLIENT PAUSE, SIGKILL and restart (appendfsync
     always, so no acknowledged write may be lost), proxy delay, stall and cut.
@@ -30,6 +34,7 @@ from harness import scaled  # noqa: E402
 import clients  # noqa: E402
 from clients import Checker, VersionLog, request_bytes  # noqa: E402
 from invariants import check_invariants  # noqa: E402
+from lifecycle import Lifecycles  # noqa: E402
 from resp_proxy import RespProxy  # noqa: E402
 from workload import World  # noqa: E402
 
@@ -89,18 +94,24 @@ class Chaos:
                'REDIS_TIMEOUT_MS': REDIS_TIMEOUT_MS, 'REDIS_MAX_PENDING': MAX_PENDING,
                'HEADER_TIMEOUT_MS': HEADER_MS, 'IDLE_TIMEOUT_MS': IDLE_MS,
                'WRITE_TIMEOUT_MS': WRITE_MS,
-               'EVENTS_MAX': 10000000}  # nothing trimmed: every event is checked
+               'EVENTS_MAX': 10000000,  # nothing trimmed: every event is checked
+               # The background jobs at their default pace (the suites slow their idle looks
+               # down, harness.LIMITS_OFF): a step that failed in a fault is tried again soon.
+               'ERASE_POLL_MS': 1000, 'SWEEP_POLL_MS': 1000}
         self.svc = harness.Entityd(redis=self.redis, env=env)
         say('entityd pid %d port %d (%s), redis pid %d port %d, proxy port %d' % (
             self.svc.pid, self.svc.port, 'sanitizer build' if harness.SANITIZED else 'plain',
             self.redis.pid, self.redis.port, self.proxy.port))
         self.world = World(self.svc.port)
         self.versions = VersionLog()
+        self.life = Lifecycles(self.world)
         for k in range(self.args.clients):
-            c = Checker(self.svc.port, self.world.cases(k, self.versions, writes=k % 3 != 2,
-                                                        seed=self.args.seed * 1000 + k),
-                        self.args.minutes * 60 + 60, pace=0.002, timeout=scaled(15),
-                        name='good-%d' % k)
+            seed = self.args.seed * 1000 + k
+            cases = self.world.cases(k, self.versions, writes=k % 3 != 2, seed=seed)
+            if k % 3 != 2:
+                cases += [self.life.cycle(k, seed), self.life.race(k, seed)]
+            c = Checker(self.svc.port, cases, self.args.minutes * 60 + 60, pace=0.002,
+                        timeout=scaled(15), name='good-%d' % k)
             self.checkers.append(c.start())
 
     def set_faulty(self, on):
@@ -338,7 +349,12 @@ class Chaos:
             if self.redis.proc is None:
                 self.redis.start()
             self.proxy.release()
-            invariants = check_invariants(self.redis, self.versions, acks=self.world.acks)
+            if alive:
+                def request(method, path):
+                    st, _, b = harness.request(svc.port, method, path, timeout=scaled(15))
+                    return st, b
+                invariants += self.life.check_end(self.redis, svc.port, request, scaled(120))
+            invariants += check_invariants(self.redis, self.versions, acks=self.world.acks)
         except Exception as e:  # noqa: BLE001 - reported as a violation
             invariants = ['invariant check failed: %r' % e]
         rc = svc.stop() if alive else svc.returncode
@@ -356,6 +372,8 @@ class Chaos:
                                                    for kv in sorted(statuses.items())))
         print('  answered cases (not 503/504): %s' % ', '.join(
             '%s: %d' % kv for kv in sorted(by_case.items())))
+        print('  entity lifecycles: %s' % ', '.join(
+            '%s: %d' % kv for kv in sorted(self.life.figures.items())))
         print('  hostile clients by kind: %s' % ', '.join(
             '%s: %d' % kv for kv in sorted(fig.hostile.items())))
         print('  faults injected by kind: %s' % ', '.join(
