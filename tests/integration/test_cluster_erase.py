@@ -3,7 +3,8 @@ slot, the erasures set and the alias in theirs, each erasure step run on the pri
 the entity, the SCAN of the test over every primary. ClusterEraseTest runs every test on a
 cluster of 3 primaries and 3 replicas but the fault tests; ClusterEraseFaultTest runs the
 fault tests (a delete whose answer is held, or whose link is cut, at the primary holding the
-entity; the link cut at the alias release, in the alias's slot) on 3 primaries each behind a RESP proxy (test_cluster_redis_faults.ProxiedCluster)."""
+entity; the link cut at the alias release, in the alias's slot) on 3 primaries each behind a
+RESP proxy (test_cluster_redis_faults.ProxiedCluster)."""
 
 import os
 import sys
