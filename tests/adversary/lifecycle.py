@@ -2,7 +2,7 @@
 throwaway entity, tends it and deletes it, over and over, always under the same alias, while
 the other workers' writes race the deletes.
 
-A cycle, one request at a time, each sent again unchanged after a 503/504 until answered (an
+A cycle (at most one a minute per worker), one request at a time, each sent again unchanged after a 503/504 until answered (an
 answer after an unknown outcome may find the work done: 409, 404, missing, replayed):
 create (alias free at once after the last delete: a first try's 409 is a violation), two
 skills, three members (the member wallet among them), one award per member skill, a level
@@ -27,9 +27,12 @@ import uuid
 from clients import Case, error_envelope, ok_json
 
 RACE_WINDOW_S = 5.0  # a deleted entity stays a race target this long after its delete
-# A worker begins a cycle at most this often: every erasure ends with a clean SCAN pass over the
-# whole keyspace, so deletes come at a pace one instance's erasure keeps up with.
-CYCLE_GAP_S = 10.0
+# A worker begins a cycle at most this often. Every erasure scans the node's whole keyspace,
+# twice, one erasure at a time per instance: with 5 writing clients at 10 s, a 25-minute run
+# deleted 889 entities and had erased 198 three minutes after its load (782,787 keys on the node;
+# docs/OPERATIONS.md, deleting an entity). At 60 s the deletes stay within what one instance
+# erases.
+CYCLE_GAP_S = 60.0
 
 
 def _json(resp):
@@ -103,10 +106,12 @@ class Lifecycles:
         with self.lock:
             deleted = sorted(e for e, st in self.state.items() if st == 'deleted')
             live = sorted(e for e, st in self.state.items() if st == 'live')
+        tags = {}
+        for k in r.cli('KEYS', 'ent:{*', timeout=60) or []:
+            tags.setdefault(k.decode()[5:].partition('}')[0], []).append(k.decode())
         for eid in deleted:
-            keys = r.cli('KEYS', 'ent:{%s}*' % eid) or []
-            if keys and not left:
-                problems.append('deleted %s: keys left %r' % (eid, keys[:5]))
+            if eid in tags and not left:
+                problems.append('deleted %s: keys left %r' % (eid, tags[eid][:5]))
         for k in r.cli('KEYS', 'alias:{cyc-*') or []:
             holder = (r.cli('GET', k) or b'').decode().split(' ')[0]
             if holder in deleted:
