@@ -18,7 +18,6 @@ Lifecycles.check_end (after the load, before the invariants): every erasure ends
 deleted entity is left, no alias names one, and the owner's wallet list (CONTRACT section 9)
 shows no deleted entity and every live one."""
 
-import json
 import random
 import threading
 import time
@@ -35,15 +34,8 @@ RACE_WINDOW_S = 5.0  # a deleted entity stays a race target this long after its 
 CYCLE_GAP_S = 60.0
 
 
-def _json(resp):
-    try:
-        return json.loads(resp.body.decode('utf-8'))
-    except ValueError:
-        return None
-
-
 def _field(resp):
-    err = (_json(resp) or {}).get('error') or {}
+    err = (resp.json() or {}).get('error') or {}
     return err.get('code'), err.get('field'), str(err.get('message', ''))
 
 
@@ -280,7 +272,7 @@ class Cycle:
     def check(self, resp):
         """(problem or None, the next step)."""
         s, c, retry = self.step, self.ctx, self.tries > 1
-        b = _json(resp) or {}
+        b = resp.json() or {}
         d = b.get('data') if isinstance(b.get('data'), dict) else {}
         if s == 'create':
             if resp.status == 409 and retry:
