@@ -353,7 +353,7 @@ class Chaos:
                 def request(method, path):
                     st, _, b = harness.request(svc.port, method, path, timeout=scaled(15))
                     return st, b
-                invariants += self.life.check_end(self.redis, svc.port, request, scaled(120))
+                invariants += self.life.check_end(self.redis, request, scaled(120))
             invariants += check_invariants(self.redis, self.versions, acks=self.world.acks)
         except Exception as e:  # noqa: BLE001 - reported as a violation
             invariants = ['invariant check failed: %r' % e]

@@ -81,7 +81,7 @@ class Lifecycles:
 
     # ---- the end ----------------------------------------------------------------------------
 
-    def check_end(self, r, port, request, timeout):
+    def check_end(self, r, request, timeout):
         """Problems (a list) once the erasures end; r: the Redis to ask, request(method, path)
         -> (status, body dict) over HTTP."""
         problems = []
