@@ -440,7 +440,7 @@ class EraseTest(harness.ServiceTestCase):
 
     def test_record_outlives_a_lost_release(self):
         """Both releases lost: the delete's own and the erasure's (the link cut as each is
-        sent, and then refused for a while). The record stays, the entity's only key, until the
+        sent, then refused until the checks end). The record stays, the entity's only key, until the
         claim is released: so a claimant can still take the alias over meanwhile. Once the link
         is back the erasure releases the claim and ends; the alias is free."""
         proxies, env = self.delete_proxies()

@@ -22,7 +22,7 @@
 -- Returns {'NONE'} (no record), {'BUSY'} (another worker holds the lease), {'MORE', erased by
 -- this step, erased in all}, {'RELEASE', erased by this step, erased in all, alias, claim
 -- token} (nothing of the entity is left but the record: release that claim, then step again)
--- or {'DONE', erased by this step, erased in all, alias, claim token} (the record is gone).
+-- or {'DONE', erased by this step, erased in all} (the record is gone).
 local E, rec = ARGV[1], KEYS[1]
 local moving = moving_guard(E)
 if moving then return moving end
@@ -45,7 +45,7 @@ local function finish(n)
     return {'RELEASE', n, erased, alias, claim}
   end
   redis.call('DEL', rec)
-  return {'DONE', n, erased, alias, claim}
+  return {'DONE', n, erased}
 end
 if f[7] == '1' then return finish(0) end
 -- The step's cost is mostly its UNLINKs (a few µs a key); a key scanned that is not the
