@@ -26,13 +26,13 @@ bool reads_lower_hex(const char *s, size_t n);
 bool reads_limit(request *req, long max, long def, long *out);
 
 /* A progression read's key in the read cache (store_read_exec_as): the route's letter, then
- * every input its commands are built from (at most five, each at most 64 bytes: checked ids,
- * addresses, a board entry, a limit), each after its length, so that no two inputs run
- * together. A hit then costs a lookup of about a hundred bytes, not of the framed transaction;
- * the caller's role still comes from the kept answer of this caller's own lookups. */
+ * every input its commands are built from (at most six, each at most 64 bytes: checked ids,
+ * addresses, a board entry, a limit, a cursor's counts), each after its length, so that no two
+ * inputs run together. A hit then costs a lookup of about a hundred bytes, not of the framed
+ * transaction; the caller's role still comes from the kept answer of this caller's own lookups. */
 typedef struct reads_desc {
     size_t len;
-    char s[1 + 5 * (1 + 64)];
+    char s[1 + 6 * (1 + 64)];
 } reads_desc;
 
 void reads_desc_add(reads_desc *d, const char *s, size_t len);

@@ -296,15 +296,15 @@ void sweeper_render_metrics(buf *out, void *ctx)
                   "entities listed for the sweeper (entries of the sweeps set at the last poll)",
                   (double)s->pending);
     metrics_gauge(out, "entityd_sweep_backlog_entries",
-                  "removed members' board entries waiting for the sweeper (their tombstones), "
-                  "in the entity this process swept last, after its last step",
+                  "what waits for the sweeper (tombstoned board entries, and removed members "
+                  "in the unswept set) in the entity this process swept last, after its last step",
                   (double)s->backlog);
     metrics_counter(out, "entityd_sweep_steps_total", "sweeper steps run by this process",
                     s->steps);
     metrics_counter(out, "entityd_sweep_entries_total",
                     "removed members' board entries this process took off", s->swept);
     metrics_counter(out, "entityd_sweep_forgotten_total",
-                    "entities this process dropped from the sweeps set, their tombstones all gone",
+                    "entities this process dropped from the sweeps set, nothing left to sweep",
                     s->forgotten);
     metrics_counter(out, "entityd_sweep_failures_total",
                     "sweeper steps that got no answer or an error (retried at the next poll)",

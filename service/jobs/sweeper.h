@@ -2,16 +2,18 @@
  * steps, on every instance.
  *
  * A removal (api/members.c) does not ZREM a member's entries from its boards, a random place in
- * skiplists of up to millions of entries each: it tombstones them (keys.h: lb:…:gone, every
- * board read subtracts those). Before that it lists the entity in the sweeps set (keys.h, its
- * own slot), so that no crash can leave tombstones nobody finds. Each instance polls the set;
- * for an entity listed, one step after another (sweep_step.lua, one in flight, a pause between
- * two of at least 3 times the last step's round trip, so at most about a quarter of Redis's
- * time, less when Redis is busy) takes up to SWEEP_STEP_ENTRIES entries and their tombstones
- * off, board by board in board order (the step's ZREMs then walk nearby parts of each board).
+ * skiplists of up to millions of entries each: it tombstones its XP entry (keys.h: lb:xp:gone,
+ * every XP count subtracts those) and puts the member in the unswept set (keys.h: lb:unswept;
+ * skill board reads skip non-members meanwhile). Before that it lists the entity in the sweeps
+ * set (keys.h, its own slot), so that no crash can leave entries nobody finds. Each instance
+ * polls the set; for an entity listed, one step after another (sweep_step.lua, one in flight, a
+ * pause between two of at least 3 times the last step's round trip, so at most about a quarter
+ * of Redis's time, less when Redis is busy) takes up to SWEEP_STEP_ENTRIES entries off:
+ * tombstoned ones with their tombstones in board order (the step's ZREMs then walk nearby parts
+ * of each board), then unswept members' skill entries, found from their prog hashes.
  * An earlier version's sweep records (keys.h) go together once no tombstone is left. Every step
  * is atomic and idempotent: a crash or restart loses nothing, and two instances on one entity
- * share its tombstones. An entity with none left leaves the set once its entry is older than a
+ * share its work. An entity with none left leaves the set once its entry is older than a
  * grace period and no removal listed it again (sweep_forget.lua). */
 #ifndef ENTITYD_SWEEPER_H
 #define ENTITYD_SWEEPER_H

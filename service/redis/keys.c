@@ -130,6 +130,11 @@ size_t keys_board_gone(char out[KEYS_BOARD_SIZE], const char *entity_id, const c
     return put(out, KEYS_BOARD_SIZE, prefix, by, ":gone");
 }
 
+size_t keys_unswept(char out[KEYS_ENTITY_SIZE], const char *entity_id)
+{
+    return put(out, KEYS_ENTITY_SIZE, "ent:{", entity_id, "}:lb:unswept");
+}
+
 size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias)
 {
     return put(out, KEYS_ALIAS_SIZE, "alias:{", alias, "}");

@@ -52,22 +52,34 @@
  *                                     ties by address; the competition rank of value v is
  *                                     1 + ZLEXCOUNT(lb, "-", "(<16 digits of v's entry>:")
  *                                     A removed member's entries stay until the sweeper takes
- *                                     them off, tombstoned meanwhile (lb:…:gone): every read
- *                                     subtracts those; a force-add lists it again with the
- *                                     values it has then
+ *                                     them off: on this board tombstoned meanwhile (lb:xp:gone),
+ *                                     every count subtracts those; a force-add lists it again
+ *                                     with the values it has then
  *   ent:{c-…}:lb:s:<skill id> zset    the same board for one skill's scores; UNLINKed when the
- *                                     skill is deleted
- *   ent:{c-…}:lb:xp:gone, ent:{c-…}:lb:s:<skill id>:gone
- *                             zset    a board's tombstones: the entries of removed members the
- *                                     sweeper has not taken off yet, each also on the board
+ *                                     skill is deleted. A removed member's entries here wait for
+ *                                     the sweeper untombstoned (lb:unswept): reads skip entries
+ *                                     whose address is no member, and a walk's ranks come from
+ *                                     its cursor (api/leaderboard.c)
+ *   ent:{c-…}:lb:xp:gone      zset    the XP board's tombstones: the entries of removed members
+ *                                     the sweeper has not taken off yet, each also on the board
  *                                     (same strings, score 0), each its member's entry at the
  *                                     value its progress holds now (a revocation while removed
  *                                     takes the old entry and its tombstone off: _prelude.lua
  *                                     prog_add), so a force-add finds them from the prog hash.
  *                                     Reads count board minus gone over a range and skip gone
  *                                     entries from pages (members_remove.lua adds,
- *                                     sweep_step.lua and force_add.lua remove; UNLINKed with
- *                                     its skill's board)
+ *                                     sweep_step.lua and force_add.lua remove)
+ *   ent:{c-…}:lb:s:<skill id>:gone
+ *                             zset    the same for a skill board, written by earlier versions'
+ *                                     removals only (an instance of one may still write it during
+ *                                     a rolling upgrade); read, swept and UNLINKed with its
+ *                                     skill's board as the XP board's
+ *   ent:{c-…}:lb:unswept      set     removed members whose skill board entries the sweeper has
+ *                                     not taken off yet (a removal adds those with progress; a
+ *                                     sweep step takes each one's entries off, read from its prog
+ *                                     hash, then the member; one that is a member again only
+ *                                     leaves): a skill board read checks its page's addresses
+ *                                     against the members hash while this is not empty
  *   ent:{c-…}:lb:tombstoned   set     the boards ('xp' or skill ids) whose gone zset may hold
  *                                     tombstones: a removal adds those it tombstoned on (in
  *                                     the same script), a sweep step drops those it found
@@ -221,6 +233,9 @@ size_t keys_prog(char out[KEYS_PROG_SIZE], const char *entity_id, const char *ad
 size_t keys_board(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by);
 /* A board's tombstones, the board's key + ":gone" (lua/_prelude.lua, gone_key); its length. */
 size_t keys_board_gone(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by);
+/* The removed members whose skill board entries wait for the sweeper, "ent:{<entity
+ * id>}:lb:unswept" (lua/_prelude.lua, unswept_key); its length. */
+size_t keys_unswept(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* The erasure record of an entity, "ent:{<entity id>}:erasure"; returns its length. */
 size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* The set of erasures not yet finished (one key, its own slot). */

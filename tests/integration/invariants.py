@@ -13,13 +13,14 @@ check_invariants(r, versions=None) returns a list of problems (empty when consis
   member's contribs:of index; each member's prog xp and every s:<skill> score equal the sums
   over the member's non-revoked contributions; lb:xp and each lb:s:<skill> hold exactly
   "<9999999999999999 - value, 16 digits>:<address>" for the members whose value is above 0,
-  and besides only removed members' entries, each tombstoned in the board's gone zset; each
-  tombstone is its removed member's entry at the value its progress holds now (a revocation
-  since the removal took the old one off), or one a sweep record lists (records: removals by an
-  earlier version; a record may list more: entries the sweeper took off already, until no
-  tombstone is left); every board with tombstones is listed in lb:tombstoned (unless a sweep
-  record is there: the sweeper then reads every board); a deleted skill has neither board
-  nor tombstones;
+  and besides only removed members' entries: on lb:xp each tombstoned in the board's gone
+  zset, on a skill board either so (an earlier version's removal) or with its address in
+  lb:unswept; each such entry is its removed member's entry at the value its progress holds
+  now (a revocation since the removal took the old one off), or one a sweep record lists
+  (records: removals by an earlier version; a record may list more: entries the sweeper took
+  off already, until no tombstone is left); every board with tombstones is listed in
+  lb:tombstoned (unless a sweep record is there: the sweeper then reads every board); a
+  deleted skill has neither board nor tombstones;
   every contribution has exactly one contribution.added event, every revoked one exactly one
   contribution.revoked and no other one any, every reachedAt recorded exactly one level.reached
   event (when the stream was trimmed by EVENTS_MAX, at most one); an idempotency key's stored
@@ -43,7 +44,7 @@ ADDRESS = re.compile(r'^0x[0-9a-f]{40}$')
 IDEM_TITLE = re.compile(r'^idem ([A-Za-z0-9_-]{1,64})(?: #(\d+))?$')
 ENTITY_PARTS = {'', 'owners', 'admins', 'members', 'members:order', 'skills', 'skills:order',
                 'skills:names', 'levels', 'levels:order', 'levels:gen', 'contribs', 'lb:xp',
-                'events', 'erasure', 'lb:xp:gone', 'sweep', 'lb:tombstoned'}
+                'events', 'erasure', 'lb:xp:gone', 'sweep', 'lb:tombstoned', 'lb:unswept'}
 ENTITY_PREFIXES = ('contribs:of:', 'prog:', 'lb:s:', 'idem:', 'awards:')
 
 
@@ -172,6 +173,8 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
             if len(inv) != 16 or not inv.isdigit():
                 problems.append('%s: sweep record %r' % (eid, rec[:120]))
             recorded.setdefault(by, set()).add(inv + ':' + addr)
+    unswept = set(m.decode() for m in r.cli('SMEMBERS', parts['lb:unswept'], timeout=30)
+                  or []) if 'lb:unswept' in parts else set()
     boards = {'xp'} | skills | {rest[5:].split(':')[0] for rest in parts if rest.startswith('lb:s:')}
     for by in boards:
         key = E + (':lb:xp' if by == 'xp' else ':lb:s:' + by)
@@ -185,7 +188,10 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
                         if addr in members and vals.get(by, 0) > 0)
         entries = set(m for m, _ in got)
         tomb = set(m for m, _ in gone)
-        live = sorted(entries - tomb)
+        # a skill board's entries of removed members the sweeper has not reached (lb:unswept)
+        waiting = set() if by == 'xp' else set(
+            m for m in entries - tomb if m[17:] not in members and m[17:] in unswept)
+        live = sorted(entries - tomb - waiting)
         if live != expect or any(sc != 0 for _, sc in got):
             problems.append('%s: leaderboard %s holds %r, the prog hashes say %r' % (
                 eid, by, live[:6], expect[:6]))
@@ -198,7 +204,7 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
                 eid, by))
         now = set(lb_entry(vals[by], addr) for addr, vals in have.items()
                   if addr not in members and vals.get(by, 0) > 0)
-        stray = tomb - now - recorded.get(by, set())
+        stray = (tomb | waiting) - now - recorded.get(by, set())
         if stray:
             problems.append('%s: tombstones of %s %r, not at their members\' values now' % (
                 eid, by, sorted(stray)[:6]))

@@ -7,7 +7,7 @@ To put the requests in one turn for certain, entityd is stopped while each is wr
 warm keep-alive connection, then continued (harness.one_turn). Hostile peers: clients that reset
 while their grouped answer is owed, and a Redis that holds a group back past REDIS_TIMEOUT_MS
 (the removals retried after their 504 end the same). After each, the data set's invariants
-(tests/integration/invariants.py: every removed member's board entries tombstoned at its values,
+(tests/integration/invariants.py: every removed member's board entries waiting at its values,
 nothing half-written). The wallet index's drops of the removed members (find_wallet_drop.lua)
 leave as one call for the turn, too (api/findindex.h)."""
 
@@ -130,11 +130,12 @@ class RemoveGroupTest(harness.ServiceTestCase):
                 out.append((f['type'], f['actor'], json.loads(f['data'])))
         return out[1:]  # the first is setup_entity's removal
 
-    def tombstoned(self, eid, sid):
-        """The addresses with a tombstone on the XP board and on the skill's board."""
+    def tombstoned(self, eid):
+        """The addresses with a tombstone on the XP board, and those waiting for the sweeper
+        on the skill boards (lb:unswept), while it is held off."""
         ek = 'ent:{%s}' % eid
-        return [{e.decode()[17:] for e in self.r.cli('ZRANGE', ek + key, 0, -1) or []}
-                for key in (':lb:xp:gone', ':lb:s:%s:gone' % sid)]
+        return [{e.decode()[17:] for e in self.r.cli('ZRANGE', ek + ':lb:xp:gone', 0, -1) or []},
+                {a.decode() for a in self.r.cli('SMEMBERS', ek + ':lb:unswept') or []}]
 
     # ---- tests ----
 
@@ -153,7 +154,7 @@ class RemoveGroupTest(harness.ServiceTestCase):
         self.assertEqual(self.evalsha_calls(), 2)
         gone = {m.address.lower() for m in ms}
         self.assertFalse(self.members(eid) & gone)
-        for board in self.tombstoned(eid, sid):
+        for board in self.tombstoned(eid):
             self.assertTrue(gone <= board)
         self.assertNotEqual(self.r.cli('HGET', 'ent:{%s}' % eid, 'membersVersion'), version)
         # one event each, by its own caller
@@ -193,7 +194,7 @@ class RemoveGroupTest(harness.ServiceTestCase):
         self.assertEqual(got[2][1]['error']['code'], 'forbidden')
         self.assertEqual(self.members(eid) & {m.address.lower() for m in ms},
                          {g.address.lower(), h.address.lower()})
-        xp_gone, skill_gone = self.tombstoned(eid, sid)
+        xp_gone, skill_gone = self.tombstoned(eid)
         removed = {m.address.lower() for m in (a, b, c, d, e, f)}
         self.assertTrue(removed <= xp_gone and removed <= skill_gone)
         self.assertFalse({g.address.lower(), h.address.lower()} & (xp_gone | skill_gone))
@@ -254,7 +255,7 @@ class RemoveGroupTest(harness.ServiceTestCase):
                          [(200, 0, 1)] * 3 + [(200, 0, 3)], again)
         named = [a for t, _, d in self.events(eid) for a in d['addresses']]
         self.assertEqual(sorted(named), sorted(low))
-        for board in self.tombstoned(eid, sid):
+        for board in self.tombstoned(eid):
             self.assertTrue(low <= board)
         self.assertEqual(check_invariants(self.r), [])
 

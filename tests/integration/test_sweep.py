@@ -1,15 +1,16 @@
 """Removal tombstones and the sweeper (CONTRACT section 8, "What removal means"; jobs/sweeper.h):
 a removed member leaves every leaderboard at once although its board entries are taken off in
-the background. Leaderboard pages (every page size, every cursor, competition ranks with ties,
+the background (its XP entry tombstoned, its skill entries waiting with the member in the
+unswept set). Leaderboard pages (every page size, every cursor, competition ranks with ties,
 a removed member among the ties, pages emptied by removed entries) and progress ranks are exact
 while the sweeper is held off and after it ran; a re-add before or after the sweep gives back
 XP, scores and rank, also after a revocation since the removal; a skill deleted with pending
-tombstones leaves nothing behind; a sweeper killed (SIGKILL) half-way leaves a consistent data
+removals leaves nothing behind; a sweeper killed (SIGKILL) half-way leaves a consistent data
 set that a restarted instance finishes; a sweeper whose steps are answered after the deadline,
-then cut off, finishes with the same boards; the sweep goes board by board, and a member
-re-added half-way comes back whole; a step reads only the boards with tombstones, and every
-board while an earlier version's sweep records are there. The invariants hold at every
-stage."""
+then cut off, finishes with the same boards; a member re-added half-way comes back whole; a
+step reads only the boards with work, and every board while an earlier version's sweep records
+are there; the skill tombstones the release before this one wrote are read and swept. The
+invariants hold at every stage."""
 
 import os
 import secrets
@@ -134,8 +135,20 @@ class SweepTest(harness.ServiceTestCase):
         return int(self.r.cli('ZCARD', 'ent:{%s}:sweep' % eid))
 
     def tombstones_left(self, eid):
+        """Tombstones in the gone zsets and removed members in the unswept set."""
         return sum(int(self.r.cli('ZCARD', k))
-                   for k in self.r.cli('KEYS', 'ent:{%s}:lb:*:gone' % eid))
+                   for k in self.r.cli('KEYS', 'ent:{%s}:lb:*:gone' % eid)) + \
+            int(self.r.cli('SCARD', 'ent:{%s}:lb:unswept' % eid))
+
+    def unswept(self, eid):
+        return sorted(m.decode() for m in self.r.cli('SMEMBERS', 'ent:{%s}:lb:unswept' % eid))
+
+    def waiting(self, eid, sid):
+        """A skill board's entries of addresses that are no members: removed members' entries the
+        sweeper has not taken off yet."""
+        members = set(m.decode() for m in self.r.cli('HKEYS', 'ent:{%s}:members' % eid) or [])
+        return [e for e in (m.decode() for m in self.r.cli(
+            'ZRANGE', 'ent:{%s}:lb:s:%s' % (eid, sid), 0, -1) or []) if e[17:] not in members]
 
     def gone(self, eid, by='xp'):
         key = 'ent:{%s}:lb:%s:gone' % (eid, 'xp' if by == 'xp' else 's:' + by)
@@ -150,6 +163,7 @@ class SweepTest(harness.ServiceTestCase):
         # step landing between two of its reads would look like a board out of step.
         harness.wait_for(lambda: self.tombstones_left(eid) == 0 and
                          not self.r.cli('KEYS', 'ent:*:gone') and
+                         not self.r.cli('KEYS', 'ent:*:lb:unswept') and
                          not self.r.cli('KEYS', 'ent:*:sweep'), scaled(timeout), interval=0.05,
                          what='the sweep of %s and of every other entity' % eid)
 
@@ -167,11 +181,14 @@ class SweepTest(harness.ServiceTestCase):
         live = [m for m in ms if m not in gone]
         want = {'xp': {m: xp[ms.index(m)] for m in live},
                 a: {m: 1 + ms.index(m) % 4 for m in live}}
-        # Nothing swept: the entries are still on the boards, tombstoned, and never shown; no
-        # sweep record (a tombstone is the member's entry at its value now).
+        # Nothing swept: the entries are still on the boards, tombstoned on the XP board, the
+        # members waiting in the unswept set for the skill board, and never shown; no sweep
+        # record (a tombstone is the member's entry at its value now).
         self.assertEqual(self.records(eid), 0)
         self.assertEqual(len(self.gone(eid)), 4)
-        self.assertEqual(len(self.gone(eid, a)), 4)
+        self.assertEqual(self.gone(eid, a), [])
+        self.assertEqual(self.unswept(eid), sorted(gone))
+        self.assertEqual(len(self.waiting(eid, a)), 4)
         self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:xp' % eid)), 12)
         self.assert_boards(eid, want)
         for m in gone:
@@ -180,6 +197,8 @@ class SweepTest(harness.ServiceTestCase):
         # A cursor naming a removed member's entry (a page of an earlier read) still works.
         cur = self.page(eid, 'xp', 2)[1]
         self.assertEqual(self.page(eid, 'xp', 3, cur)[0], ranked(want['xp'])[2:5])
+        cur = self.page(eid, a, 2)[1]
+        self.assertEqual(self.page(eid, a, 3, cur)[0], ranked(want[a])[2:5])
         # The sweeper takes them off; reads are the same.
         sw = self.sweeper()
         self.wait_swept(eid)
@@ -224,11 +243,14 @@ class SweepTest(harness.ServiceTestCase):
         # entries at the old values leave their boards with their tombstones), then re-added
         # before the sweep: back with what it has now.
         self.remove(eid, [x])
-        self.assertEqual(len(self.gone(eid, b)), 1)
+        self.assertEqual((len(self.gone(eid)), self.unswept(eid), len(self.waiting(eid, b))),
+                         (1, [x], 1))
         self.assertOk(self.call('POST', '/api/entities/%s/contributions/%s/revoke' % (
             eid, first), {'reason': 'spam'}))
-        self.assertEqual(self.tombstones_left(eid), 0)
+        self.assertEqual((self.gone(eid), self.waiting(eid, a), self.waiting(eid, b)),
+                         ([], [], []))
         self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:xp' % eid)), 3)
+        self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:s:%s' % (eid, a))), 2)
         self.assertEqual(int(self.r.cli('ZCARD', 'ent:{%s}:lb:s:%s' % (eid, b))), 1)
         self.assertEqual(check_invariants(self.r), [])
         self.assert_boards(eid, {'xp': {ms[1]: 25, ms[2]: 35, ms[3]: 20},
@@ -257,7 +279,7 @@ class SweepTest(harness.ServiceTestCase):
         eid, (a, b) = self.entity(ms, skills=('Rust', 'Design'))
         self.award(eid, [(ms[0], 5, {a: 5, b: 1}), (ms[1], 4, {a: 4}), (ms[2], 3, {b: 3})])
         self.remove(eid, [ms[0]])
-        self.assertEqual(len(self.gone(eid, a)), 1)
+        self.assertEqual((len(self.waiting(eid, a)), self.unswept(eid)), (1, [ms[0]]))
         self.assertOk(self.call('DELETE', '/api/entities/%s/skills/%s' % (eid, a)))
         for k in ('lb:s:' + a, 'lb:s:%s:gone' % a):
             self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:%s' % (eid, k)), 0, k)
@@ -267,7 +289,8 @@ class SweepTest(harness.ServiceTestCase):
         self.wait_swept(eid)
         sw.stop()
         left = [k.decode() for k in self.r.cli('KEYS', 'ent:{%s}:*' % eid)]
-        self.assertFalse([k for k in left if k.endswith(':gone') or ':lb:s:' + a in k], left)
+        self.assertFalse([k for k in left if k.endswith((':gone', ':unswept')) or
+                          ':lb:s:' + a in k], left)
         self.assertEqual(check_invariants(self.r), [])
         # re-added after all that: on the boards left, not on the deleted skill's
         self.force_add(eid, [ms[0]])
@@ -284,7 +307,7 @@ class SweepTest(harness.ServiceTestCase):
         live = {m: 1 + (n + i) % 50 for i, m in enumerate(ms[n:])}
 
         def tombstones():
-            return len(self.gone(eid)) + len(self.gone(eid, a))
+            return len(self.gone(eid)) + len(self.waiting(eid, a))
 
         self.assertEqual(tombstones(), 2 * n)
         slow = {'SWEEP_STEP_ENTRIES': '5', 'SWEEP_PAUSE_MS': '20'}
@@ -294,7 +317,8 @@ class SweepTest(harness.ServiceTestCase):
         sw.kill()
         left = tombstones()
         self.assertGreater(left, 0)
-        self.assertEqual(self.tombstones_left(eid), left)
+        # every skill entry still waiting is a removed member's of the unswept set
+        self.assertLessEqual({e[17:] for e in self.waiting(eid, a)}, set(self.unswept(eid)))
         self.assertEqual(check_invariants(self.r), [])
         self.assertEqual(self.walk(eid, 'xp', 100)[0], ranked(live))
         self.assertEqual(self.walk(eid, a, 100)[0], ranked({m: 1 + (n + i) % 7
@@ -317,14 +341,16 @@ class SweepTest(harness.ServiceTestCase):
         return sorted(m.decode() for m in self.r.cli('SMEMBERS', 'ent:{%s}:lb:tombstoned' % eid))
 
     def test_a_step_reads_only_the_boards_with_tombstones(self):
-        # 40 skills, the removed members scored in two: the steps read those two boards and
-        # XP's, never the skills hash nor the other 38 boards, and drop the list when done.
+        # 40 skills, the removed members scored in two: the steps touch those two boards and
+        # XP's, never the skills hash as a whole nor the other 38 boards, and drop the list
+        # and the unswept set when done.
         ms = addresses(6)
         eid, sids = self.entity(ms, skills=['Skill %d' % i for i in range(40)])
         a, b = sids[7], sids[30]
         self.award(eid, [(m, 10 + i, {a: 1 + i, b: 2}) for i, m in enumerate(ms)])
         self.remove(eid, ms[:3])
-        self.assertEqual(self.tombstoned(eid), sorted(['xp', a, b]))
+        self.assertEqual(self.tombstoned(eid), ['xp'])
+        self.assertEqual(self.unswept(eid), sorted(ms[:3]))
         self.assertEqual(check_invariants(self.r), [])
         self.r.cli('CONFIG', 'RESETSTAT')
         sw = self.sweeper()
@@ -332,10 +358,13 @@ class SweepTest(harness.ServiceTestCase):
         steps = harness.metric(sw.port, 'entityd_sweep_steps_total')
         sw.stop()
         self.assertEqual(self.calls('hkeys'), 0)
-        # a ZRANGE of each listed board's tombstones a step, at most
+        # a ZRANGE of the XP board's tombstones a step at most, and a ZREM of each board
+        # with work: XP's, a's and b's
         self.assertGreaterEqual(steps, 1)
-        self.assertLessEqual(self.calls('zrange'), 3 * steps)
+        self.assertLessEqual(self.calls('zrange'), steps)
+        self.assertLessEqual(self.calls('zrem'), 3 * steps)
         self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:lb:tombstoned' % eid), 0)
+        self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:lb:unswept' % eid), 0)
         self.assert_boards(eid, {'xp': {m: 10 + i for i, m in enumerate(ms) if i >= 3},
                                  a: {m: 1 + i for i, m in enumerate(ms) if i >= 3},
                                  b: {m: 2 for m in ms[3:]}})
@@ -364,6 +393,69 @@ class SweepTest(harness.ServiceTestCase):
         self.assert_boards(eid, {'xp': {m: 10 + i for i, m in enumerate(ms) if i >= 2},
                                  a: {m: 1 + i for i, m in enumerate(ms) if i >= 2},
                                  b: {m: 3 for m in ms[2:]}})
+        self.assertEqual(check_invariants(self.r), [])
+
+    def test_skill_tombstones_of_the_release_before_are_read_and_swept(self):
+        # The release before this one tombstoned a removed member's skill entries in each
+        # skill board's gone zset and listed those boards, with no unswept set: during a
+        # rolling upgrade such data is read exactly (pages skip the tombstones, and a cursor it
+        # issued, which carries no counts, counts board minus gone) and swept.
+        ms = addresses(8)
+        eid, (a, b) = self.entity(ms, skills=('Rust', 'Design'))
+        self.award(eid, [(m, 10 + i, {a: 1 + i % 3, b: 5}) for i, m in enumerate(ms)])
+        gone = ms[1:4]
+        self.remove(eid, gone)
+        ek = 'ent:{%s}' % eid
+        for sid in (a, b):
+            for e in self.waiting(eid, sid):
+                self.r.cli('ZADD', ek + ':lb:s:%s:gone' % sid, 0, e)
+            self.r.cli('SADD', ek + ':lb:tombstoned', sid)
+        self.r.cli('DEL', ek + ':lb:unswept')
+        self.assertEqual((len(self.gone(eid, a)), len(self.gone(eid, b))), (3, 3))
+        self.assertEqual(check_invariants(self.r), [])
+        live = [m for m in ms if m not in gone]
+        want = {'xp': {m: 10 + ms.index(m) for m in live},
+                a: {m: 1 + ms.index(m) % 3 for m in live}, b: {m: 5 for m in live}}
+        self.assert_boards(eid, want)
+        # its cursors: the entry alone, 56 characters
+        for sid in (a, b):
+            cur = self.page(eid, sid, 2)[1]
+            self.assertEqual(self.page(eid, sid, 3, cur[:56])[0], ranked(want[sid])[2:5], sid)
+        sw = self.sweeper()
+        self.wait_swept(eid)
+        sw.stop()
+        self.assertEqual((self.gone(eid, a), self.gone(eid, b), self.tombstoned(eid)),
+                         ([], [], []))
+        for sid in (a, b):
+            self.assertEqual(int(self.r.cli('ZCARD', ek + ':lb:s:' + sid)), 5, sid)
+        self.assert_boards(eid, want)
+        self.assertEqual(check_invariants(self.r), [])
+
+    def test_a_skill_walk_numbers_its_ranks_from_its_first_page(self):
+        # Nothing counts a skill board's removed members above a cursor, so its cursor carries
+        # the counts of the page that issued it: a walk goes on with the ranks it began with,
+        # and a fresh walk shows a change between two pages. Its counts are checked.
+        ms = addresses(6)
+        eid, (a,) = self.entity(ms)
+        self.award(eid, [(m, 10 + i, {a: 10 + i}) for i, m in enumerate(ms)])
+        first, cur = self.page(eid, a, 2)
+        self.assertEqual([(r, m) for r, m, _ in first], [(1, ms[5]), (2, ms[4])])
+        self.assertEqual(len(cur), 80)
+        self.remove(eid, [ms[5]])
+        self.assertEqual([(r, m) for r, m, _ in self.page(eid, a, 2, cur)[0]],
+                         [(3, ms[3]), (4, ms[2])])
+        self.assertEqual([(r, m) for r, m, _ in self.walk(eid, a, 2)[0]],
+                         [(1, ms[4]), (2, ms[3]), (3, ms[2]), (4, ms[1]), (5, ms[0])])
+        # the XP board's cursor counts at each read: the same change shows at once
+        xp_cur = self.page(eid, 'xp', 1)[1]
+        self.assertEqual(len(xp_cur), 56)
+        self.remove(eid, [ms[4]])
+        self.assertEqual([(r, m) for r, m, _ in self.page(eid, 'xp', 1, xp_cur)[0]],
+                         [(1, ms[3])])
+        for bad in (cur[:56] + 'x' * 24, cur[:56] + '%012d%012d' % (1, 2), cur[:79]):
+            with self.subTest(cursor=bad):
+                self.assertEnvelope(self.call('GET', '/api/entities/%s/leaderboard?by=%s&cursor=%s'
+                                              % (eid, a, bad)), 400, 'invalid_request', 'cursor')
         self.assertEqual(check_invariants(self.r), [])
 
     def test_a_tombstone_of_a_member_loses_only_itself(self):
@@ -437,7 +529,7 @@ class SweepTest(harness.ServiceTestCase):
                 a: {m: 1 + (n + i) % 9 for i, m in enumerate(ms[n:])}}
 
         def tombstones():
-            return len(self.gone(eid)) + len(self.gone(eid, a))
+            return len(self.gone(eid)) + len(self.waiting(eid, a))
 
         p = RespProxy(self.r.port).start()
         self.addCleanup(p.stop)
@@ -469,8 +561,8 @@ class SweepTest(harness.ServiceTestCase):
         self.assertEqual(check_invariants(self.r), [])
 
     def test_a_member_swept_on_one_board_and_readded(self):
-        # The sweep goes board by board: a member re-added with some of its entries swept and
-        # some still tombstoned comes back on every board, with what it has.
+        # The XP board is swept apart from the skill boards: a member re-added with some of its
+        # entries swept and some still waiting comes back on every board, with what it has.
         ms = addresses(6)
         eid, (a,) = self.entity(ms)
         self.award(eid, [(m, 10 + i, {a: 1 + i}) for i, m in enumerate(ms)])
@@ -479,13 +571,14 @@ class SweepTest(harness.ServiceTestCase):
         for e in self.gone(eid):
             self.r.cli('ZREM', 'ent:{%s}:lb:xp' % eid, e)
             self.r.cli('ZREM', 'ent:{%s}:lb:xp:gone' % eid, e)
-        self.assertEqual(len(self.gone(eid, a)), 3)
+        self.assertEqual(len(self.waiting(eid, a)), 3)
         self.assertEqual(check_invariants(self.r), [])
         self.force_add(eid, [ms[1]])
         kept = [ms[1]] + ms[3:]
         want = {'xp': {m: 10 + ms.index(m) for m in kept}, a: {m: 1 + ms.index(m) for m in kept}}
         self.assert_boards(eid, want)
-        self.assertEqual(len(self.gone(eid, a)), 2)
+        self.assertEqual((len(self.waiting(eid, a)), self.unswept(eid)),
+                         (2, sorted([ms[0], ms[2]])))
         self.assertEqual(check_invariants(self.r), [])
         sw = self.sweeper()
         self.wait_swept(eid)

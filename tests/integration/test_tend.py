@@ -265,6 +265,9 @@ class TendTest(harness.ServiceTestCase):
                                            (3, self.addr['m2'], 20)])
         before_users = self.users(eid)  # cached page of the list with m1
         self.assertIn(self.addr['m1'], before_users)
+        # cached pages of the skill boards with m1
+        self.assertEqual(self.board(eid, a), [(1, self.addr['m1'], 5), (2, self.addr['m2'], 2)])
+        self.assertEqual(self.board(eid, b), [(1, self.addr['m1'], 3)])
 
         self.assertOk(self.remove('owner', eid, 'm1'))
         self.assertEqual(self.users(eid), sorted([self.addr['m2'], self.addr['m3']]))
@@ -332,9 +335,9 @@ class TendTest(harness.ServiceTestCase):
         self.assertEqual((self.board(eid), self.board(eid, a)), ([], []))
         for key in ('members', 'members:order'):
             self.assertEqual(self.r.cli('EXISTS', 'ent:{%s}:%s' % (eid, key)), 0, key)
-        # the board entries, tombstoned at once, are taken off by the sweeper (test_sweep.py)
+        # the board entries, off the pages at once, are taken off by the sweeper (test_sweep.py)
         keys = ['ent:{%s}:%s' % (eid, k) for k in ('lb:xp', 'lb:s:' + a, 'lb:xp:gone',
-                                                   'lb:s:%s:gone' % a, 'sweep')]
+                                                   'lb:s:%s:gone' % a, 'lb:unswept', 'sweep')]
         harness.wait_for(lambda: self.r.cli('EXISTS', *keys) == 0, harness.scaled(30),
                          interval=0.05, what='the sweep')
         ev = self.events(eid, 'member.removed')

@@ -189,14 +189,20 @@ local function prog_key(entity, addr)
   return entity .. ':prog:' .. addr
 end
 
+-- The removed members whose skill boards' entries may still wait for the sweeper (keys.h).
+local function unswept_key(entity)
+  return entity .. ':lb:unswept'
+end
+
 -- Adds delta to one progress field ('xp' or 's:<skill id>') of a member and moves the member's
 -- entry in that leaderboard (only values above 0 are listed). Returns the new value. delta is
 -- best given as a string: Redis 7.0 turns a number argument into text with snprintf.
 -- unlisted: the address is not listed (a removed member, whose progress stays): its progress
--- moves, and its entry at the value before, if still on the board, tombstoned, waiting for the
--- sweeper, goes with its tombstone. So a removed member's tombstones are always the entries of
--- its progress as it is (keys.h), and a force-add takes them back from its prog hash alone
--- (member_boards) and lists it again with what it has then.
+-- moves, and its entry at the value before, if still on the board waiting for the sweeper
+-- (tombstoned on the XP board), goes, with its tombstone. So a removed member's entries still
+-- on the boards are always the entries of its progress as it is (keys.h), and a force-add
+-- takes them back from its prog hash alone (member_boards) and lists it again with what it
+-- has then.
 local function prog_add(entity, addr, field, by, delta, unlisted)
   local pk = prog_key(entity, addr)
   local after = redis.call('HINCRBY', pk, field, delta)
@@ -205,7 +211,8 @@ local function prog_add(entity, addr, field, by, delta, unlisted)
   if unlisted then
     if before > 0 then
       local e = lb_member(before, addr)
-      if redis.call('ZREM', lb .. ':gone', e) == 1 then redis.call('ZREM', lb, e) end
+      redis.call('ZREM', lb .. ':gone', e)
+      redis.call('ZREM', lb, e)
     end
     return after
   end
@@ -223,6 +230,8 @@ end
 local function member_boards(entity, addr)
   local flat = redis.call('HGETALL', prog_key(entity, addr))
   local changed = {}
+  -- its entries are live again: nothing is left for the sweeper to take off
+  if #flat > 0 then redis.call('SREM', unswept_key(entity), addr) end
   for i = 1, #flat, 2 do
     local f, v = flat[i], tonumber(flat[i + 1]) or 0
     local by
@@ -263,12 +272,15 @@ local function call_many(cmd, key, list, step)
   return out
 end
 
--- Removal tombstones (keys.h: lb:…:gone, sweep). A removed member's board entries stay on the
--- boards until the sweeper takes them off (sweep_step.lua); until then each is also in its
--- board's gone zset, which every read subtracts. An earlier version's removals also wrote a
--- sweep record per member, "<address> <by>=<16 digits> <by>=<16 digits>…" (the entry is
--- "<16 digits>:<address>"): the sweeper goes board by board, so a record may list entries
--- already swept (a ZREM of nothing); the records go together once no tombstone is left.
+-- Removal tombstones (keys.h: lb:…:gone, lb:unswept, sweep). A removed member's board entries
+-- stay on the boards until the sweeper takes them off (sweep_step.lua); until then its XP
+-- entry is also in the XP board's gone zset, which every count subtracts, and the member is in
+-- the unswept set; skill board reads skip entries whose address is no member. Earlier
+-- versions' removals tombstoned skill board entries in their boards' gone zsets too, and
+-- before that also wrote a sweep record per member, "<address> <by>=<16 digits> <by>=<16
+-- digits>…" (the entry is "<16 digits>:<address>"): the sweeper goes board by board, so a
+-- record may list entries already swept (a ZREM of nothing); the records go together once no
+-- tombstone is left.
 local function gone_key(entity, by)
   return lb_key(entity, by) .. ':gone'
 end

@@ -10,19 +10,25 @@
 -- arguments: caller, platform, mode, a fresh random version, address... (lowercase,
 -- deduplicated).
 -- A removed member leaves the members hash and the order zset (so the users list) at once. Its
--- board entries are not taken off the big boards here (a ZREM at a random place of a board of a
--- million entries was most of a removal's cost): each is tombstoned instead, added to its
--- board's gone zset (every board read subtracts those); the sweeper (jobs/sweeper.h,
--- sweep_step.lua) takes entries and tombstones off later, board by board. A tombstone is
--- always the entry of the member's progress as it is now (contrib_revoke.lua keeps it so), so
--- force_add.lua finds a re-added member's tombstones from its prog hash, with no record of
--- them. The service listed the entity in the sweeps set (keys.h) before sending this. Its prog
--- hash, contributions and reachedAt fields stay, so a force-add lists it again with what it had.
+-- board entries are not taken off the big boards here: a ZREM at a random place of a board of a
+-- million entries, one per board the member is on, was most of a removal's cost. Nor are they
+-- tombstoned one by one: an insert into a board's ordered gone zset costs nearly as much, 11 of
+-- them were more than half of a removal's Redis time (bench/RESULTS.md, 2026-11-27 22:48). Only
+-- its XP entry is tombstoned, in the XP board's gone zset: progress ranks and the XP board's
+-- counts subtract those. For its skill boards the member joins the entity's unswept set, one
+-- O(1) write whatever its skills: skill board reads skip entries whose address is no member,
+-- and the sweeper (jobs/sweeper.h, sweep_step.lua) takes the member's entries off later, from
+-- its prog hash. An entry left so is always the entry of the member's progress as it is now
+-- (contrib_revoke.lua keeps it so), so force_add.lua finds a re-added member's entries from its
+-- prog hash, with no record of them. The service listed the entity in the sweeps set (keys.h)
+-- before sending this. Its prog hash, contributions and reachedAt fields stay, so a force-add
+-- lists it again with what it had.
 -- A removal that removes someone renews membersVersion (cached users pages hold only under the
 -- version they were rendered from) and writes one event: member.removed {addresses (those
 -- removed)}, or member.left {address}.
--- Answers one reply per removal: {removed, missing, board...} (the boards changed, 'xp' or skill
--- ids, each once), or its error.
+-- Answers one reply per removal: {removed, missing, board...} (the boards whose reads changed
+-- beyond the entity hash and the unswept set: 'xp' when an XP entry was tombstoned), or its
+-- error.
 local KEYS, ARGV = KEYS, ARGV
 local moving = moving_guard(KEYS[1])
 if moving then return moving end
@@ -58,72 +64,26 @@ end
 
 -- Each key's writes are gathered over the group's members and sent once, at the end, sorted:
 -- the inserts into a big zset then walk it near one another, in the CPU's caches. Nothing in
--- the group reads them back (taken stands in for the members hash). A removal of 1,000
--- members of a million holds Redis 28-40 ms so, 54-90 ms with a call per member and key
--- (bench/RESULTS.md).
-local taken, gone_addrs, order, tombs, boards = {}, {}, {}, {}, {}
+-- the group reads them back (taken stands in for the members hash).
+local taken, gone_addrs, order, tombs, unswept = {}, {}, {}, {}, {}
 local version
 local replies = {}
 
--- A removed member's board entry, tombstoned; out lists the boards its removal changed.
-local function tombstone(by, v, a, seen, out)
-  local t = tombs[by]
-  if not t then
-    t = {}
-    tombs[by] = t
-    boards[#boards + 1] = by
-  end
-  t[#t + 1] = lb_member(v, a)
-  if not seen[by] then
-    seen[by] = true
-    out[#out + 1] = by
-  end
-end
-
--- Tombstones a removed member's entries, read from its prog hash; a deleted skill's score has
--- no board, nothing to tombstone. With few skills (the usual tree), the board fields are read
--- by name (HMGET: no level fields, no lookups): with the address's plain quoting below, about
--- 2.5 us of Lua a member less (bench/RESULTS.md, 2026-11-27 22:48). With many, the whole hash
--- (the cost then grows with the member's fields, not with the entity's skills), and which
--- board a field names is asked once a group (the skills not seen yet in one HMGET).
-local fields, field_by, board_of = nil, nil, {}
-local function tombstone_all(a, seen, out)
-  if fields == nil then
-    fields = false
-    if redis.call('HLEN', E .. ':skills') <= 32 then
-      fields, field_by = {'xp'}, {'xp'}
-      for k, sid in ipairs(redis.call('HKEYS', E .. ':skills')) do
-        fields[k + 1], field_by[k + 1] = 's:' .. sid, sid
-      end
+-- A removed member's XP entry, tombstoned, and the member in the unswept set unless it has no
+-- progress at all (then it is on no board); out lists the boards its removal changed.
+local function tombstone(a, seen, out)
+  local pk = prog_key(E, a)
+  local v = tonumber(redis.call('HGET', pk, 'xp'))
+  if v and v > 0 then
+    tombs[#tombs + 1] = lb_member(v, a)
+    if not seen.xp then
+      seen.xp = true
+      out[#out + 1] = 'xp'
     end
-  end
-  if fields then
-    local vals = redis.call('HMGET', prog_key(E, a), unpack(fields))
-    for j = 1, #fields do
-      local v = tonumber(vals[j])
-      if v and v > 0 then tombstone(field_by[j], v, a, seen, out) end
-    end
+  elseif redis.call('EXISTS', pk) == 0 then
     return
   end
-  local flat, ask = redis.call('HGETALL', prog_key(E, a)), {}
-  for j = 1, #flat, 2 do
-    local f = flat[j]
-    if board_of[f] == nil then
-      board_of[f] = f == 'xp' and 'xp' or false
-      if string.sub(f, 1, 2) == 's:' then ask[#ask + 1] = f end
-    end
-  end
-  if #ask > 0 then
-    local sids = {}
-    for k, f in ipairs(ask) do sids[k] = string.sub(f, 3) end
-    local known = call_many('HMGET', E .. ':skills', sids, 4000)
-    for k, f in ipairs(ask) do board_of[f] = known[k] and sids[k] or false end
-  end
-  for j = 1, #flat, 2 do
-    local by = board_of[flat[j]]
-    local v = by and tonumber(flat[j + 1])
-    if v and v > 0 then tombstone(by, v, a, seen, out) end
-  end
+  unswept[#unswept + 1] = a
 end
 
 local at = 4
@@ -144,7 +104,7 @@ for c = 1, tonumber(ARGV[3]) do
         taken[a] = true
         gone_addrs[#gone_addrs + 1] = a
         order[#order + 1] = entry
-        tombstone_all(a, seen, out)
+        tombstone(a, seen, out)
         removed = removed + 1
         -- an address (0x and 40 hex digits, checked by the service) needs no escaping
         list[removed] = '"' .. a .. '"'
@@ -182,8 +142,11 @@ if version then
   call_many('HDEL', KEYS[4], gone_addrs, 4000)
   table.sort(order)
   call_many('ZREM', KEYS[5], order, 4000)
-  for _, by in ipairs(boards) do call_many('ZADD', gone_key(E, by), scored(tombs[by]), 4000) end
-  if #boards > 0 then call_many('SADD', tombstoned_key(E), boards, 4000) end
+  if #tombs > 0 then
+    call_many('ZADD', gone_key(E, 'xp'), scored(tombs), 4000)
+    redis.call('SADD', tombstoned_key(E), 'xp')
+  end
+  call_many('SADD', unswept_key(E), unswept, 4000)
   redis.call('HSET', E, 'membersVersion', version)
 end
 return replies

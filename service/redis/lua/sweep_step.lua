@@ -1,20 +1,26 @@
 -- sweep_step: one bounded step of the sweeper (jobs/sweeper.h): takes up to ARGV[1] removed
--- members' entries off the boards of one entity, each with its tombstone (keys.h: lb:…:gone),
--- board by board, from the top of each board's gone zset.
--- Why in board order, not member by member: a gone zset's first entries are neighbours on the
--- board too, so each ZREM walks the skiplist close to where the one before it did, through
--- nodes still in the CPU's caches, and the tombstones go with one ZREMRANGEBYRANK. Member by
--- member, every ZREM started cold at a random place of a board of up to millions of entries:
--- about 3 times the cost (bench/RESULTS.md, 2026-11-27 14:27).
+-- members' entries off the boards of one entity: first those tombstoned in a board's gone zset
+-- (keys.h: lb:…:gone; the XP board's, and every board's of an earlier version's removals),
+-- board by board from the top of each gone zset, each with its tombstone; then, member by
+-- member, the skill board entries of the members in the unswept set (keys.h: lb:unswept),
+-- found from their prog hashes.
+-- Why gone zsets in board order, not member by member: a gone zset's first entries are
+-- neighbours on the board too, so each ZREM walks the skiplist close to where the one before
+-- it did, through nodes still in the CPU's caches, and the tombstones go with one
+-- ZREMRANGEBYRANK. Member by member, every ZREM starts cold at a random place of a board of up
+-- to millions of entries: about 3 times the cost (bench/RESULTS.md, 2026-11-27 14:27). The
+-- unswept members' entries are sorted per board within the step, which gives back a little of
+-- that; a removal tombstoning them all paid more in the request than this costs here.
 -- A tombstone whose address is a member again should not exist (force_add.lua takes a re-added
 -- member's tombstones back). One can, during a rolling upgrade: an earlier version's revocation
 -- moved a removed member's progress but not its tombstoned entry, and the member was then added
 -- again. Such a tombstone goes; its board entry stays only if it is the member's progress as it
--- is now.
--- Which boards: those the entity's tombstoned set lists (keys.h; a removal adds the boards it
--- tombstoned on, and a step drops those it found empty), so a step reads no board without
--- work however many skills the entity has (every board at 1,000 skills cost about 1 ms a
--- step). Sweep records (written by an earlier version's removals only, _prelude.lua
+-- is now. An unswept member that is a member again (added back) has its entries listed: it only
+-- leaves the set.
+-- Which boards: those the entity's tombstoned set lists (keys.h; a removal adds the XP board
+-- when it tombstoned there, and a step drops those it found empty), so a step reads no board
+-- without work however many skills the entity has (every board at 1,000 skills cost about 1 ms
+-- a step). Sweep records (written by an earlier version's removals only, _prelude.lua
 -- sweep_record) mean tombstones that no set lists: while the sweep zset exists every board is
 -- read, as before. Records are not read here: once every board's gone zset is empty, all of
 -- them are stale (every entry they list is off its board), and they go together. Until then
@@ -23,8 +29,8 @@
 -- Writes nothing but removals, so a deleted entity (its hash gone) is left to its erasure.
 -- KEYS: entity, sweep zset (an earlier version's records), members
 -- ARGV: most board entries to take off
--- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE', entries taken off, tombstones
--- left}.
+-- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE', entries taken off, tombstones and
+-- unswept members left}.
 local E = KEYS[1]
 local moving = moving_guard(E)
 if moving then return moving end
@@ -68,6 +74,52 @@ for _, by in ipairs(boards) do
   if n == 0 then empty[#empty + 1] = by end
   left = left + n
 end
+
+-- The unswept members, a few at a time (a member's entries go in one step, so a step may pass
+-- the budget by one member's skills): each one's skill entries at its progress now, sorted per
+-- board; a deleted skill's score has no board.
+local uk = unswept_key(E)
+if budget > 0 then
+  local ws = redis.call('SRANDMEMBER', uk, math.ceil(budget / 8))
+  if #ws > 0 then
+    local live = redis.call('HMGET', KEYS[3], unpack(ws))
+    local per, boards_of, done, skill = {}, {}, {}, {}
+    for i, a in ipairs(ws) do
+      if budget <= 0 then break end
+      done[#done + 1] = a
+      if not live[i] then
+        local flat = redis.call('HGETALL', prog_key(E, a))
+        for j = 1, #flat, 2 do
+          local f = flat[j]
+          local v = string.sub(f, 1, 2) == 's:' and tonumber(flat[j + 1])
+          if v and v > 0 then
+            local sid = string.sub(f, 3)
+            if skill[sid] == nil then
+              skill[sid] = redis.call('HEXISTS', E .. ':skills', sid) == 1
+            end
+            if skill[sid] then
+              local es = per[sid]
+              if not es then
+                es = {}
+                per[sid] = es
+                boards_of[#boards_of + 1] = sid
+              end
+              es[#es + 1] = lb_member(v, a)
+              budget, swept = budget - 1, swept + 1
+            end
+          end
+        end
+      end
+    end
+    for _, sid in ipairs(boards_of) do
+      local es = per[sid]
+      table.sort(es)
+      call_many('ZREM', lb_key(E, sid), es, 4000)
+    end
+    call_many('SREM', uk, done, 4000)
+  end
+end
+left = left + redis.call('SCARD', uk)
 if left > 0 then
   if not legacy and #empty > 0 then call_many('SREM', listed, empty, 4000) end
   return {'MORE', swept, left}
