@@ -7,9 +7,11 @@ it removes), loads the service's scripts as the service does (service/redis/lua,
 prepended), and runs, each after CONFIG RESETSTAT and read back from INFO commandstats
 (usec_per_call of EVALSHA, robust to a loaded machine's scheduling):
   fa      force_add.lua, one fresh address a call
-  rm      members_remove.lua, one member a call, its 11 entries tombstoned (sweeper idle)
-  rm+big  the same with BIG removed members already waiting for the sweep (the gone zsets big)
-  sweep   sweep_step.lua until no tombstone is left, per member swept (11 entries)
+  rm      members_remove.lua, one member a call: its XP entry tombstoned, the member added to
+          the unswept set (sweeper idle)
+  rm+big  the same with BIG removed members already waiting for the sweep (the XP board's
+          gone zset and the unswept set big)
+  sweep   sweep_step.lua until nothing is left, per member swept (11 entries)
   old     an earlier removal (a members_remove.lua from before the groups, given by --old:
           its arguments caller, platform, mode, version, events_max, now, address)
   groups  with --groups G,G,...: K removals of one member each, G to a group (one call, as
