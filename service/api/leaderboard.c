@@ -16,6 +16,7 @@
 #include "api/respond.h"
 #include "redis/store.h"
 #include "cache/readcache.h"
+#include "jobs/sweeper.h"
 
 /* A board entry (keys.h): "<9999999999999999 - value, 16 digits>:<address>". */
 #define BOARD_ENTRY_LEN 59
@@ -379,6 +380,8 @@ static void on_board(void *data, int status, redisReply *r)
             return;
         }
         q->filter = unswept->integer > 0;
+        if (q->filter)
+            sweeper_note_waiting(req->app->sweeper, q->id);
     }
     size_t kept_len;
     const char *kept = readcache_rendered(req->app->reads, r, 0, &kept_len);

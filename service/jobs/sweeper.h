@@ -34,6 +34,10 @@ sweeper *sweeper_new(struct app *a);
 bool sweeper_must_list(sweeper *s, const char *id, int64_t now_ms);
 /* The entity was listed at now_ms (the ZADD succeeded). */
 void sweeper_listed(sweeper *s, const char *id, int64_t now_ms);
+/* A read found removed members of entity `id` waiting for the sweeper: lists it in the sweeps
+ * set, unless this process did so lately, since an instance of the release before this one
+ * drops an entity from the set once its gone zsets are empty, with its unswept set left. */
+void sweeper_note_waiting(sweeper *s, const char *id);
 /* A removal was just answered here: look for work soon rather than at the next poll. */
 void sweeper_kick(sweeper *s);
 /* Stops the timer; a step still in flight ends without a next one. */

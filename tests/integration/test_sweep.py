@@ -431,6 +431,38 @@ class SweepTest(harness.ServiceTestCase):
         self.assert_boards(eid, want)
         self.assertEqual(check_invariants(self.r), [])
 
+    def test_work_an_older_sweeper_left_unlisted_is_found_by_a_read(self):
+        # An instance of the release before drops an entity from the sweeps set once its gone
+        # zsets are empty, with the unswept set left: a skill board read that meets the unswept
+        # members lists the entity again, and the sweep ends.
+        ms = addresses(5)
+        eid, (a,) = self.entity(ms)
+        self.award(eid, [(m, 10 + i, {a: 1 + i}) for i, m in enumerate(ms)])
+        self.remove(eid, ms[:2])
+        ek = 'ent:{%s}' % eid
+        for e in self.gone(eid):  # the older sweeper's work: the XP board, then the listing
+            self.r.cli('ZREM', ek + ':lb:xp', e)
+            self.r.cli('ZREM', ek + ':lb:xp:gone', e)
+        self.r.cli('DEL', ek + ':lb:tombstoned')
+        self.r.cli('ZREM', 'sweeps', eid)
+        self.assertEqual(check_invariants(self.r), [])
+        sw = self.sweeper()
+        time.sleep(scaled(1))  # ten polls: nothing lists the entity
+        self.assertEqual(self.unswept(eid), sorted(ms[:2]))
+        want = {m: 1 + i for i, m in enumerate(ms) if i >= 2}
+        # read through the sweeping instance: the one that removed them listed the entity
+        # lately, and lists it again only half a grace period after that
+        b = self.assertOk(harness.request(sw.port, 'GET', '/api/entities/%s/leaderboard?by=%s'
+                                          '&limit=2&%s' % (eid, a, self.q), timeout=scaled(20)))
+        self.assertEqual([(e['rank'], e['member'], e['value']) for e in b['data']],
+                         ranked(want)[:2])
+        self.assertIsNotNone(self.r.cli('ZSCORE', 'sweeps', eid))
+        self.wait_swept(eid)
+        sw.stop()
+        self.assertEqual(int(self.r.cli('ZCARD', ek + ':lb:s:' + a)), 3)
+        self.assert_boards(eid, {'xp': {m: 10 + i for i, m in enumerate(ms) if i >= 2}, a: want})
+        self.assertEqual(check_invariants(self.r), [])
+
     def test_a_skill_walk_numbers_its_ranks_from_its_first_page(self):
         # Nothing counts a skill board's removed members above a cursor, so its cursor carries
         # the counts of the page that issued it: a walk goes on with the ranks it began with,
