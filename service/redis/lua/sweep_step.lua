@@ -28,7 +28,7 @@
 -- already swept is a ZREM of nothing).
 -- Writes nothing but removals, so a deleted entity (its hash gone) is left to its erasure.
 -- KEYS: entity, sweep zset (an earlier version's records), members
--- ARGV: most board entries to take off
+-- ARGV: most board entries to take off (an unswept member's counting twice, below)
 -- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE', entries taken off, tombstones and
 -- unswept members left}.
 local E = KEYS[1]
@@ -77,10 +77,12 @@ end
 
 -- The unswept members, a few at a time (a member's entries go in one step, so a step may pass
 -- the budget by one member's skills): each one's skill entries at its progress now, sorted per
--- board; a deleted skill's score has no board.
+-- board; a deleted skill's score has no board. Such an entry, at a random place of its board,
+-- costs about twice one taken in board order, so it counts twice against the budget, which
+-- keeps a step as short as a step of tombstones (bench/RESULTS.md, 2026-12-01).
 local uk = unswept_key(E)
 if budget > 0 then
-  local ws = redis.call('SRANDMEMBER', uk, math.ceil(budget / 8))
+  local ws = redis.call('SRANDMEMBER', uk, math.ceil(budget / 16))
   if #ws > 0 then
     local live = redis.call('HMGET', KEYS[3], unpack(ws))
     local per, boards_of, done, skill = {}, {}, {}, {}
@@ -105,7 +107,7 @@ if budget > 0 then
                 boards_of[#boards_of + 1] = sid
               end
               es[#es + 1] = lb_member(v, a)
-              budget, swept = budget - 1, swept + 1
+              budget, swept = budget - 2, swept + 1
             end
           end
         end
