@@ -154,6 +154,12 @@ class SweepTest(harness.ServiceTestCase):
         key = 'ent:{%s}:lb:%s:gone' % (eid, 'xp' if by == 'xp' else 's:' + by)
         return [m.decode() for m in self.r.cli('ZRANGE', key, 0, -1)]
 
+    def sweep_xp_by_hand(self, eid):
+        """What a step does to the XP board: its tombstoned entries off, with their tombstones."""
+        for e in self.gone(eid):
+            self.r.cli('ZREM', 'ent:{%s}:lb:xp' % eid, e)
+            self.r.cli('ZREM', 'ent:{%s}:lb:xp:gone' % eid, e)
+
     def sweeper(self, **env):
         return self.entityd(redis=self.r, env=self.env_for(**env))
 
@@ -440,9 +446,7 @@ class SweepTest(harness.ServiceTestCase):
         self.award(eid, [(m, 10 + i, {a: 1 + i}) for i, m in enumerate(ms)])
         self.remove(eid, ms[:2])
         ek = 'ent:{%s}' % eid
-        for e in self.gone(eid):  # the older sweeper's work: the XP board, then the listing
-            self.r.cli('ZREM', ek + ':lb:xp', e)
-            self.r.cli('ZREM', ek + ':lb:xp:gone', e)
+        self.sweep_xp_by_hand(eid)  # the older sweeper's work: the XP board, then the listing
         self.r.cli('DEL', ek + ':lb:tombstoned')
         self.r.cli('ZREM', 'sweeps', eid)
         self.assertEqual(check_invariants(self.r), [])
@@ -600,9 +604,7 @@ class SweepTest(harness.ServiceTestCase):
         self.award(eid, [(m, 10 + i, {a: 1 + i}) for i, m in enumerate(ms)])
         self.remove(eid, ms[:3])
         # the xp board swept by hand as the sweeper's step would, the skill board not
-        for e in self.gone(eid):
-            self.r.cli('ZREM', 'ent:{%s}:lb:xp' % eid, e)
-            self.r.cli('ZREM', 'ent:{%s}:lb:xp:gone' % eid, e)
+        self.sweep_xp_by_hand(eid)
         self.assertEqual(len(self.waiting(eid, a)), 3)
         self.assertEqual(check_invariants(self.r), [])
         self.force_add(eid, [ms[1]])
