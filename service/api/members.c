@@ -84,11 +84,7 @@ static void run(request *req, removal *m, const char (*addrs)[43], size_t n)
         return;
     }
     m->listed_ms = now;
-    char score[24];
-    int slen = snprintf(score, sizeof score, "%lld", (long long)now);
-    const char *argv[] = {"ZADD", KEYS_SWEEPS, "GT", score, m->id};
-    size_t lens[] = {4, strlen(KEYS_SWEEPS), 2, (size_t)slen, strlen(m->id)};
-    store_command(req->app->store, on_listed, req, 5, argv, lens);
+    sweeper_send_listing(req->app->store, m->id, now, on_listed, req);
 }
 
 static void send_removal(request *req)

@@ -106,6 +106,15 @@ static void on_ignored(void *data, int status, redisReply *r)
     (void)data, (void)status, (void)r;
 }
 
+void sweeper_send_listing(store *st, const char *id, int64_t now_ms, store_cb cb, void *data)
+{
+    char score[24];
+    int slen = snprintf(score, sizeof score, "%lld", (long long)now_ms);
+    const char *argv[] = {"ZADD", KEYS_SWEEPS, "GT", score, id};
+    size_t lens[] = {4, strlen(KEYS_SWEEPS), 2, (size_t)slen, strlen(id)};
+    store_command(st, cb, data, 5, argv, lens);
+}
+
 void sweeper_note_waiting(sweeper *s, const char *id)
 {
     int64_t now = isotime_now_ms();
@@ -113,11 +122,7 @@ void sweeper_note_waiting(sweeper *s, const char *id)
         return;
     /* Best effort, noted as listed at once: a lost listing is tried again a grace period on. */
     sweeper_listed(s, id, now);
-    char score[24];
-    int slen = snprintf(score, sizeof score, "%lld", (long long)now);
-    const char *argv[] = {"ZADD", KEYS_SWEEPS, "GT", score, id};
-    size_t lens[] = {4, strlen(KEYS_SWEEPS), 2, (size_t)slen, strlen(id)};
-    store_command(s->a->store, on_ignored, NULL, 5, argv, lens);
+    sweeper_send_listing(s->a->store, id, now, on_ignored, NULL);
 }
 
 /* Drops the candidate's entry unless a removal listed the entity again since it was read. */

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "redis/store.h"
 
 struct app;
 typedef struct sweeper sweeper;
@@ -32,6 +33,8 @@ sweeper *sweeper_new(struct app *a);
  * when this process listed it recently enough that the entry cannot have left the set (it
  * stays at least a grace period after its last listing). */
 bool sweeper_must_list(sweeper *s, const char *id, int64_t now_ms);
+/* Sends the listing of entity `id` in the sweeps set at now_ms (ZADD GT); cb gets its answer. */
+void sweeper_send_listing(store *st, const char *id, int64_t now_ms, store_cb cb, void *data);
 /* The entity was listed at now_ms (the ZADD succeeded). */
 void sweeper_listed(sweeper *s, const char *id, int64_t now_ms);
 /* A read found removed members of entity `id` waiting for the sweeper: lists it in the sweeps
