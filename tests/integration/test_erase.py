@@ -360,6 +360,86 @@ class EraseTest(harness.ServiceTestCase):
         self.assertGreaterEqual(total('entityd_erasure_keys_total') - keys, 1500)
         self.assertEqual(self.keys_of(eid), [])
 
+    def fill(self, key, n):
+        """n keys of nobody named key:1…key:n (in key's slot, on its primary); taken away after
+        the test."""
+        self.node_cli(key, 'EVAL', "for i = 1, tonumber(ARGV[1]) do redis.call('SET', "
+                      "KEYS[1] .. ':' .. i, 'x') end", 1, key, n)
+        self.addCleanup(self.unfill, key, n)
+
+    def unfill(self, key, n):
+        self.node_cli(key, 'EVAL', "for i = 1, tonumber(ARGV[1]) do redis.call('UNLINK', "
+                      "KEYS[1] .. ':' .. i) end", 1, key, n)
+
+    def count_filled(self, key, n):
+        return self.node_cli(key, 'EVAL', "local c = 0 for i = 1, tonumber(ARGV[1]) do c = c + "
+                             "redis.call('EXISTS', KEYS[1] .. ':' .. i) end return c", 1, key, n)
+
+    def neighbour(self, eid, same_slot):
+        """A key of nobody on the entity's primary: in the entity's slot, or in another one."""
+        from rcluster import key_slot
+        slot = key_slot('{%s}' % eid)
+        node = self.r.primary_of('{%s}' % eid)
+        for i in range(1000000):
+            key = 'nobody:{n%d}' % i
+            if (key_slot(key) == slot) == same_slot and self.r.primary_of(key) is node:
+                return key
+        raise AssertionError('no neighbour found')
+
+    def test_cluster_steps_read_the_slot_not_the_node(self):
+        """On Redis Cluster a step reads the list of the entity's slot's keys, not the node's
+        keyspace: 20,000 keys of others on the node cost the erasure no step, 300 of them in
+        the entity's slot a few, and those stay."""
+        if not hasattr(self.r, 'primary_of'):
+            self.skipTest("a single Redis keeps no list of a slot's keys: its steps scan")
+        svc = self.entityd(redis=self.r, env=self.env_for(ERASE_STEP_KEYS='100'))
+        eid, owner, _, _, _, _ = self.setup_entity(members=2)
+        self.seed(eid, 1000)
+        entity_keys = len(self.keys_of(eid))
+        elsewhere, beside = self.neighbour(eid, False), self.neighbour(eid, True)
+        self.fill(elsewhere, 20000)
+        self.fill(beside, 300)
+        steps0 = harness.metric(svc.port, 'entityd_erasure_steps_total') or 0
+        self.assertEqual(self.delete(owner, eid, port=svc.port)[0], 200)
+        self.wait_erased(eid, timeout=120)
+        steps = harness.metric(svc.port, 'entityd_erasure_steps_total') - steps0
+        # About one step a 100 keys of the entity, 3 to read past the 300 beside it and the
+        # release's; two scans of the node would take over 200.
+        self.assertLessEqual(steps, entity_keys // 100 + 3 + 10, steps)
+        self.assertEqual(self.keys_of(eid), [])
+        self.assertEqual(self.count_filled(elsewhere, 20000), 20000)
+        self.assertEqual(self.count_filled(beside, 300), 300)
+        self.unfill(elsewhere, 20000)
+        self.unfill(beside, 300)
+        self.assertEqual(check_invariants(self.r), [])
+
+    def test_cluster_slot_crowded_by_others_is_scanned(self):
+        """Past 2,048 keys of others in the entity's slot, the steps scan the node as on a
+        single Redis, and the erasure still ends with none of its keys left and theirs kept."""
+        if not hasattr(self.r, 'primary_of'):
+            self.skipTest("a single Redis keeps no list of a slot's keys: its steps scan")
+        # A step that unlinks keys pauses 300 ms, so the scanning steps last for the test to see.
+        svc = self.entityd(redis=self.r, env=self.env_for(ERASE_STEP_KEYS='200',
+                                                          ERASE_PAUSE_MS='300'))
+        eid, owner, _, _, _, _ = self.setup_entity(members=2)
+        self.seed(eid, 500)
+        beside = self.neighbour(eid, True)
+        self.fill(beside, 2500)
+        rec = 'ent:{%s}:erasure' % eid
+        self.assertEqual(self.delete(owner, eid, port=svc.port)[0], 200)
+        seen = set()
+
+        def scanning():
+            seen.add(self.node_cli(rec, 'HGET', rec, 'listSkip'))
+            return b'scan' in seen or not self.keys_of(eid)
+        harness.wait_for(scanning, scaled(60), interval=0.02, what='the steps scanning')
+        self.wait_erased(eid, timeout=120)
+        self.assertIn(b'scan', seen)
+        self.assertEqual(self.keys_of(eid), [])
+        self.assertEqual(self.count_filled(beside, 2500), 2500)
+        self.unfill(beside, 2500)
+        self.assertEqual(check_invariants(self.r), [])
+
     def test_delete_with_unknown_outcome_retried(self):
         """The RESP proxy holds the delete script's reply past REDIS_TIMEOUT_MS: the answer is
         504, the delete happened; the retry answers 404; the end state is the one a plain delete

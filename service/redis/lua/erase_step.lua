@@ -5,9 +5,10 @@
 -- The record's lease (leaseOwner, leaseUntil: Redis TIME in ms) is taken and renewed by each
 -- step, in the step itself: a step of a worker whose lease another took over is refused, so no
 -- two workers erase one entity at once, and a worker that died is replaced once its lease ends.
--- A step is one SCAN of the node's keyspace from the record's cursor, MATCHing the entity's
--- hash tag, and one UNLINK of what it found (big collections are freed off the main thread):
--- its cost is bounded by COUNT, whatever the entity's size. Every key of the entity shares the
+-- On a single Redis a step is one SCAN of the node's keyspace from the record's cursor,
+-- MATCHing the entity's hash tag, and one UNLINK of what it found (big collections are freed
+-- off the main thread): its cost is bounded by COUNT, whatever the entity's size. On Redis
+-- Cluster it reads the entity's slot's own list of keys instead (below). Every key of the entity shares the
 -- tag, so this finds all of them, idempotency keys (client-chosen names) and the progress of
 -- removed members included. No key of the entity can appear after the delete (every write
 -- script refuses first), so a full pass from cursor 0 that erases nothing proves none is left;
@@ -30,7 +31,7 @@ if redis.call('EXISTS', rec) == 0 then return {'NONE'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local f = redis.call('HMGET', rec, 'leaseOwner', 'leaseUntil', 'cursor', 'pass', 'passErased',
-  'erased', 'clean')
+  'erased', 'clean', 'listSkip')
 if f[1] and f[1] ~= ARGV[2] and (tonumber(f[2]) or 0) > now then return {'BUSY'} end
 local cursor, pass = f[3] or '0', tonumber(f[4]) or 1
 local pass_erased, erased = tonumber(f[5]) or 0, tonumber(f[6]) or 0
@@ -48,6 +49,46 @@ local function finish(n)
   return {'DONE', n, erased}
 end
 if f[7] == '1' then return finish(0) end
+local base = tonumber(ARGV[4])
+
+-- Unlinks a list of keys, 256 to a command; returns how many there were.
+local function unlink(keys)
+  local n = 0
+  for i = 1, #keys, 256 do
+    n = n + redis.call('UNLINK', unpack(keys, i, math.min(i + 255, #keys)))
+  end
+  return n
+end
+
+-- On Redis Cluster a node keeps the keys of each slot in a list (CLUSTER GETKEYSINSLOT): the
+-- entity's slot holds its keys and those of the few others that hash there (a node of 10 M
+-- keys has about 600 a slot), so a step reads that list instead of scanning the node, and an
+-- erasure takes steps for its own keys, not for the node's. The list is read from its front:
+-- the keys of others met there (listSkip, counted by the last step) are read past and the
+-- entity's next ARGV[4] keys unlinked. A list read to its end with no key of the entity left
+-- proves none is left: it is read within one script, and no key of the entity can appear
+-- after the delete. When others hold more than LIST_MAX keys of the slot (a node of over 30 M
+-- keys, or a big entity sharing the slot), the steps scan the node as on a single Redis.
+local LIST_MAX = 2048
+local slot = redis.pcall('CLUSTER', 'KEYSLOT', rec)
+if type(slot) == 'number' and f[8] ~= 'scan' then
+  local want = (tonumber(f[8]) or 0) + base
+  local listed = redis.call('CLUSTER', 'GETKEYSINSLOT', slot, want)
+  local mine, others = {}, 0
+  for _, k in ipairs(listed) do
+    if k ~= rec then
+      if string.sub(k, 1, #E) == E then mine[#mine + 1] = k else others = others + 1 end
+    end
+  end
+  local n = unlink(mine)
+  erased = erased + n
+  if #listed < want then return finish(n) end
+  redis.call('HSET', rec, 'leaseOwner', ARGV[2], 'leaseUntil',
+    tostring(now + tonumber(ARGV[3])), 'erased', string.format('%d', erased), 'listSkip',
+    others > LIST_MAX and 'scan' or tostring(others))
+  return {'MORE', n, erased}
+end
+
 -- The step's cost is mostly its UNLINKs (a few µs a key); a key scanned that is not the
 -- entity's costs a fraction of that. So the COUNT adapts to the share of the entity's keys
 -- the last step met, to unlink about ARGV[4] keys a step: an entity that is a small part of
@@ -56,20 +97,13 @@ if f[7] == '1' then return finish(0) end
 -- so the next step meets about the share the last one met. Not more: while Redis shrinks the
 -- node's table after the erasure's deletions, a SCAN visits every old bucket behind each new
 -- one, and steps of 4 to 8 times then took up to 4.9 ms (docs/DECISIONS.md).
-local base = tonumber(ARGV[4])
 local count = tonumber(redis.call('HGET', rec, 'scanCount')) or base
 local r = redis.call('SCAN', cursor, 'MATCH', E .. '*', 'COUNT', tostring(count))
-local found, batch, n = r[2], {}, 0
+local found, batch = r[2], {}
 for _, k in ipairs(found) do
-  if k ~= rec then
-    batch[#batch + 1] = k
-    if #batch == 256 then
-      n = n + redis.call('UNLINK', unpack(batch))
-      batch = {}
-    end
-  end
+  if k ~= rec then batch[#batch + 1] = k end
 end
-if #batch > 0 then n = n + redis.call('UNLINK', unpack(batch)) end
+local n = unlink(batch)
 pass_erased, erased = pass_erased + n, erased + n
 if r[1] == '0' and pass_erased == 0 then return finish(n) end
 if r[1] == '0' then pass, pass_erased = pass + 1, 0 end
