@@ -118,7 +118,8 @@ static const opt opts[] = {
     {"ATTESTATION_CACHE_SIZE", OPT_INT, OFF(attestation_cache_size), "16384", 0, 16777216,
      "signed attestations kept in memory (0 disables the cache)"},
     {"ERASE_STEP_KEYS", OPT_INT, OFF(erase_step_keys), "125", 10, 100000,
-     "keys one step of a deleted entity's erasure scans (SCAN COUNT); bounds each step's time"},
+     "keys one step of a deleted entity's erasure scans (SCAN COUNT; on Redis Cluster, "
+     "unlinks from its slot's list); bounds each step's time"},
     {"ERASE_PAUSE_MS", OPT_INT, OFF(erase_pause_ms), "20", 0, 60000,
      "pause after a step of an erasure that unlinked keys, leaving Redis to the requests"},
     {"ERASE_POLL_MS", OPT_INT, OFF(erase_poll_ms), "1000", 10, 3600000,
