@@ -578,9 +578,10 @@ class SweepTest(harness.ServiceTestCase):
         p.wait_triggered(scaled(10))
         time.sleep(1.5)
         p.release()
-        # then the link cut and Redis out of reach a while: no step runs, so the keys can be
-        # read one by one (a step landing between two reads would look inconsistent)
-        refuse = scaled(4)
+        # then the link cut and Redis out of reach until the check ends (release() below lets
+        # the links in again): no step runs, so the keys can be read one by one (a step
+        # landing between two reads would look inconsistent)
+        refuse = scaled(60)
         p.cut(refuse_s=refuse)
         t0 = time.monotonic()
         time.sleep(0.2)
