@@ -303,10 +303,13 @@ class AwardGroupTest(harness.ServiceTestCase):
         # Redis holds back writes past REDIS_TIMEOUT_MS (1 s): the sign-in checks are read on
         # time, and the group's script waits behind the pause.
         def pause_writes(_conns):
-            self.r.cli('CLIENT', 'PAUSE', '1600', 'WRITE')
+            # held until the answers are read (well past the deadline however slow the machine)
+            self.r.cli('CLIENT', 'PAUSE', '60000', 'WRITE')
+            self.addCleanup(self.r.cli, 'CLIENT', 'UNPAUSE')
 
         got = self.answers(self.one_turn(calls, pause_writes))
         self.assertEqual([s for s, _ in got], [504] * len(calls), got)
+        self.r.cli('CLIENT', 'UNPAUSE')
         # The late group ran after all: each retry with
         # its key replays the stored answer, and nothing is applied twice.
         harness.wait_for(lambda: self.r.cli('HLEN', 'ent:{%s}:contribs' % eid) == 8, scaled(5),

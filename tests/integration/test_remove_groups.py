@@ -243,10 +243,13 @@ class RemoveGroupTest(harness.ServiceTestCase):
 
         def pause_writes(_conns):
             # the sign-in checks are read on time; the group's script waits behind the pause
-            self.r.cli('CLIENT', 'PAUSE', '1600', 'WRITE')
+            # held until the answers are read (well past the deadline however slow the machine)
+            self.r.cli('CLIENT', 'PAUSE', '60000', 'WRITE')
+            self.addCleanup(self.r.cli, 'CLIENT', 'UNPAUSE')
 
         got = self.answers(self.one_turn(calls, pause_writes))
         self.assertEqual([s for s, _ in got], [504] * 4, got)
+        self.r.cli('CLIENT', 'UNPAUSE')
         low = {m.address.lower() for m in ms}
         harness.wait_for(lambda: not self.members(eid) & low, scaled(5),
                          what='the held group to run')
