@@ -50,18 +50,29 @@ class ShutdownTest(harness.ServiceTestCase):
         self.assertEqual(c.read_response().status, 200)
         return c
 
+    def in_flight(self, svc, n):
+        """Waits until the service has read n requests and sent their Redis commands (the
+        paused Redis answers none): the evidence that they are in flight when the signal
+        comes, instead of a guessed pause. The tests that use it run without the read cache,
+        whose heartbeat would count among the commands waiting."""
+        harness.wait_for(lambda: (harness.metric(svc.port, 'entityd_redis_pending_commands')
+                                  or 0) >= n, scaled(10), interval=0.02,
+                         what='%d requests in flight' % n)
+
     def assertLogged(self, svc, msg):
         self.assertIn(msg, [r.get('msg') for r in svc.logs()], svc.stdout()[-2000:])
 
     def test_sigterm_finishes_in_flight_request(self):
         r = self.redis()
-        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 30000, 'IDLE_TIMEOUT_MS': 60000})
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 30000, 'IDLE_TIMEOUT_MS': 60000,
+                                         'READ_CACHE_MB': 0})
         creds = self.signed(svc)
         idle = self.idle_keep_alive(svc)
         r.pause()
         busy = self.raw(svc)
         t_sent = time.monotonic()  # the Redis op's deadline starts after this
         busy.send(req_bytes('POST', revoke_path(creds), {'X-Request-Id': 'in-flight'}))
+        self.in_flight(svc, 1)
         self.assertEqual(busy.read_available(0.3), b'', 'answered while Redis is paused')
 
         svc.send_signal(signal.SIGTERM)
@@ -168,7 +179,7 @@ class ShutdownTest(harness.ServiceTestCase):
     def test_shutdown_timeout_with_redis_paused_forever(self):
         r = self.redis()
         svc = self.entityd(redis=r, env={'SHUTDOWN_TIMEOUT_MS': 1000,
-                                         'REDIS_TIMEOUT_MS': 30000})
+                                         'REDIS_TIMEOUT_MS': 30000, 'READ_CACHE_MB': 0})
         creds = [self.signed(svc) for _ in range(2)]
         r.pause()
         conns = []
@@ -176,7 +187,7 @@ class ShutdownTest(harness.ServiceTestCase):
             c = self.raw(svc)
             c.send(req_bytes('POST', revoke_path(cr), {'X-Request-Id': 'stuck-%d' % i}))
             conns.append(c)
-        time.sleep(0.3)
+        self.in_flight(svc, 2)
         t0 = time.monotonic()
         svc.send_signal(signal.SIGTERM)
         rc = svc.wait(1 + scaled(3))
@@ -199,12 +210,13 @@ class ShutdownTest(harness.ServiceTestCase):
         # A request pipelined behind the in-flight one when SIGTERM arrives: the first is
         # answered (Connection: close); the second is not started, the connection closes.
         r = self.redis()
-        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 10000})
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': 10000, 'READ_CACHE_MB': 0})
         creds = self.signed(svc)
         r.pause()
         c = self.raw(svc)
         c.send(req_bytes('POST', revoke_path(creds), {'X-Request-Id': 'first'}) +
                req_bytes('GET', '/healthz', {'X-Request-Id': 'second'}))
+        self.in_flight(svc, 1)
         self.assertEqual(c.read_available(0.3), b'')
         svc.send_signal(signal.SIGTERM)
         harness.wait_for(lambda: refused(svc.port), scaled(2), what='the listener to close')
