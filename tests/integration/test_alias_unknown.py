@@ -217,11 +217,13 @@ class AliasUnknownOutcomeTest(harness.ServiceTestCase):
         sa, _, ba = self.post(self.qa, body(self.wa.address, self.ea, communityURLAlias=alias))
         self.assertTrue(self.proxy.fired.is_set(), 'the proxy never saw A\'s update')
         self.svc.wait_ready()  # after a dropped connection, entityd is connected again
-        sb, _, bb = self.post(self.qb, body(self.wb.address, self.eb, communityURLAlias=alias))
-        # Whatever Redis still holds back has run once a fresh command is answered.
+        # B asks once whatever Redis held back has run (a fresh command is answered and the
+        # held answers are out): asked sooner, B's own commands would wait behind the stall
+        # and, on a loaded machine, past their deadline too.
         node = self.proxy.redis  # the one A's update went to
         harness.wait_for(lambda: node.cli('PING', timeout=scaled(5)) in ('PONG', b'PONG') and
                          time.monotonic() > self.proxy.hold_until, scaled(10), what='Redis')
+        sb, _, bb = self.post(self.qb, body(self.wb.address, self.eb, communityURLAlias=alias))
         return (sa, ba), (sb, bb)
 
     def assert_unique(self, alias):
