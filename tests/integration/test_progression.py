@@ -1666,7 +1666,8 @@ class CacheTest(ProgressionBase):
         owner, m = c['owner'], c['member'].address
         self.assertOk(self.put_level(owner, eid, 'L', [s1], [9], 9), 201)
         self.award_ok(owner, eid, self.contrib(m, [s1], [3]))
-        ends = int(time.time() * 1000) + int(scaled(1.5) * 1000)
+        # endsAt far enough ahead that the reads below come before it on a loaded machine
+        ends = int(time.time() * 1000) + int(scaled(5) * 1000)
         self.assertOk(self.put_level(owner, eid, 'L', [s1], [2], 2, ends_at=harness.iso_ms(ends)))
         rendered = 'entityd_read_cache_rendered_total'
         before = read_cache_metrics(self.a.port)[rendered]
