@@ -161,8 +161,10 @@ class FaultsTest(harness.ServiceTestCase):
         r.start()
         t_back = time.monotonic()  # Redis answers PING from here on
         # Served again soon: a read and a write both succeed. The service's reconnect backoff
-        # is at most 2 s (store.c), so it may first try up to 2 s after Redis is back.
-        recover_s = 2.0 + scaled(1)
+        # is at most 2 s (store.c), so it may first try up to 2 s after Redis is back; then
+        # the connect, the scripts loaded again and the load's next requests, on a machine that
+        # may be loaded.
+        recover_s = 2.0 + scaled(3)
         deadline = t_back + recover_s + 1
         recovered = {}
         while time.monotonic() < deadline and len(recovered) < 2:
