@@ -163,12 +163,16 @@ class WorkersTest(harness.ServiceTestCase):
 
     def test_sigterm_drains_a_request_in_flight_on_each_worker(self):
         r = self.redis()
-        svc = self.entityd(redis=r, env={'WORKERS': 2, 'REDIS_TIMEOUT_MS': 10000})
+        # Without the read cache a read is one command: the pending count below counts reads
+        # (with it, the cache's heartbeat and each read's CLIENT CACHING would count too).
+        svc = self.entityd(redis=r, env={'WORKERS': 2, 'REDIS_TIMEOUT_MS': 30000,
+                                         'READ_CACHE_MB': 0})
         harness.wait_for(lambda: len(self.listening(svc)) == 2, scaled(10),
                          what='two workers listening')
         harness.wait_for(svc.ready, scaled(10), what='ready')
-        # Redis paused: reads wait in every worker that took one.
-        r.cli('CLIENT', 'PAUSE', '3000')
+        # Redis stopped until the signal is sent: reads wait in every worker that took one.
+        r.pause()
+        self.addCleanup(lambda: r.paused and r.resume())
         results = []
 
         def read(k):
@@ -190,8 +194,10 @@ class WorkersTest(harness.ServiceTestCase):
             text = body.decode() if isinstance(body, bytes) else str(body)
             return sum(float(line.split()[-1]) for line in text.splitlines()
                        if line.startswith('entityd_redis_pending_commands')) >= 8
-        harness.wait_for(pending, scaled(2), what='eight reads waiting for Redis')
+        harness.wait_for(pending, scaled(10), what='eight reads waiting for Redis')
         svc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)  # the drain begun with the reads in flight (nothing keys on this)
+        r.resume()
         for t in threads:
             t.join()
         self.assertEqual(svc.wait(scaled(15)), 0)
