@@ -99,10 +99,13 @@ static void on_listed(void *data, int status, redisReply *r)
     isotime_format(st->at_ms, at);
     const char *platform = auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0";
     const char *argv[] = {k.entity, k.owners, k.admins, rec, req->caller,
-                          platform, st->v,    at_ms,    at};
-    size_t lens[] = {k.entity_len,  k.owners_len,  k.admins_len, rlen, strlen(req->caller), 1,
-                     strlen(st->v), strlen(at_ms), strlen(at)};
-    store_script(req->app->store, LUA_ENTITY_DELETE, on_delete, req, 4, 9, argv, lens);
+                          platform, st->v,    at_ms,    at,  KEYS_ERASE_IDS};
+    size_t lens[] = {k.entity_len,        k.owners_len,
+                     k.admins_len,        rlen,
+                     strlen(req->caller), 1,
+                     strlen(st->v),       strlen(at_ms),
+                     strlen(at),          strlen(KEYS_ERASE_IDS)};
+    store_script(req->app->store, LUA_ENTITY_DELETE, on_delete, req, 4, 10, argv, lens);
 }
 
 void entity_delete(request *req)

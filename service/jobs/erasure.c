@@ -250,11 +250,13 @@ static void try_next(erasure *e)
     snprintf(lease, sizeof lease, "%lld", (long long)e->a->cfg.erase_lease_ms);
     snprintf(count, sizeof count, "%lld", (long long)e->a->cfg.erase_step_keys);
     const char *released = strcmp(c->id, e->current) ? "" : e->released;
-    const char *argv[] = {rec, k.entity, e->token, lease, count, released};
-    size_t lens[] = {rlen,          k.entity_len,  strlen(e->token),
-                     strlen(lease), strlen(count), strlen(released)};
+    const char *argv[] = {rec,   k.entity, e->token,        lease,
+                          count, released, KEYS_ERASE_SCAN, KEYS_ERASE_IDS};
+    size_t lens[] = {
+        rlen,          k.entity_len,     strlen(e->token),        strlen(lease),
+        strlen(count), strlen(released), strlen(KEYS_ERASE_SCAN), strlen(KEYS_ERASE_IDS)};
     e->busy = true;
-    store_script(e->a->store, LUA_ERASE_STEP, on_step, e, 1, 6, argv, lens);
+    store_script(e->a->store, LUA_ERASE_STEP, on_step, e, 1, 8, argv, lens);
 }
 
 /* Reads "<entity id>:<ms>:<token>" into c; false when it is not one. */

@@ -107,8 +107,11 @@
  *   ent:{c-…}:erasure         hash    the erasure record (tombstone) of a deleted entity: the
  *                                     entity hash renamed by entity_delete.lua (so its alias
  *                                     and claim token stay), plus deletedAt, deletedAtMs,
- *                                     deletedBy, the erasure's progress (cursor: SCAN cursor,
- *                                     pass, passErased, erased, scanCount) and its lease
+ *                                     deletedBy, deletedRedisMs (Redis TIME), the erasure's
+ *                                     progress (erased; listSkip on a cluster; sharedPass, the
+ *                                     erase:scan pass that last unlinked its keys, or joinMs for a
+ *                                     record older than deletedRedisMs; cursor, pass, passErased,
+ *                                     scanCount of a release before) and its lease
  * (leaseOwner, leaseUntil ms); erase_step.lua deletes it last
  *
  * Across entities (the one exception to the shared tag):
@@ -162,6 +165,16 @@
  *                                     lex range) AFTER erase_step.lua deleted the record. So no
  *                                     crash between the two slots can leave an erasure nobody
  *                                     finds.
+ *   erase:scan                hash    a single Redis only (never on a cluster): the one SCAN
+ *                                     that serves every erasure of the node (cursor, pass,
+ *                                     passStart: Redis TIME ms of the pass's start, doneStart and
+ *                                     donePass: those of the last pass completed, scanCount);
+ *                                     erase_step.lua alone writes it
+ *   erase:ids                 set     a single Redis only: the ids of the entities being
+ *                                     erased, which the shared scan unlinks the keys of.
+ *                                     entity_delete.lua adds the id with the record,
+ *                                     erase_step.lua (an erasure's first step, for a record of a
+ *                                     release before) too; the step deleting a record removes it
  *
  * Sweeps (removed members' board entries; jobs/sweeper.h), in a slot of its own:
  *   sweeps                    zset    entity id scored by the ms of its last listing: every
@@ -240,6 +253,8 @@ size_t keys_unswept(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* The set of erasures not yet finished (one key, its own slot). */
 #define KEYS_ERASURES "erasures"
+#define KEYS_ERASE_SCAN "erase:scan"
+#define KEYS_ERASE_IDS  "erase:ids"
 /* The entities whose removed members wait for the sweeper (one key, its own slot). */
 #define KEYS_SWEEPS "sweeps"
 /* The alias index key of a validated alias; returns its length. */

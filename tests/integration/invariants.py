@@ -313,7 +313,8 @@ def check_invariants(r, versions=None, versions_durable=True, acks=None):
                    'find:backfill:lease', 'find:backfill:done') or \
                 k.startswith('find:backfill:cursor:'):
             pass
-        elif not k.startswith(('auth:revoked:', 'limit:{')) and k not in ('erasures', 'sweeps'):
+        elif not k.startswith(('auth:revoked:', 'limit:{')) and \
+                k not in ('erasures', 'sweeps', 'erase:scan', 'erase:ids'):
             problems.append('unknown key %s' % k)
 
     def hgetall(key):
@@ -330,6 +331,24 @@ def check_invariants(r, versions=None, versions_durable=True, acks=None):
         except ValueError:
             problems.append('%s is not JSON: %r' % (what, text[:200]))
             return None
+
+    if 'erase:scan' in keys:
+        # The shared erasure scan of a single Redis (keys.h): a cursor, and the pass completed
+        # last before the one under way, which began no earlier.
+        sc = hgetall('erase:scan')
+        try:
+            ok = (int(sc['cursor']) >= 0 and int(sc['pass']) >= 1 and
+                  int(sc['donePass']) in (0, int(sc['pass']) - 1) and
+                  int(sc['doneStart']) <= int(sc['passStart']))
+        except (KeyError, ValueError):
+            ok = False
+        if not ok:
+            problems.append('erase:scan malformed: %r' % sc)
+    if 'erase:ids' in keys:
+        # The entities the shared scan erases: each one's record is there until its end.
+        for m in r.cli('SMEMBERS', 'erase:ids', timeout=30) or []:
+            if 'ent:{%s}:erasure' % m.decode() not in keys:
+                problems.append('erase:ids names %s, which has no erasure record' % m.decode())
 
     alias_of = {}
     stored_v = {}

@@ -18,7 +18,7 @@ import harness  # noqa: E402
 from harness import scaled  # noqa: E402
 from invariants import check_invariants  # noqa: E402
 
-WALLETS = 80
+WALLETS = 120
 SMALL_STEPS = {'ERASE_STEP_KEYS': '20', 'ERASE_PAUSE_MS': '20', 'ERASE_POLL_MS': '100',
                'ERASE_LEASE_MS': '1500'}
 
@@ -326,6 +326,43 @@ class EraseTest(harness.ServiceTestCase):
                         '%d steps in %.1f s: the steps that found nothing paused %d ms' % (
                             steps, took, pause_ms))
         self.assertEqual(self.keys_of(eid), [])
+
+    def test_erasures_on_a_single_redis_share_one_scan(self):
+        """On a single Redis one SCAN of the node serves every pending erasure: four deleted
+        together take about the steps of one (each one's own scans would take four times as
+        many), and no key of a live entity or of nobody is touched."""
+        if hasattr(self.r, 'primary_of'):
+            self.skipTest('on a cluster each erasure reads its own slot')
+        svc = self.entityd(redis=self.r, env=self.env_for(ERASE_STEP_KEYS='10',
+                                                          ERASE_PAUSE_MS='2'))
+        self.r.cli('EVAL', "for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'filler:' .. i, "
+                   "'x') end", 0, 3000)
+        self.addCleanup(self.r.cli, 'EVAL', "for i = 1, tonumber(ARGV[1]) do redis.call("
+                        "'UNLINK', 'filler:' .. i) end", 0, 3000)
+        live = self.setup_entity(members=3)[0]
+        live_keys = self.keys_of(live)
+
+        def steps():
+            return harness.metric(svc.port, 'entityd_erasure_steps_total') or 0
+
+        def erase(n):
+            made = [self.setup_entity(members=2) for _ in range(n)]
+            s0 = steps()
+            for eid, owner, _, _, _, _ in made:
+                self.assertEqual(self.delete(owner, eid, port=svc.port)[0], 200)
+            for eid, _, _, _, _, _ in made:
+                self.wait_erased(eid, timeout=180)
+            return steps() - s0
+        one = erase(1)
+        four = erase(4)
+        sys.stderr.write('erasures: one in %d steps, four together in %d\n' % (one, four))
+        self.assertLess(four, 2.5 * one, 'one erasure %d steps, four %d' % (one, four))
+        self.assertEqual(self.keys_of(live), live_keys)
+        self.assertEqual(int(self.r.cli('EVAL', "local c = 0 for i = 1, 3000 do c = c + "
+                                        "redis.call('EXISTS', 'filler:' .. i) end return c",
+                                        0)), 3000)
+        self.r.cli('EVAL', "for i = 1, 3000 do redis.call('UNLINK', 'filler:' .. i) end", 0)
+        self.assertEqual(check_invariants(self.r), [])
 
     def delete_proxies(self):
         """The RESP proxies the delete script passes through, and the environment of an

@@ -15,6 +15,9 @@
 -- the erasure ends only after such a pass, which also covers a cursor that a restart or a
 -- failover of Redis made meaningless (a SCAN cursor is valid for one server's table only).
 -- ARGV[5]: the alias claim token this worker released for this entity ('' none yet).
+-- ARGV[6], ARGV[7]: the shared scan of a single Redis (erase:scan) and the set of the entities
+--          it erases (erase:ids); absent from a release before, whose steps scan for their
+--          entity alone.
 -- The record goes last, and only once the alias claim it names is released (in the alias's
 -- slot, by the worker): while the record is there a claimant takes the claim over at once
 -- (entities.c), so the alias is free from the delete's answer on even when the delete's own
@@ -46,6 +49,10 @@ local function finish(n)
     return {'RELEASE', n, erased, alias, claim}
   end
   redis.call('DEL', rec)
+  if ARGV[7] and ARGV[7] ~= '' and
+      type(redis.pcall('CLUSTER', 'KEYSLOT', rec)) ~= 'number' then
+    redis.call('SREM', ARGV[7], string.match(E, '^ent:{(.*)}$'))
+  end
   return {'DONE', n, erased}
 end
 if f[7] == '1' then return finish(0) end
@@ -87,6 +94,84 @@ if type(slot) == 'number' and f[8] ~= 'scan' then
     tostring(now + tonumber(ARGV[3])), 'erased', string.format('%d', erased), 'listSkip',
     others > LIST_MAX and 'scan' or tostring(others))
   return {'MORE', n, erased}
+end
+
+-- On a single Redis, while more than one entity is being erased (ARGV[7]: the erase:ids set
+-- of them; ARGV[6]: the erase:scan hash; both absent from a release before), one SCAN of the
+-- node serves them all: a step goes on from the shared cursor, MATCHing every entity's keys,
+-- unlinks those of the entities in the set (one SMISMEMBER a step) and notes in each one's
+-- record the pass it was in (sharedPass). An erasure is done once a whole pass that began
+-- after its delete (deletedRedisMs, Redis's clock; since its id is in the set) and after the
+-- pass that last unlinked a key of it has ended: a clean pass, as below, but shared, so a
+-- thousand pending erasures cost the node two passes, not two thousand. A step of it reads
+-- every entity's keys and so costs about 1.6 times one that MATCHes one entity's: with one
+-- erasure alone the step scans for it alone, as below (the keys it unlinks are gone whichever
+-- pass took them, so an erasure may end either way).
+local shared, ids = ARGV[6], ARGV[7]
+if type(slot) ~= 'number' and shared and shared ~= '' and ids and ids ~= '' then
+  local id = string.match(E, '^ent:{(.*)}$')
+  local r2 = redis.call('HMGET', rec, 'deletedRedisMs', 'joinMs', 'sharedPass')
+  local since = tonumber(r2[1]) or tonumber(r2[2])
+  if redis.call('SADD', ids, id) == 1 or not since then
+    -- a record of a release before, whose delete did not list it: it joins from now on
+    since = now
+    redis.call('HSET', rec, 'joinMs', string.format('%d', now))
+  end
+  local g = redis.call('HMGET', shared, 'cursor', 'pass', 'passStart', 'doneStart',
+    'donePass', 'scanCount')
+  local scur, spass = g[1] or '0', tonumber(g[2]) or 1
+  local sstart = tonumber(g[3]) or now
+  local done_start, done_pass = tonumber(g[4]) or -1, tonumber(g[5]) or 0
+  local mine_pass = tonumber(r2[3]) or 0
+  local function clean() return done_start > since and done_pass > mine_pass end
+  -- the shared scan may have proved it done already, even when it is the last one left
+  if clean() then return finish(0) end
+  if redis.call('SCARD', ids) > 1 then
+    local count = tonumber(g[6]) or base
+    local r = redis.call('SCAN', scur, 'MATCH', 'ent:{c-*', 'COUNT', tostring(count))
+    local of, order = {}, {}
+    for _, k in ipairs(r[2]) do
+      local kid = string.match(k, '^ent:{(c%-[^}]+)}')
+      if kid then
+        if not of[kid] then of[kid] = {}; order[#order + 1] = kid end
+        local list = of[kid]
+        list[#list + 1] = k
+      end
+    end
+    local batch, n_of = {}, {}
+    if #order > 0 then
+      local member = redis.call('SMISMEMBER', ids, unpack(order))
+      for i, kid in ipairs(order) do
+        if member[i] == 1 then
+          local own = 'ent:{' .. kid .. '}:erasure'
+          for _, k in ipairs(of[kid]) do
+            if k ~= own then
+              batch[#batch + 1] = k
+              n_of[own] = (n_of[own] or 0) + 1
+            end
+          end
+        end
+      end
+    end
+    local n_all = unlink(batch)
+    for own, c in pairs(n_of) do
+      redis.call('HSET', own, 'sharedPass', tostring(spass))
+      redis.call('HINCRBY', own, 'erased', c)
+      if own == rec then mine_pass, erased = spass, erased + c end
+    end
+    if r[1] == '0' then
+      done_start, done_pass, spass, sstart = sstart, spass, spass + 1, now
+    end
+    local want = #batch > 0 and math.floor(count * base / #batch) or count * 2
+    count = math.max(base, math.min(want, count * 2, base * 2))
+    redis.call('HSET', shared, 'cursor', r[1], 'pass', tostring(spass), 'passStart',
+      string.format('%d', sstart), 'doneStart', string.format('%d', done_start), 'donePass',
+      tostring(done_pass), 'scanCount', tostring(count))
+    if clean() then return finish(n_all) end
+    redis.call('HSET', rec, 'leaseOwner', ARGV[2], 'leaseUntil',
+      tostring(now + tonumber(ARGV[3])))
+    return {'MORE', n_all, erased}
+  end
 end
 
 -- The step's cost is mostly its UNLINKs (a few µs a key); a key scanned that is not the
