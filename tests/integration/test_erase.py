@@ -3,7 +3,9 @@ alias free at once, __v compare-and-set, the role matrix, writes racing the dele
 key behind, the background erasure killed half-way (SIGKILL) and finished by a restarted
 instance, a delete whose outcome is unknown (a held reply) retried to the same end state, the
 alias free also when the delete's own release was lost (and the record kept until a release
-succeeds), and the short pause of the steps that find nothing to unlink.
+succeeds), the short pause of the steps that find nothing to unlink, several erasures sharing
+one scan on a single Redis, and on Redis Cluster a step reading its slot's list of keys (and
+scanning past 2,048 keys of others there).
 Every end state is checked with SCAN over the entity's hash tag and the invariants."""
 
 import os
