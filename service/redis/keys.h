@@ -252,7 +252,9 @@ size_t keys_unswept(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* The erasure record of an entity, "ent:{<entity id>}:erasure"; returns its length. */
 size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* The set of erasures not yet finished (one key, its own slot). */
-#define KEYS_ERASURES   "erasures"
+#define KEYS_ERASURES "erasures"
+/* A single Redis's shared erasure scan and the ids of the entities it erases (never on a
+ * cluster). */
 #define KEYS_ERASE_SCAN "erase:scan"
 #define KEYS_ERASE_IDS  "erase:ids"
 /* The entities whose removed members wait for the sweeper (one key, its own slot). */
