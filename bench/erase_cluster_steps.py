@@ -14,9 +14,9 @@ shared scan of a single Redis must read past) and an entity of N keys straight i
 (progress hashes under its hash tag, as a deleted entity's members leave them) with its erasure
 record (K such entities with --erasures, on a single Redis listed in erase:ids as their delete
 lists them); erase_step.lua then runs with no pause until it answers DONE, for one erasure after
-the other, as one instance runs them. Prints, per run: steps, seconds, Redis's time in the steps (INFO commandstats), a step's
-wall time by SLOWLOG (p50, p99, longest), and that no key of the entity is left and the F keys
-are all there.
+the other, as one instance runs them. Prints, per run: steps, seconds, Redis's time in the
+steps (INFO commandstats), a step's wall time by SLOWLOG (p50, p99, longest), and that no key
+of the entities is left and the F other keys are all there.
 """
 import argparse
 import os

@@ -6,10 +6,11 @@
 -- step, in the step itself: a step of a worker whose lease another took over is refused, so no
 -- two workers erase one entity at once, and a worker that died is replaced once its lease ends.
 -- On a single Redis a step is one SCAN of the node's keyspace from the record's cursor,
--- MATCHing the entity's hash tag, and one UNLINK of what it found (big collections are freed
--- off the main thread): its cost is bounded by COUNT, whatever the entity's size. On Redis
--- Cluster it reads the entity's slot's own list of keys instead (below). Every key of the entity shares the
--- tag, so this finds all of them, idempotency keys (client-chosen names) and the progress of
+-- MATCHing the entity's hash tag (or every entity's, shared by all pending erasures: below),
+-- and one UNLINK of what it found (big collections are freed off the main thread): its cost is
+-- bounded by COUNT, whatever the entity's size. On Redis Cluster it reads the entity's slot's
+-- own list of keys instead (below). Every key of the entity shares the tag, so this finds all
+-- of them, idempotency keys (client-chosen names) and the progress of
 -- removed members included. No key of the entity can appear after the delete (every write
 -- script refuses first), so a full pass from cursor 0 that erases nothing proves none is left;
 -- the erasure ends only after such a pass, which also covers a cursor that a restart or a
@@ -38,6 +39,10 @@ local f = redis.call('HMGET', rec, 'leaseOwner', 'leaseUntil', 'cursor', 'pass',
 if f[1] and f[1] ~= ARGV[2] and (tonumber(f[2]) or 0) > now then return {'BUSY'} end
 local cursor, pass = f[3] or '0', tonumber(f[4]) or 1
 local pass_erased, erased = tonumber(f[5]) or 0, tonumber(f[6]) or 0
+-- A cluster node answers KEYSLOT; a single Redis refuses it.
+local slot = redis.pcall('CLUSTER', 'KEYSLOT', rec)
+local single = type(slot) ~= 'number'
+local id = string.match(E, '^ent:{(.*)}$')
 
 -- Nothing of the entity is left but the record: it goes once its alias claim is released.
 local function finish(n)
@@ -49,10 +54,7 @@ local function finish(n)
     return {'RELEASE', n, erased, alias, claim}
   end
   redis.call('DEL', rec)
-  if ARGV[7] and ARGV[7] ~= '' and
-      type(redis.pcall('CLUSTER', 'KEYSLOT', rec)) ~= 'number' then
-    redis.call('SREM', ARGV[7], string.match(E, '^ent:{(.*)}$'))
-  end
+  if single and ARGV[7] and ARGV[7] ~= '' then redis.call('SREM', ARGV[7], id) end
   return {'DONE', n, erased}
 end
 if f[7] == '1' then return finish(0) end
@@ -77,8 +79,7 @@ end
 -- after the delete. When others hold more than LIST_MAX keys of the slot (a node of over 30 M
 -- keys, or a big entity sharing the slot), the steps scan the node as on a single Redis.
 local LIST_MAX = 2048
-local slot = redis.pcall('CLUSTER', 'KEYSLOT', rec)
-if type(slot) == 'number' and f[8] ~= 'scan' then
+if not single and f[8] ~= 'scan' then
   local want = (tonumber(f[8]) or 0) + base
   local listed = redis.call('CLUSTER', 'GETKEYSINSLOT', slot, want)
   local mine, others = {}, 0
@@ -108,8 +109,7 @@ end
 -- erasure alone the step scans for it alone, as below (the keys it unlinks are gone whichever
 -- pass took them, so an erasure may end either way).
 local shared, ids = ARGV[6], ARGV[7]
-if type(slot) ~= 'number' and shared and shared ~= '' and ids and ids ~= '' then
-  local id = string.match(E, '^ent:{(.*)}$')
+if single and shared and shared ~= '' and ids and ids ~= '' then
   local r2 = redis.call('HMGET', rec, 'deletedRedisMs', 'joinMs', 'sharedPass')
   local since = tonumber(r2[1]) or tonumber(r2[2])
   if redis.call('SADD', ids, id) == 1 or not since then
