@@ -170,6 +170,10 @@ class WorkersTest(harness.ServiceTestCase):
         harness.wait_for(lambda: len(self.listening(svc)) == 2, scaled(10),
                          what='two workers listening')
         harness.wait_for(svc.ready, scaled(10), what='ready')
+        # /readyz answers from whichever worker takes it: every worker's own "redis ready"
+        # (its scripts loaded) before Redis stops, or a worker still starting answers 503.
+        harness.wait_for(lambda: sum(1 for rec in svc.logs() if rec.get('msg') == 'redis ready')
+                         >= 2, scaled(10), what='both workers ready')
         # Redis stopped until the signal is sent: reads wait in every worker that took one.
         r.pause()
         self.addCleanup(lambda: r.paused and r.resume())
