@@ -105,7 +105,7 @@ end
 -- after its delete (deletedRedisMs, Redis's clock; since its id is in the set) and after the
 -- pass that last unlinked a key of it has ended: a clean pass, as below, but shared, so a
 -- thousand pending erasures cost the node two passes, not two thousand. A step of it reads
--- every entity's keys and so costs about 1.6 times one that MATCHes one entity's: with one
+-- every entity's keys and so costs about twice one that MATCHes one entity's: with one
 -- erasure alone the step scans for it alone, as below (the keys it unlinks are gone whichever
 -- pass took them, so an erasure may end either way).
 local shared, ids = ARGV[6], ARGV[7]
