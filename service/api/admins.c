@@ -60,28 +60,59 @@ void admins_get(request *req)
         run(req, id, LUA_ADMINS_LIST, NULL, 0, on_admins);
 }
 
+/* An add of admins: its addresses, and what its index add wrote. */
+typedef struct admins_add_state {
+    entity_addresses a;
+    findindex_added added;
+} admins_add_state;
+
+static void on_admins_added(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    admins_add_state *st = req->state;
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR) {
+        findindex_refuse(req, &st->added, r);
+        return;
+    }
+    on_admins(data, status, r);
+}
+
 static void admins_add_write(request *req, int status)
 {
-    entity_addresses *a = req->state;
+    admins_add_state *st = req->state;
     if (status != STORE_OK) {
         respond_store_failed(req, status, NULL);
         return;
     }
-    run(req, a->id, LUA_ADMINS_ADD, a->list, a->n, on_admins);
+    run(req, st->a.id, LUA_ADMINS_ADD, st->a.list, st->a.n, on_admins_added);
+}
+
+/* Add-before (findindex.h), once the check let the caller through (CONTRACT §12): every
+ * address listed that is no admin yet may become one. */
+static void on_admins_check(request *req, const redisReply *r)
+{
+    admins_add_state *st = req->state;
+    char(*gaining)[43];
+    size_t n = entity_check_gaining(req, r, (const char(*)[43])st->a.list, st->a.n, &gaining);
+    if (!gaining) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    findindex_add(req, st->a.id, (const char(*)[43])gaining, n, FINDINDEX_ADMIN, 0, NULL, 0,
+                  &st->added, admins_add_write);
 }
 
 void admins_post(request *req)
 {
-    entity_addresses *a = request_state(req, sizeof *a);
-    if (!a)
+    admins_add_state *st = request_state(req, sizeof *st);
+    if (!st)
         return;
-    json_t *body = entity_addresses_body(req, 100, a);
+    json_t *body = entity_addresses_body(req, 100, &st->a);
     if (!body)
         return;
     json_decref(body);
-    /* Add-before (findindex.h): every address listed may become an admin. */
-    findindex_add(req, a->id, (const char(*)[43])a->list, a->n, FINDINDEX_ADMIN, 0, NULL, 0,
-                  admins_add_write);
+    entity_check(req, st->a.id, "owners", FINDINDEX_ADMIN, (const char(*)[43])st->a.list, st->a.n,
+                 on_admins_check);
 }
 
 /* The removal's answer, then its remove-after (findindex.h). */

@@ -201,8 +201,12 @@ typedef struct post_state {
     char holder_value[IDS_SIZE + 48]; /* the stale claim as stored, for compare-and-set */
     char guard[70]; /* an alias-setting update: "=" + the alias the entity had before */
     int attempts;
-    bool indexed;     /* the wallet and directory index entries are added (findindex.h) */
-    bool quota_taken; /* a unit of the creation quota is spent for this create */
+    bool indexed;          /* the wallet and directory index entries are added (findindex.h) */
+    bool quota_taken;      /* a unit of the creation quota is spent for this create */
+    findindex_added added; /* what the index add wrote: a refused write takes it back */
+    char (*gaining)[43];   /* an update's owners that are no owners yet: the ones indexed */
+    size_t ngaining;
+    bool same_name; /* an update that keeps the name: no directory entry to add */
 } post_state;
 
 /* The request's reset hook: releases the JSON the post holds. */
@@ -228,6 +232,45 @@ static void alias_release(request *req, const char *alias, const char *id, const
     const char *argv[] = {key, id, token};
     size_t lens[] = {klen, strlen(id), strlen(token)};
     store_script(req->app->store, LUA_ALIAS_RELEASE, on_ignored, NULL, 1, 3, argv, lens);
+}
+
+/* A refused write's alias claim, released before the refusal is answered. */
+typedef struct release_wait {
+    request *req;
+    char *err;
+    size_t len;
+} release_wait;
+
+static void on_alias_released(void *data, int status, redisReply *r)
+{
+    (void)status, (void)r;
+    release_wait *w = data;
+    post_state *st = w->req->state;
+    redisReply e = {.type = REDIS_REPLY_ERROR, .str = w->err, .len = w->len};
+    if (st->indexed)
+        findindex_refuse(w->req, &st->added, &e);
+    else
+        respond_store_failed(w->req, STORE_OK, &e);
+}
+
+static void alias_release_then(request *req, const char *alias, const char *id, const char *token,
+                               const redisReply *err)
+{
+    release_wait *w = arena_alloc(&req->pool, sizeof *w);
+    char *copy = w ? arena_alloc(&req->pool, err->len + 1) : NULL;
+    if (!copy) {
+        alias_release(req, alias, id, token);
+        respond_store_failed(req, STORE_OK, (redisReply *)err);
+        return;
+    }
+    memcpy(copy, err->str, err->len);
+    copy[err->len] = '\0';
+    *w = (release_wait){req, copy, err->len};
+    char key[KEYS_ALIAS_SIZE];
+    size_t klen = keys_alias(key, alias);
+    const char *argv[] = {key, id, token};
+    size_t lens[] = {klen, strlen(id), strlen(token)};
+    store_script(req->app->store, LUA_ALIAS_RELEASE, on_alias_released, w, 1, 3, argv, lens);
 }
 
 static void start_alias_update(request *req);
@@ -258,8 +301,15 @@ static void on_write(void *data, int status, redisReply *r)
      * connection leaves it unknown: the script may run later, after any claim or release sent
      * since. So the claim stays; if the write never happens, the holder's record does not name
      * the alias and the next claimant takes it over once the grace period has passed. */
-    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR && st->claimed_new)
-        alias_release(req, st->in.alias, st->id, st->token);
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR && st->claimed_new) {
+        /* Released before the answer, as the index entries (CONTRACT §12: no trace). */
+        alias_release_then(req, st->in.alias, st->id, st->token, r);
+        return;
+    }
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR && st->indexed) {
+        findindex_refuse(req, &st->added, r);
+        return;
+    }
     if (respond_store_failed(req, status, r)) {
         return;
     }
@@ -348,9 +398,14 @@ static void write_entity(request *req)
     if (st->creating && json_is_string(at))
         isotime_parse(json_string_value(at), json_string_length(at), &created);
     json_t *name = json_object_get(st->in.fields, "name");
-    findindex_add(req, st->id, (const char(*)[43])st->in.owners, st->in.nowners, FINDINDEX_OWNER,
-                  created, json_is_string(name) ? json_string_value(name) : NULL,
-                  json_is_string(name) ? json_string_length(name) : 0, on_indexed);
+    if (st->same_name)
+        name = NULL;
+    /* A creation's owners all gain the role; an update's only those the check found new. */
+    const char(*owners)[43] = (const char(*)[43])(st->creating ? st->in.owners : st->gaining);
+    size_t nowners = st->creating ? st->in.nowners : st->ngaining;
+    findindex_add(req, st->id, owners, nowners, FINDINDEX_OWNER, created,
+                  json_is_string(name) ? json_string_value(name) : NULL,
+                  json_is_string(name) ? json_string_length(name) : 0, &st->added, on_indexed);
 }
 
 /* Sends the create or update script. The rendered JSON is local: store_script copies its
@@ -581,7 +636,42 @@ void entity_post(request *req)
     post_write(req);
 }
 
+static void post_write_checked(request *req);
+
+/* An update's check (CONTRACT §12): only a caller the update script would let through gets
+ * an alias claim or index entries written for it. */
+static void on_update_check(request *req, const redisReply *r)
+{
+    post_state *st = req->state;
+    st->ngaining = entity_check_gaining(req, r, (const char(*)[43])st->in.owners, st->in.nowners,
+                                        &st->gaining);
+    if (st->in.nowners && !st->gaining) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    json_t *name = json_object_get(st->in.fields, "name");
+    const redisReply *old = r->element[0];
+    if (json_is_string(name) && old->type == REDIS_REPLY_STRING) {
+        char a[FINDINDEX_NAME_MAX], b[FINDINDEX_NAME_MAX];
+        size_t al = findindex_fold(old->str, old->len, a);
+        size_t bl = findindex_fold(json_string_value(name), json_string_length(name), b);
+        st->same_name = al == bl && !memcmp(a, b, al);
+    }
+    post_write_checked(req);
+}
+
 static void post_write(request *req)
+{
+    post_state *st = req->state;
+    if (!st->creating) {
+        entity_check(req, st->id, "owners", FINDINDEX_OWNER, (const char(*)[43])st->in.owners,
+                     st->in.nowners, on_update_check);
+        return;
+    }
+    post_write_checked(req);
+}
+
+static void post_write_checked(request *req)
 {
     post_state *st = req->state;
     if (!st->creating && st->in.has_alias)
@@ -899,11 +989,17 @@ void entity_users_get(request *req)
 typedef struct force_add_state {
     entity_addresses a;
     char chain[33];
+    findindex_added added; /* what the index add wrote: a refused write takes it back */
 } force_add_state;
 
 static void on_force_add(void *data, int status, redisReply *r)
 {
     request *req = data;
+    force_add_state *st = req->state;
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR) {
+        findindex_refuse(req, &st->added, r);
+        return;
+    }
     if (respond_store_failed(req, status, r))
         return;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
@@ -959,6 +1055,20 @@ static void force_add_write(request *req, int status)
                   fs->a.list, fs->a.n);
 }
 
+/* Add-before (findindex.h): every address listed that is no member yet may become one. */
+static void on_force_add_check(request *req, const redisReply *r)
+{
+    force_add_state *fs = req->state;
+    char(*gaining)[43];
+    size_t n = entity_check_gaining(req, r, (const char(*)[43])fs->a.list, fs->a.n, &gaining);
+    if (!gaining) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    findindex_add(req, fs->a.id, (const char(*)[43])gaining, n, FINDINDEX_MEMBER, 0, NULL, 0,
+                  &fs->added, force_add_write);
+}
+
 void entity_force_add(request *req)
 {
     force_add_state *fs = request_state(req, sizeof *fs);
@@ -978,7 +1088,7 @@ void entity_force_add(request *req)
     }
     snprintf(fs->chain, sizeof fs->chain, "%s", json_string_value(chain));
     json_decref(body);
-    /* Add-before (findindex.h): every address listed may become a member. */
-    findindex_add(req, fs->a.id, (const char(*)[43])fs->a.list, fs->a.n, FINDINDEX_MEMBER, 0, NULL,
-                  0, force_add_write);
+    /* Asked first (CONTRACT §12): a caller the script would refuse writes nothing ahead. */
+    entity_check(req, fs->a.id, "staff", FINDINDEX_MEMBER, (const char(*)[43])fs->a.list, fs->a.n,
+                 on_force_add_check);
 }

@@ -9,6 +9,7 @@
 #include "auth/auth.h"
 #include "core/ids.h"
 #include "redis/group.h"
+#include "redis/lua_scripts.h"
 #include "api/respond.h"
 #include "cache/readcache.h"
 
@@ -265,6 +266,64 @@ void entity_group_script(request *req, int script, store_cb cb, int nshared_keys
     if (script_args(req, head, nhead, addrs, naddrs, &argv, &lens))
         group_script(req->app->groups, script, cb, req, nshared_keys, nshared_args, 0,
                      (int)(nhead + naddrs), argv, lens);
+}
+
+/* One entity_check on its way. */
+typedef struct check_state {
+    request *req;
+    entity_check_done done;
+    size_t naddrs;
+} check_state;
+
+static void on_check(void *data, int status, redisReply *r)
+{
+    check_state *c = data;
+    if (respond_store_failed(c->req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 + c->naddrs) {
+        request_fail_internal(c->req, "write_check: unexpected reply");
+        return;
+    }
+    c->done(c->req, r);
+}
+
+void entity_check(request *req, const char *id, const char *who, const char *role,
+                  const char (*addrs)[43], size_t naddrs, entity_check_done done)
+{
+    check_state *c = arena_alloc(&req->pool, sizeof *c);
+    if (!c) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
+    *c = (check_state){req, done, naddrs};
+    entity_keys k;
+    keys_entity(&k, id);
+    const char *head[] = {
+        k.entity,  k.owners,    k.admins,
+        k.members, req->caller, auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+        who,       role};
+    size_t nhead = sizeof head / sizeof head[0];
+    const char **argv;
+    size_t *lens;
+    if (script_args(req, head, nhead, addrs, naddrs, &argv, &lens))
+        store_script(req->app->store, LUA_WRITE_CHECK, on_check, c, 4, (int)(nhead + naddrs), argv,
+                     lens);
+}
+
+size_t entity_check_gaining(request *req, const redisReply *r, const char (*addrs)[43],
+                            size_t naddrs, char (**out)[43])
+{
+    *out = naddrs ? arena_alloc(&req->pool, naddrs * sizeof **out) : NULL;
+    if (!*out)
+        return 0;
+    bool answered = r->type == REDIS_REPLY_ARRAY && r->elements == 1 + naddrs;
+    size_t n = 0;
+    for (size_t i = 0; i < naddrs; i++) {
+        const redisReply *h = answered ? r->element[1 + i] : NULL;
+        if (!h || h->type != REDIS_REPLY_INTEGER || h->integer != 1)
+            memcpy((*out)[n++], addrs[i], 43);
+    }
+    return n;
 }
 
 /* The read rule over {first, isEnabled, public, ...}. Without the caller's role (have_role

@@ -64,6 +64,19 @@ void entity_group_script(request *req, int script, store_cb cb, int nshared_keys
                          const char *const *head, size_t nhead, const char (*addrs)[43],
                          size_t naddrs);
 
+/* The read-only gate asked before anything is written ahead of a write script (CONTRACT §12,
+ * write_check.lua): who is "owners", "staff" or "leave" (as the script's own gate), role the
+ * letter the addresses take ("o", "a", "m"; "" none). A refusal or a failure is answered here;
+ * otherwise done gets {the entity's name, per address 1 if it holds that role already}, valid
+ * during the call only. */
+typedef void (*entity_check_done)(request *req, const redisReply *r);
+void entity_check(request *req, const char *id, const char *who, const char *role,
+                  const char (*addrs)[43], size_t naddrs, entity_check_done done);
+/* The addresses of a check's answer r that do not hold the role yet, in the request's pool:
+ * only they get index entries. *out is NULL when out of memory (naddrs > 0). */
+size_t entity_check_gaining(request *req, const redisReply *r, const char (*addrs)[43],
+                            size_t naddrs, char (**out)[43]);
+
 /* A write script changed these boards of the entity (reply elements from `from` on: "xp" or
  * skill ids), known only from its answer: the read cache drops them now, so that this
  * instance's next read is not older than the write (other instances hear it from Redis). */

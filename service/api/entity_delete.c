@@ -4,7 +4,8 @@
  * slot), then entity_delete.lua renames its hash to its erasure record (the entity's slot),
  * then the alias claim is released (the alias's slot). The set's entry comes first so that no
  * crash can leave a deleted entity that no instance will erase: an entry whose delete never
- * happened is dropped by the erasure after a grace period (jobs/erasure.c). */
+ * happened is dropped by the erasure after a grace period (jobs/erasure.c). Before all three,
+ * a read-only check of the caller's right (write_check.lua): a refused delete lists nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@ typedef struct delete_state {
     char v[24]; /* the expected __v, or "" */
     int64_t at_ms;
     char entry[IDS_SIZE + 48]; /* this request's entry in the erasures set (keys.h) */
+    char *refusal;             /* the script's refusal, answered once the entry is gone */
+    size_t refusal_len;
 } delete_state;
 
 static void on_ignored(void *data, int status, redisReply *r)
@@ -50,17 +53,35 @@ static void on_released(void *data, int status, redisReply *r)
     answer_deleted(data);
 }
 
+static void on_unlisted(void *data, int status, redisReply *r)
+{
+    (void)status, (void)r;
+    request *req = data;
+    delete_state *st = req->state;
+    redisReply e = {.type = REDIS_REPLY_ERROR, .str = st->refusal, .len = st->refusal_len};
+    respond_store_failed(req, STORE_OK, &e);
+}
+
 /* {the alias held, its claim token} */
 static void on_delete(void *data, int status, redisReply *r)
 {
     request *req = data;
     delete_state *st = req->state;
     if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR) {
-        /* Refused for sure (404, 403, 409): this request's own entry goes. Only its own: the
-         * entry of a concurrent delete that succeeded has another name. An unknown outcome
-         * keeps it (the script may still run); it ages out if no record ever appears. */
+        /* Refused for sure (404, 403, 409): this request's own entry goes, before the answer
+         * (CONTRACT §12). Only its own: the entry of a concurrent delete that succeeded has
+         * another name. An unknown outcome keeps it (the script may still run); it ages out if
+         * no record ever appears. */
+        st->refusal = arena_alloc(&req->pool, r->len + 1);
         const char *argv[] = {"ZREM", KEYS_ERASURES, st->entry};
         size_t lens[] = {4, strlen(KEYS_ERASURES), strlen(st->entry)};
+        if (st->refusal) {
+            memcpy(st->refusal, r->str, r->len);
+            st->refusal[r->len] = '\0';
+            st->refusal_len = r->len;
+            store_command(req->app->store, on_unlisted, req, 3, argv, lens);
+            return;
+        }
         store_command(req->app->store, on_ignored, NULL, 3, argv, lens);
     }
     if (respond_store_failed(req, status, r))
@@ -108,6 +129,8 @@ static void on_listed(void *data, int status, redisReply *r)
     store_script(req->app->store, LUA_ENTITY_DELETE, on_delete, req, 4, 10, argv, lens);
 }
 
+static void on_delete_check(request *req, const redisReply *r);
+
 void entity_delete(request *req)
 {
     delete_state *st = request_state(req, sizeof *st);
@@ -135,6 +158,14 @@ void entity_delete(request *req)
     }
     hex_encode(rnd, sizeof rnd, token);
     snprintf(st->entry, sizeof st->entry, "%s:%lld:%s", st->id, (long long)st->at_ms, token);
+    /* Asked first (CONTRACT §12): a caller the script would refuse lists no erasure. */
+    entity_check(req, st->id, "owners", "", NULL, 0, on_delete_check);
+}
+
+static void on_delete_check(request *req, const redisReply *r)
+{
+    (void)r;
+    delete_state *st = req->state;
     /* Listed first, and only then deleted (see the top of this file). */
     const char *argv[] = {"ZADD", KEYS_ERASURES, "0", st->entry};
     size_t lens[] = {4, strlen(KEYS_ERASURES), 1, strlen(st->entry)};

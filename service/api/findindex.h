@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/ids.h"
 #include "http/request.h"
 #include "redis/keys.h"
 #include "redis/store.h"
@@ -34,19 +35,47 @@ size_t findindex_fold(const char *name, size_t len, char out[FINDINDEX_NAME_MAX]
  * request must then be answered with it, and the entity write not sent). */
 typedef void (*findindex_done)(request *req, int status);
 
+/* What one wallet's add wrote (find_wallet_add.lua's answer): its meta entry, the one before
+ * ("" none) and the lists that gained the entry; written is NULL while unknown. */
+typedef struct findindex_undo_wallet {
+    char addr[43];
+    const char *written, *prior;
+    char gained[5];
+} findindex_undo_wallet;
+/* What one findindex_add wrote, kept by the caller (in the request's pool), so that a write
+ * refused after it can take it back (findindex_undo). */
+typedef struct findindex_added {
+    const char *id;
+    findindex_undo_wallet *w;
+    size_t n;
+    const char *dir_written, *dir_prior; /* NULL: the directory was not written */
+    char dir_created[IDS_SIZE + 20];     /* the entries that were new, or "" */
+    char dir_name[FINDINDEX_NAME_MAX + IDS_SIZE + 2];
+} findindex_added;
+
 /* Add-before: each of the n addresses takes `roles` (letters above; NULL or "" none) in entity
  * `id`; with created_ms > 0 or a name, the directory gets the entity's created entry and its
  * name's entry. One script per wallet and one for the directory, all sent at once; done runs
- * once, after the last answer (perhaps before this returns). */
+ * once, after the last answer (perhaps before this returns). With `added`, what was written is
+ * recorded there for findindex_undo (it must live as long as the request). */
 void findindex_add(request *req, const char *id, const char (*addrs)[43], size_t n,
                    const char *roles, int64_t created_ms, const char *name, size_t name_len,
-                   findindex_done done);
+                   findindex_added *added, findindex_done done);
+/* Undo of an add whose entity write was refused for sure (Redis's error answer; CONTRACT §12):
+ * takes back what `added` records, but only entries still as this request wrote them, and
+ * never what was there before it (find_wallet_undo.lua, find_dir_undo.lua). done runs once
+ * every undo is answered, with STORE_OK whatever their outcome: the refusal is the answer. */
+void findindex_undo(request *req, const findindex_added *added, findindex_done done);
 
-/* One wallet's index add: its keys, the entity, the role letters and since (ms as decimal, or
- * "" for Redis's now). */
+/* Answers a write refused by its script (err, Redis's error answer) once findindex_undo has
+ * taken back what `added` records: nothing the refused write wrote ahead outlives its answer. */
+void findindex_refuse(request *req, const findindex_added *added, const redisReply *err);
+
+/* One wallet's index add: its keys, the entity, the role letters, since (ms as decimal, or
+ * "" for Redis's now) and the request's mark (find_wallet_add.lua; NULL or "" none). */
 typedef struct findindex_wallet {
     wallet_keys k;
-    const char *id, *roles, *since;
+    const char *id, *roles, *since, *mark;
 } findindex_wallet;
 /* Wallets that one script call adds outside Redis Cluster (one per call in it): as many as
  * one force-add names, so that a write sends one index call. */

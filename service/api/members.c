@@ -30,6 +30,7 @@ typedef struct removal {
     char one[43];      /* the address of a removal of one, or of the caller leaving */
     const char (*addrs)[43];
     size_t n;
+    bool unlisted; /* no address was a member at the check: the sweeps set was left alone */
 } removal;
 
 /* members_remove.lua answers {removed, missing, board...}. */
@@ -51,6 +52,8 @@ static void on_removed(void *data, int status, redisReply *r)
     json_object_set_new(out, "removed", json_integer(r->element[0]->integer));
     if (!m->leave)
         json_object_set_new(out, "missing", json_integer(r->element[1]->integer));
+    if (r->element[0]->integer > 0 && m->unlisted) /* members added since the check */
+        sweeper_note_waiting(req->app->sweeper, m->id);
     if (r->element[0]->integer > 0)
         sweeper_kick(req->app->sweeper);
     request_reply(req, 200, out);
@@ -73,11 +76,31 @@ static void on_listed(void *data, int status, redisReply *r)
  * The entity is listed in the sweeps set first (jobs/sweeper.h), unless this process did so
  * lately enough that its entry is still there: the removal's tombstones are then always
  * found, whatever crashes in between. */
+static void on_removal_check(request *req, const redisReply *r);
+
 static void run(request *req, removal *m, const char (*addrs)[43], size_t n)
 {
     req->state = m;
     m->addrs = addrs;
     m->n = n;
+    /* Asked first (CONTRACT §12): a caller the script would refuse lists nothing. */
+    entity_check(req, m->id, m->leave ? "leave" : "staff", FINDINDEX_MEMBER, addrs, n,
+                 on_removal_check);
+}
+
+static void on_removal_check(request *req, const redisReply *r)
+{
+    removal *m = req->state;
+    bool any = false;
+    for (size_t i = 0; i < m->n && !any; i++)
+        any = r->element[1 + i]->type == REDIS_REPLY_INTEGER && r->element[1 + i]->integer == 1;
+    /* No member to remove: no tombstones, so no listing (a removal of members added since
+     * notes the entity after its answer instead). */
+    if (!any) {
+        m->unlisted = true;
+        send_removal(req);
+        return;
+    }
     int64_t now = isotime_now_ms();
     if (!sweeper_must_list(req->app->sweeper, m->id, now)) {
         send_removal(req);

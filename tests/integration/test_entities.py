@@ -1508,13 +1508,13 @@ class EntityApiTest(EntityCase):
         self.assertEqual(len(self.assertOk(resp)['users']), 1000)
         # Commands called inside scripts count in commandstats too, so only what no script
         # can do is exact here (the proxy test below sees the service's own commands):
-        # EVALSHA (at most one per request, and no EVAL fallback; a write that gives roles one
-        # more, its index add, CONTRACT §9) and the revocation EXISTS that a signed request adds
-        # to the same read.
+        # EVALSHA (at most one per request, and no EVAL fallback; a write that gives roles two
+        # more: the read-only check of the caller's right, CONTRACT §12, then its index add,
+        # §9) and the revocation EXISTS that a signed request adds to the same read.
         for name, d in (('unsigned get', unsigned), ('signed get', signed), ('users', page),
                         ('force-add', fadd)):
             with self.subTest(op=name):
-                self.assertLessEqual(d.get('evalsha', 0), 2 if name == 'force-add' else 1, d)
+                self.assertLessEqual(d.get('evalsha', 0), 3 if name == 'force-add' else 1, d)
                 self.assertNotIn('eval', d)
                 self.assertNotIn('script', d)
         self.assertEqual(signed.get('exists', 0) - unsigned.get('exists', 0), 1,
@@ -1550,11 +1550,13 @@ class EntityApiTest(EntityCase):
         resp, unsigned_private = cost(lambda: self.get_entity(eid, c['member'], signed=False))
         self.assertError(resp, 401, 'unauthenticated')
         self.assertEqual(unsigned_private, {'hmget': 1}, unsigned_private)
-        # One script call for 1000 addresses, after one for their 1000 wallets' index entries.
-        self.assertEqual(fadd.get('evalsha', 0), 2, fadd)
+        # One script call for 1000 addresses, after one for their 1000 wallets' index entries
+        # and, before that, one read-only check of the caller's right (CONTRACT §12).
+        self.assertEqual(fadd.get('evalsha', 0), 3, fadd)
         self.assertEqual(fadd.get('hsetnx', 0), 1000, fadd)
-        # exists: the revocation check, the scripts' slot-moving probes and the entity check.
-        self.assertLessEqual(fadd.get('exists', 0), 4, fadd)
+        # exists: the revocation check, the scripts' slot-moving probes and the entity checks
+        # (the right's check and the write's own).
+        self.assertLessEqual(fadd.get('exists', 0), 6, fadd)
 
 
 def command_units(cmds):
@@ -1641,9 +1643,10 @@ class RoundTripProxyTest(EntityCase):
                 resp, units, trips, cmds = self.measure(fn)
                 self.assertOk(resp)
                 # The revocation check and one data command (a script or a transaction); a
-                # write that gives roles first adds their index entries (CONTRACT §9): one more
-                # script, and one more round trip, since the write waits for it.
-                extra = 1 if name == 'force-add 1000' else 0
+                # write that gives roles first checks the caller's right (CONTRACT §12), then
+                # adds their index entries (§9): two more scripts, and two more round trips,
+                # since each waits for the one before.
+                extra = 2 if name == 'force-add 1000' else 0
                 self.assertEqual(len(self.revocation_units(cmds)), 1, '%s: %s' % (name, units))
                 self.assertEqual(len(units), 2 + extra, '%s: %s' % (name, units))
                 self.assertLessEqual(trips, 2 + extra, '%s: %s' % (name, units))
