@@ -1,7 +1,7 @@
 """test_find.py's classes against a local Redis Cluster (3 primaries, 3 replicas; rcluster.py):
 every wallet's index, the directory and each entity in slots of their own, the backfill
-scanning each primary; and the API tests and the backfill again in Sentinel mode (1 primary,
-1 replica, 3 sentinels)."""
+scanning each primary; refused writes leaving no trace on any node (test_refused_writes.py);
+and the API tests and the backfill again in Sentinel mode (1 primary, 1 replica, 3 sentinels)."""
 
 import os
 import sys
@@ -11,10 +11,17 @@ import harness  # noqa: E402
 import rcluster  # noqa: E402
 import test_cluster_suite  # noqa: E402
 import test_find  # noqa: E402
+import test_refused_writes  # noqa: E402
 
 
 class ClusterFindTest(test_cluster_suite.OnCluster, test_find.FindTest):
     pass
+
+
+class ClusterRefusedWritesTest(test_cluster_suite.OnCluster,
+                               test_refused_writes.RefusedWritesTest):
+    """Refused writes leave no trace when the wallet index and the directory live in other
+    slots (and on other nodes) than the entity: every primary looked at."""
 
 
 class OnSentinel:
