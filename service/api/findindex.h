@@ -6,7 +6,10 @@
  * failure answers the request before anything is written), and removed only AFTER the entity
  * no longer holds it (the drops below, and every read's repair). Every read checks its page
  * against the entities themselves, so a drop that never happens (a crash, a route without the
- * hook) is never shown: the drops keep the indexes small, the adds keep the lists complete. */
+ * hook) is never shown: the drops keep the indexes small, the adds keep the lists complete.
+ * An add comes after the caller's right is checked (entity_check), for the addresses that gain
+ * a role only, and a write its script refuses takes its adds back before answering
+ * (findindex_undo; docs/DECISIONS.md, "A refused write leaves no trace"). */
 #ifndef ENTITYD_FINDINDEX_H
 #define ENTITYD_FINDINDEX_H
 

@@ -135,9 +135,10 @@
  * entity script writes them. Entries are added BEFORE the entity write is sent and dropped
  * AFTER the entity shows they no longer hold; every read checks its page against the entities
  * themselves (docs/DECISIONS.md, "Indexes across slots"). Written by find_*.lua alone.
- *   wallet:{<address>}:meta   hash    entity id -> "<since ms, 16 digits> <touched ms>": since,
- *                                     when the wallet first took a role in it; touched, the
- *                                     last add (a drop within the grace period skips it)
+ *   wallet:{<address>}:meta   hash    entity id -> "<since ms, 16 digits> <touched ms>[ <mark>]":
+ *                                     since, when the wallet first took a role in it; touched,
+ *                                     the last add (a drop within the grace period skips it);
+ *                                     mark, that add's request (find_wallet_undo.lua)
  *   wallet:{<address>}:any    zset    all scores 0; "<since, 16 digits>:<entity id>", every
  *                                     entity the wallet may hold a role in: ZREVRANGEBYLEX is
  *                                     newest first, the cursor the last entry

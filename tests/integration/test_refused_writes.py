@@ -79,8 +79,7 @@ class Monitor:
     def __init__(self, r):
         self.nodes = _nodes(r)
         self.socks, self.lines = [], [[] for _ in self.nodes]
-        self.threads = []
-        for i, node in enumerate(self.nodes):
+        for node in self.nodes:
             s = socket.create_connection(('127.0.0.1', node.port), timeout=scaled(10))
             s.sendall(b'MONITOR\r\n')
             f = s.makefile('rb')
@@ -319,6 +318,71 @@ class RefusedWritesTest(EntityCase):
         touched = [w for w in write_keys(lines)
                    if w[1].startswith('wallet:') or w[1].startswith('dir:')]
         self.assertEqual(touched, [])
+
+
+class RefusedAfterCheckTest(EntityCase):
+    """The role taken away between the check and the write script (CONTRACT §12): the script
+    refuses, and the request takes back the index entries it wrote ahead before answering,
+    leaving the entry that was there before (the owner's) as it was. The replies of Redis are
+    held (a proxy) from the index add on, while the test removes the caller's role."""
+    ROLES = ('owner', 'admin')
+
+    @classmethod
+    def setUpClass(cls):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..',
+                                        'adversary'))
+        from resp_proxy import RespProxy
+        cls.r = cls.class_redis()
+        cls.proxy = RespProxy(cls.r.port).start()
+        wallets = harness.Wallet.random(len(cls.ROLES))
+        env = {'REDIS_URL': 'redis://127.0.0.1:%d/0' % cls.proxy.port,
+               'REDIS_TIMEOUT_MS': '30000', 'RATE_WRITES_PER_MINUTE': '0'}
+        cls.svc = cls.class_entityd(redis=cls.r, env=env)
+        cls.port = cls.svc.port
+        message, _ = harness.current_message(cls.port)
+        sigs = sign_wallets(wallets, message)
+        cls.c = {role: Caller(w, sigs[w.address], role) for role, w in zip(cls.ROLES, wallets)}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proxy.stop()
+        super().tearDownClass()
+
+    settled = RefusedWritesTest.settled
+    changed = RefusedWritesTest.changed
+
+    def test_role_removed_between_check_and_script(self):
+        c = self.c
+        eid = self.create(c['owner'], owners=[c['owner'].address])['id']
+        self.assertOk(self.admins_post(eid, c['owner'], [c['admin'].address]))
+        admins, owners = 'ent:{%s}:admins' % eid, 'ent:{%s}:owners' % eid
+        # (the write, the role set and the caller whose role goes between check and script)
+        cases = ((lambda: self.force_add(eid, c['admin'], [c['owner'].address, rand_addr(),
+                                                           rand_addr()]),
+                  admins, c['admin'].address),
+                 (lambda: self.admins_post(eid, c['owner'], [rand_addr(), rand_addr()]),
+                  owners, c['owner'].address),
+                 (lambda: self.update(c['owner'], eid, [c['owner'].address, rand_addr()],
+                                      name='Renamed ' + rand_tag()),
+                  owners, c['owner'].address))
+        for send, roles, who in cases:
+            before = self.settled()
+            out = []
+            t = threading.Thread(target=lambda: out.append(send()))
+            self.proxy.stall(match=rb'^EVALSHA \w+ \d+ (wallet:|dir:)')
+            t.start()
+            try:
+                self.assertTrue(self.proxy.wait_triggered(scaled(20)), 'no index add: %r' % out)
+                self.r.cli('SREM', roles, who)
+            finally:
+                self.proxy.release()
+                t.join(scaled(30))
+            self.assertEqual(len(out), 1)
+            st, _, body = out[0]
+            self.assertEqual(st, 403, body)
+            self.assertEqual(self.changed(before, snapshot(self.r), {roles}), [])
+            self.assertEqual(self.changed(before, self.settled(), {roles}), [])
+            self.r.cli('SADD', roles, who)
 
 
 if __name__ == '__main__':
