@@ -72,17 +72,24 @@ static void on_listed(void *data, int status, redisReply *r)
     send_removal(req);
 }
 
+static void on_removal_check(request *req, const redisReply *r);
+
 /* Runs members_remove.lua for the addresses: mode "remove" (owners and admins) or "leave".
  * The entity is listed in the sweeps set first (jobs/sweeper.h), unless this process did so
  * lately enough that its entry is still there: the removal's tombstones are then always
  * found, whatever crashes in between. */
-static void on_removal_check(request *req, const redisReply *r);
 
 static void run(request *req, removal *m, const char (*addrs)[43], size_t n)
 {
     req->state = m;
     m->addrs = addrs;
     m->n = n;
+    /* Listed lately: nothing to write ahead, so no check either (the script's own gate is
+     * enough, and removals of one turn stay one script call). */
+    if (!sweeper_must_list(req->app->sweeper, m->id, isotime_now_ms())) {
+        send_removal(req);
+        return;
+    }
     /* Asked first (CONTRACT §12): a caller the script would refuse lists nothing. */
     entity_check(req, m->id, m->leave ? "leave" : "staff", FINDINDEX_MEMBER, addrs, n,
                  on_removal_check);
@@ -102,7 +109,7 @@ static void on_removal_check(request *req, const redisReply *r)
         return;
     }
     int64_t now = isotime_now_ms();
-    if (!sweeper_must_list(req->app->sweeper, m->id, now)) {
+    if (!sweeper_must_list(req->app->sweeper, m->id, now)) { /* listed meanwhile */
         send_removal(req);
         return;
     }

@@ -7,7 +7,7 @@ other entity can take the alias while the write may still land; only the holder'
 free it.
 
 entityd reaches Redis through a small proxy (local to this file) that acts once, when it sees
-entity A's update script (the only command naming A's owners key) pass towards Redis:
+entity A's update script (the only command naming 3 keys, A's first) pass towards Redis:
 - 'sleep': DEBUG SLEEP 0.8 on another connection first, so Redis runs the script late, after
   entityd gave up on it (REDIS_TIMEOUT_MS=500) and after everything entityd sent in between;
 - 'hold': the script goes through at once, its answer (and every later one) is held 0.8 s;
@@ -213,7 +213,11 @@ class AliasUnknownOutcomeTest(harness.ServiceTestCase):
     def race(self, mode, alias):
         """A's update setting alias meets the proxy's mode; then B's update asks for alias.
         Returns (A's status, B's status)."""
-        self.proxy.arm(('ent:{%s}:owners' % self.ea).encode(), mode)
+        # The update script's keys as sent: 3 keys, A's hash then its owners (the check of the
+        # caller's right before it, CONTRACT §12, names 4).
+        a = ('ent:{%s}' % self.ea).encode()
+        self.proxy.arm(b'$1\r\n3\r\n$%d\r\n%s\r\n$%d\r\n%s:owners' % (
+            len(a), a, len(a) + 7, a), mode)
         sa, _, ba = self.post(self.qa, body(self.wa.address, self.ea, communityURLAlias=alias))
         self.assertTrue(self.proxy.fired.is_set(), 'the proxy never saw A\'s update')
         self.svc.wait_ready()  # after a dropped connection, entityd is connected again

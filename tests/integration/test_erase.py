@@ -495,8 +495,9 @@ class EraseTest(harness.ServiceTestCase):
             alias = 'unk-%s' % uuid.uuid4().hex[:10]
             eid, owner, _, _, ms, _ = self.setup_entity(members=2, alias=alias)
             self.auth(owner)
-            # Only the delete script names its caller's address among its arguments.
-            match = re.escape(owner.address.lower()).encode()
+            # Only the delete script names the entity's erasure record (the check of the
+            # caller's right before it, CONTRACT §12, names the caller too).
+            match = re.escape(('ent:{%s}:erasure' % eid).encode())
             for p in proxies:
                 if cut:
                     p.cut(match=match)

@@ -173,7 +173,7 @@ class RefusedWritesTest(EntityCase):
         finally:
             mon.close()
         self.assertIn(st, statuses, '%s: %s' % (what, body))
-        budget = 'limit:{%s}' % caller.address
+        budget = 'limit:{%s}' % caller.address.lower()
         after = snapshot(self.r)
         self.assertEqual(self.changed(before, after, {budget}), [], what)
         writes = [w for w in write_keys(lines) if w[1] != budget]
@@ -272,7 +272,7 @@ class RefusedWritesTest(EntityCase):
         before = self.settled()
         st, _, body = self.force_add(eid, c['owner'], batch)
         self.assertEqual(st, 409, body)
-        budget = 'limit:{%s}' % c['owner'].address
+        budget = 'limit:{%s}' % c['owner'].address.lower()
         self.assertEqual(self.changed(before, snapshot(self.r), {budget}), [])
         batch = [rand_addr() for _ in range(10)]
         self.assertOk(self.force_add(eid, c['owner'], batch))  # room for these: indexed
@@ -291,7 +291,7 @@ class RefusedWritesTest(EntityCase):
                                   name='Other ' + rand_tag(), **{'__v': 999999},
                                   communityURLAlias='rw-' + rand_tag())
         self.assertEqual(st, 409, body)
-        budget = 'limit:{%s}' % c['owner'].address
+        budget = 'limit:{%s}' % c['owner'].address.lower()
         self.assertEqual(self.changed(before, snapshot(self.r), {budget}), [])
 
     # --- no new role, no index entry ---
