@@ -11,7 +11,17 @@
 #include "redis/store.h"
 #include "api/validate.h"
 
-/* Every admin route answers with the full, sorted list. */
+/* Every admin route answers with the full, sorted list (from element `from` on). */
+static void answer_admins(request *req, const redisReply *r, size_t from)
+{
+    json_t *list = json_array();
+    for (size_t i = from; i < r->elements; i++)
+        json_array_append_new(list, respond_string(r->element[i]));
+    json_t *out = respond_ok();
+    json_object_set_new(out, "admins", list);
+    request_reply(req, 200, out);
+}
+
 static void on_admins(void *data, int status, redisReply *r)
 {
     request *req = data;
@@ -21,12 +31,7 @@ static void on_admins(void *data, int status, redisReply *r)
         request_fail_internal(req, "admins: unexpected reply");
         return;
     }
-    json_t *list = json_array();
-    for (size_t i = 0; i < r->elements; i++)
-        json_array_append_new(list, respond_string(r->element[i]));
-    json_t *out = respond_ok();
-    json_object_set_new(out, "admins", list);
-    request_reply(req, 200, out);
+    answer_admins(req, r, 0);
 }
 
 /* Runs an admin script: keys entity, owners, admins; args caller, platform, then for the
@@ -64,8 +69,20 @@ void admins_get(request *req)
 typedef struct admins_add_state {
     entity_addresses a;
     findindex_added added;
+    size_t ngaining;  /* the addresses the check found no admin, indexed ahead */
+    char (*held)[43]; /* the others, admins at the check */
+    size_t nheld;
+    json_t *answer; /* kept while late index entries are added */
 } admins_add_state;
 
+static void on_indexed_after(request *req, int status)
+{
+    (void)status; /* the write happened: an index add-after that failed does not undo it */
+    admins_add_state *st = req->state;
+    request_reply(req, 200, st->answer);
+}
+
+/* {the number of admins added, then the sorted admins} */
 static void on_admins_added(void *data, int status, redisReply *r)
 {
     request *req = data;
@@ -74,7 +91,27 @@ static void on_admins_added(void *data, int status, redisReply *r)
         findindex_refuse(req, &st->added, r);
         return;
     }
-    on_admins(data, status, r);
+    if (respond_store_failed(req, status, r))
+        return;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER) {
+        request_fail_internal(req, "admins: unexpected reply");
+        return;
+    }
+    /* More added than the check found missing: admins it saw were removed before the script
+     * ran (their entries perhaps dropped since), and are admins again. Their entries are
+     * added now, before the answer (an add-after, in this race only). */
+    if (r->element[0]->integer > (long long)st->ngaining && st->nheld) {
+        json_t *list = json_array();
+        for (size_t i = 1; i < r->elements; i++)
+            json_array_append_new(list, respond_string(r->element[i]));
+        st->answer = respond_ok();
+        json_object_set_new(st->answer, "admins", list);
+        findindex_add(req, st->a.id, (const char(*)[43])st->held, st->nheld, FINDINDEX_ADMIN, 0,
+                      NULL, 0, NULL, on_indexed_after);
+        return;
+    }
+    answer_admins(req, r, 1);
 }
 
 static void admins_add_write(request *req, int status)
@@ -93,8 +130,10 @@ static void on_admins_check(request *req, const redisReply *r)
 {
     admins_add_state *st = req->state;
     char(*gaining)[43];
-    size_t n = entity_check_gaining(req, r, (const char(*)[43])st->a.list, st->a.n, &gaining);
-    if (!gaining) {
+    size_t n = entity_check_split(req, r, (const char(*)[43])st->a.list, st->a.n, false, &gaining);
+    st->ngaining = n;
+    st->nheld = entity_check_split(req, r, (const char(*)[43])st->a.list, st->a.n, true, &st->held);
+    if (!gaining || !st->held) {
         request_fail_internal(req, "out of memory");
         return;
     }

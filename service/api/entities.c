@@ -207,6 +207,8 @@ typedef struct post_state {
     char (*gaining)[43];   /* an update's owners that are no owners yet: the ones indexed */
     size_t ngaining;
     bool same_name; /* an update that keeps the name: no directory entry to add */
+    char *answer;   /* the entity JSON, kept while late index entries are added */
+    size_t answer_len;
 } post_state;
 
 /* The request's reset hook: releases the JSON the post holds. */
@@ -279,6 +281,8 @@ static void start_alias_update(request *req);
 
 static void drop_after_update(request *req, const redisReply *old_name,
                               const redisReply *old_owners);
+static bool index_after_update(request *req, const redisReply *json, const redisReply *old_name,
+                               const redisReply *old_owners);
 
 static void on_write(void *data, int status, redisReply *r)
 {
@@ -328,14 +332,73 @@ static void on_write(void *data, int status, redisReply *r)
          * stale-claim takeover rather than released blind. */
         if (*old && *old_token && st->in.has_alias && strcmp(old, st->in.alias) != 0)
             alias_release(req, old, st->id, old_token);
-        if (r->elements >= 5)
+        if (r->elements >= 5) {
             drop_after_update(req, r->element[3], r->element[4]);
+            if (json->type == REDIS_REPLY_STRING &&
+                index_after_update(req, json, r->element[3], r->element[4]))
+                return;
+        }
     }
     if (json->type != REDIS_REPLY_STRING) {
         request_fail_internal(req, "entity write: unexpected reply");
         return;
     }
     send_entity(req, st->creating ? 201 : 200, json);
+}
+
+static void on_indexed_after(request *req, int status)
+{
+    (void)status; /* the write happened: an index add-after that failed does not undo it */
+    post_state *st = req->state;
+    redisReply json = {.type = REDIS_REPLY_STRING, .str = st->answer, .len = st->answer_len};
+    send_entity(req, 200, &json);
+}
+
+/* The owners the update gave the role that the check found owners already: one taken away
+ * between the check and the script (its entry perhaps dropped since) is an owner again; the
+ * same for a name the check found and a rename took away meanwhile. Their entries are added
+ * now, before the answer (an add-after, in this race only). Returns true when the answer
+ * waits for them. */
+static bool index_after_update(request *req, const redisReply *json, const redisReply *old_name,
+                               const redisReply *old_owners)
+{
+    post_state *st = req->state;
+    if (old_owners->type != REDIS_REPLY_ARRAY)
+        return false;
+    json_t *name = json_object_get(st->in.fields, "name");
+    bool renamed = false;
+    if (st->same_name && json_is_string(name) && old_name->type == REDIS_REPLY_STRING) {
+        char a[FINDINDEX_NAME_MAX], b[FINDINDEX_NAME_MAX];
+        size_t al = findindex_fold(old_name->str, old_name->len, a);
+        size_t bl = findindex_fold(json_string_value(name), json_string_length(name), b);
+        renamed = al != bl || memcmp(a, b, al) != 0;
+    }
+    char(*late)[43] = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < st->in.nowners; i++) {
+        bool had = false, indexed = false;
+        for (size_t j = 0; j < old_owners->elements && !had; j++) {
+            const redisReply *o = old_owners->element[j];
+            had = o->type == REDIS_REPLY_STRING && o->len == 42 &&
+                  !memcmp(o->str, st->in.owners[i], 42);
+        }
+        for (size_t j = 0; j < st->ngaining && !indexed; j++)
+            indexed = !memcmp(st->gaining[j], st->in.owners[i], 42);
+        if (had || indexed)
+            continue;
+        if (!late && !(late = arena_alloc(&req->pool, st->in.nowners * sizeof *late)))
+            return false;
+        memcpy(late[n++], st->in.owners[i], 43);
+    }
+    if ((!n && !renamed) || !(st->answer = arena_alloc(&req->pool, json->len + 1)))
+        return false;
+    memcpy(st->answer, json->str, json->len);
+    st->answer[json->len] = '\0';
+    st->answer_len = json->len;
+    findindex_add(req, st->id, (const char(*)[43])late, n, FINDINDEX_OWNER, 0,
+                  renamed ? json_string_value(name) : NULL, renamed ? json_string_length(name) : 0,
+                  NULL, on_indexed_after);
+    return true;
 }
 
 /* Remove-after (findindex.h): the owners the update took away and the name it replaced. */
@@ -643,8 +706,8 @@ static void post_write_checked(request *req);
 static void on_update_check(request *req, const redisReply *r)
 {
     post_state *st = req->state;
-    st->ngaining = entity_check_gaining(req, r, (const char(*)[43])st->in.owners, st->in.nowners,
-                                        &st->gaining);
+    st->ngaining = entity_check_split(req, r, (const char(*)[43])st->in.owners, st->in.nowners,
+                                      false, &st->gaining);
     if (st->in.nowners && !st->gaining) {
         request_fail_internal(req, "out of memory");
         return;
@@ -990,7 +1053,21 @@ typedef struct force_add_state {
     entity_addresses a;
     char chain[33];
     findindex_added added; /* what the index add wrote: a refused write takes it back */
+    size_t ngaining;       /* the addresses the check found no member, indexed ahead */
+    char (*held)[43];      /* the others, members at the check */
+    size_t nheld;
+    long long added_n, existing_n;
 } force_add_state;
+
+static void force_add_answer(request *req, int status)
+{
+    (void)status; /* the write happened: an index add-after that failed does not undo it */
+    const force_add_state *fs = req->state;
+    json_t *out = respond_ok();
+    json_object_set_new(out, "added", json_integer(fs->added_n));
+    json_object_set_new(out, "existing", json_integer(fs->existing_n));
+    request_reply(req, 200, out);
+}
 
 static void on_force_add(void *data, int status, redisReply *r)
 {
@@ -1008,12 +1085,19 @@ static void on_force_add(void *data, int status, redisReply *r)
         return;
     }
     /* {added, existing, board...}: the boards re-added members went back on */
-    const force_add_state *fs = req->state;
+    force_add_state *fs = req->state;
     entity_drop_boards(req, fs->a.id, r, 2);
-    json_t *out = respond_ok();
-    json_object_set_new(out, "added", json_integer(r->element[0]->integer));
-    json_object_set_new(out, "existing", json_integer(r->element[1]->integer));
-    request_reply(req, 200, out);
+    fs->added_n = r->element[0]->integer;
+    fs->existing_n = r->element[1]->integer;
+    /* More added than the check found missing: members it saw were removed before the script
+     * ran (their entries perhaps dropped since), and are members again. Their entries are
+     * added now, before the answer (an add-after, in this race only). */
+    if (fs->added_n > (long long)fs->ngaining && fs->nheld) {
+        findindex_add(req, fs->a.id, (const char(*)[43])fs->held, fs->nheld, FINDINDEX_MEMBER, 0,
+                      NULL, 0, NULL, force_add_answer);
+        return;
+    }
+    force_add_answer(req, STORE_OK);
 }
 
 static void force_add_write(request *req, int status)
@@ -1060,8 +1144,10 @@ static void on_force_add_check(request *req, const redisReply *r)
 {
     force_add_state *fs = req->state;
     char(*gaining)[43];
-    size_t n = entity_check_gaining(req, r, (const char(*)[43])fs->a.list, fs->a.n, &gaining);
-    if (!gaining) {
+    size_t n = entity_check_split(req, r, (const char(*)[43])fs->a.list, fs->a.n, false, &gaining);
+    fs->ngaining = n;
+    fs->nheld = entity_check_split(req, r, (const char(*)[43])fs->a.list, fs->a.n, true, &fs->held);
+    if (!gaining || !fs->held) {
         request_fail_internal(req, "out of memory");
         return;
     }

@@ -310,8 +310,8 @@ void entity_check(request *req, const char *id, const char *who, const char *rol
                      lens);
 }
 
-size_t entity_check_gaining(request *req, const redisReply *r, const char (*addrs)[43],
-                            size_t naddrs, char (**out)[43])
+size_t entity_check_split(request *req, const redisReply *r, const char (*addrs)[43], size_t naddrs,
+                          bool held, char (**out)[43])
 {
     *out = naddrs ? arena_alloc(&req->pool, naddrs * sizeof **out) : NULL;
     if (!*out)
@@ -320,7 +320,7 @@ size_t entity_check_gaining(request *req, const redisReply *r, const char (*addr
     size_t n = 0;
     for (size_t i = 0; i < naddrs; i++) {
         const redisReply *h = answered ? r->element[1 + i] : NULL;
-        if (!h || h->type != REDIS_REPLY_INTEGER || h->integer != 1)
+        if ((h && h->type == REDIS_REPLY_INTEGER && h->integer == 1) == held)
             memcpy((*out)[n++], addrs[i], 43);
     }
     return n;

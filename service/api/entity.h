@@ -72,10 +72,11 @@ void entity_group_script(request *req, int script, store_cb cb, int nshared_keys
 typedef void (*entity_check_done)(request *req, const redisReply *r);
 void entity_check(request *req, const char *id, const char *who, const char *role,
                   const char (*addrs)[43], size_t naddrs, entity_check_done done);
-/* The addresses of a check's answer r that do not hold the role yet, in the request's pool:
- * only they get index entries. *out is NULL when out of memory (naddrs > 0). */
-size_t entity_check_gaining(request *req, const redisReply *r, const char (*addrs)[43],
-                            size_t naddrs, char (**out)[43]);
+/* The addresses of a check's answer r that do not hold the role yet (held false: only they
+ * get index entries ahead), or those that do (held true), in the request's pool. *out is NULL
+ * when out of memory (naddrs > 0). */
+size_t entity_check_split(request *req, const redisReply *r, const char (*addrs)[43], size_t naddrs,
+                          bool held, char (**out)[43]);
 
 /* A write script changed these boards of the entity (reply elements from `from` on: "xp" or
  * skill ids), known only from its answer: the read cache drops them now, so that this

@@ -385,5 +385,37 @@ class RefusedAfterCheckTest(EntityCase):
             self.r.cli('SADD', roles, who)
 
 
+    def test_role_lost_and_given_again_between_check_and_script(self):
+        """The check finds the address a member (so no entry is written ahead); its removal
+        and the removal's index drop land before the force-add's script, which makes it a
+        member again: the entry is added before the answer."""
+        c = self.c
+        eid = self.create(c['owner'], owners=[c['owner'].address])['id']
+        m = rand_addr()
+        self.assertOk(self.force_add(eid, c['owner'], [m]))
+        wk = ['wallet:{%s}:%s' % (m, s) for s in ('meta', 'any', 'owner', 'admin', 'member')]
+        self.assertEqual(len(self.r.cli('ZRANGE', wk[4], '0', '-1')), 1)
+        out = []
+        t = threading.Thread(target=lambda: out.append(self.force_add(eid, c['owner'], [m])))
+        self.proxy.stall(match=rb'^EVALSHA \w+ 4 ent:')  # the check's answer held
+        t.start()
+        try:
+            self.assertTrue(self.proxy.wait_triggered(scaled(20)), 'no check: %r' % out)
+            # the member removed, and its index entry dropped, as a removal would
+            self.r.cli('HDEL', 'ent:{%s}:members' % eid, m)
+            order = 'ent:{%s}:members:order' % eid
+            for e in self.r.cli('ZRANGE', order, '0', '-1') or []:
+                if m.encode() in e:
+                    self.r.cli('ZREM', order, e)
+            for k in wk:
+                self.r.cli('DEL', k)
+        finally:
+            self.proxy.release()
+            t.join(scaled(30))
+        st, _, body = out[0]
+        self.assertEqual((st, body.get('added')), (200, 1), body)
+        self.assertEqual(len(self.r.cli('ZRANGE', wk[4], '0', '-1')), 1, 'no index entry')
+
+
 if __name__ == '__main__':
     harness.main()

@@ -1,6 +1,8 @@
 -- admins_add: owners add admins. KEYS: entity, owners, admins
 -- ARGV: caller, platform, events_max, now (ISO), most admins the entity may hold, address...
--- (lowercase, deduplicated). Returns the sorted admins; FULL (nothing added) past the most. Writes an admin.added event {addresses (those added)} when any was.
+-- (lowercase, deduplicated). Returns {the number added, then the sorted admins}; FULL
+-- (nothing added) past the most. Writes an admin.added event {addresses (those added)} when
+-- any was.
 local moving = moving_guard(KEYS[1])
 if moving then return moving end
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
@@ -21,4 +23,6 @@ if #added > 0 then
   emit(KEYS[1], ARGV[3], 'admin.added', ARGV[4], ARGV[1], '{"addresses":[' ..
     table.concat(added, ',') .. ']}')
 end
-return sorted_members(KEYS[3])
+local out = sorted_members(KEYS[3])
+table.insert(out, 1, #added)
+return out
