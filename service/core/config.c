@@ -152,6 +152,12 @@ static const opt opts[] = {
      "deadline of one EIP-1271 check; past it that sign-in gets 503"},
     {"ETH_RPC_MAX_INFLIGHT", OPT_INT, OFF(eth_rpc_max_inflight), "64", 1, 100000,
      "EIP-1271 checks in flight at once; beyond it a new contract signature gets 503"},
+    {"ETH_RPC_CODE_TTL_SECONDS", OPT_INT, OFF(eth_rpc_code_ttl_seconds), "3600", 1, 604800,
+     "how long an address's code (eth_getCode: a contract or none) is remembered; an address "
+     "without code is refused with no eth_call"},
+    {"ETH_RPC_MAX_PER_SECOND", OPT_INT, OFF(eth_rpc_max_per_second), "50", 1, 1000000,
+     "EIP-1271 checks per second of addresses not known to hold code (each one eth_getCode); "
+     "past it such a sign-in gets 503 with Retry-After, known contracts are still checked"},
     {"FIND_REPAIR_GRACE_MS", OPT_INT, OFF(find_repair_grace_ms), "60000", 100, 86400000,
      "a wallet or directory index entry added this recently is never dropped by a read's repair"},
     {"FIND_BACKFILL_BATCH", OPT_INT, OFF(find_backfill_batch), "500", 1, 100000,

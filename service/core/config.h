@@ -72,6 +72,8 @@ typedef struct config {
     char *eth_rpc_url; /* "": contract-wallet signatures are refused */
     int64_t eth_rpc_timeout_ms;
     int64_t eth_rpc_max_inflight;
+    int64_t eth_rpc_code_ttl_seconds;
+    int64_t eth_rpc_max_per_second;
 } config;
 
 enum config_result {
