@@ -189,8 +189,10 @@
  *
  * Sign-in:
  *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT)
- *   auth:revoked:<keccak hex> the same for a contract-wallet signature that is no ECDSA one
- *                             (EIP-1271): keccak256 of its bytes, 64 hex digits
+ *   auth:revoked:<address>:<epoch>  the same for every sign-in a contract wallet (EIP-1271)
+ *                             accepted over the messages of <epoch> (lowercase 0x address,
+ *                             decimal epoch): a Safe ignores bytes past its owners'
+ *                             signatures, so no form of the bytes could name them all
  *
  * Per-address limits (CONTRACT section 7), one key per caller in its own slot, touched by
  * rate_limit.lua alone (never in a transaction with another key):
