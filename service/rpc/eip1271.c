@@ -65,6 +65,7 @@ typedef struct probe {
     uint8_t addr[20];
     call *waiting;
     struct probe *next;
+    uint64_t started_ms;
 } probe;
 
 typedef struct code_entry {
@@ -472,11 +473,12 @@ static int64_t cap_take(eip1271 *e)
     return s < 1 ? 1 : s;
 }
 
-/* Sends c's batch (now that its address is known to hold code); on failure c ends at once. */
-static void call_send(call *c)
+/* Sends c's batch (now that its address is known to hold code) with what is left of the
+ * check's deadline; on failure c ends at once. */
+static void call_send(call *c, long timeout_ms)
 {
     eip1271 *e = c->e;
-    int rc = httpc_post_json(e->http, e->url, c->body, c->body_len, e->timeout_ms, on_answer, c);
+    int rc = httpc_post_json(e->http, e->url, c->body, c->body_len, timeout_ms, on_answer, c);
     free(c->body);
     c->body = NULL;
     if (rc != 0) {
@@ -529,13 +531,17 @@ static void on_code(void *data, const httpc_result *r)
     }
     if (state >= 0)
         code_remember(e, p->addr, state);
+    /* The lookup and the call share one deadline (ETH_RPC_TIMEOUT_MS): a sign-in never waits
+     * twice as long for a contract seen for the first time. */
+    long spent = (long)(uv_now(e->loop) - p->started_ms);
+    long left = e->timeout_ms - spent > 1 ? e->timeout_ms - spent : 1;
     call *c = p->waiting;
     free(p);
     while (c) {
         call *next = c->next_waiting;
         c->next_waiting = NULL;
         if (state == CODE_SOME) {
-            call_send(c);
+            call_send(c, left);
         } else if (state == CODE_NONE) {
             e->no_code++;
             call_end(c, EIP1271_INVALID, 0);
@@ -561,6 +567,7 @@ static probe *probe_start(eip1271 *e, const uint8_t addr[20])
                        a);
     p->e = e;
     memcpy(p->addr, addr, 20);
+    p->started_ms = uv_now(e->loop);
     if (httpc_post_json(e->http, e->url, body, (size_t)len, e->timeout_ms, on_code, p) != 0) {
         free(p);
         return NULL;
