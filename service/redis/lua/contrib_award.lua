@@ -286,7 +286,7 @@ local function bounded(first, n)
   end
   if want then
     for m, fields in pairs(want) do
-      local got = call('HMGET', prog_key(E, m), unpack(fields))
+      local got = call_many('HMGET', prog_key(E, m), fields, 2000)
       local c = cur_of[m]
       for i, f in ipairs(fields) do c[f] = tonumber(got[i] or '0') or 0 end
     end
