@@ -149,12 +149,17 @@ end
 -- stored tree (the 'skilltree' field, render_skilltree) may go on when it does not grow it, or
 -- when the tree stays within `budget` bytes. A tree already over the budget (the setting
 -- lowered) takes every write that does not grow it: shortening, deleting.
--- Returns true when the write may go on. A tree not rendered yet counts its frame.
-local function skilltree_fits(entity, growth, budget)
-  if growth <= 0 then return true end
+-- skilltree_size: the stored tree's bytes (a tree not rendered yet: its frame);
+-- skilltree_fits: true when the write may go on.
+local function skilltree_size(entity)
   local size = redis.call('HSTRLEN', entity, 'skilltree')
   if size == 0 then size = #'"skills":[],"levels":[]' end
-  return size + growth <= (tonumber(budget) or 0)
+  return size
+end
+
+local function skilltree_fits(entity, growth, budget, size)
+  if growth <= 0 then return true end
+  return (size or skilltree_size(entity)) + growth <= (tonumber(budget) or 0)
 end
 
 local function skilltree_refusal(budget)

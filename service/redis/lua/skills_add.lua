@@ -25,10 +25,10 @@ for i = 8, #ARGV, 3 do
   end
   seen[norm] = true
 end
-local grown = 0
+local grown, size = 0, skilltree_size(KEYS[1])
 for i = 8, #ARGV, 3 do
   grown = grown + #ARGV[i + 2] + 1 -- the Skill and a comma
-  if not skilltree_fits(KEYS[1], grown, ARGV[7]) then
+  if not skilltree_fits(KEYS[1], grown, ARGV[7], size) then
     return fail('TREE', ((i - 8) / 3) .. ' ' .. skilltree_refusal(ARGV[7]))
   end
 end
