@@ -222,7 +222,9 @@ void entity_drop_boards(request *req, const char *entity_id, const redisReply *r
 
 void entity_event_args_fill(const request *req, int64_t now_ms, entity_event_args *a)
 {
-    buf_format_int(a->max, (long long)req->app->cfg.events_max);
+    size_t n = buf_format_int(a->max, (long long)req->app->cfg.events_max);
+    a->max[n] = ':';
+    buf_format_int(a->max + n + 1, (long long)req->app->cfg.events_max_bytes);
     isotime_format(now_ms, a->at);
 }
 

@@ -70,13 +70,13 @@ void entity_group_script(request *req, int script, store_cb cb, int nshared_keys
 void entity_drop_boards(request *req, const char *entity_id, const redisReply *r, size_t from);
 
 /* The two arguments every write script that records an event takes (keys.h, events):
- * EVENTS_MAX and the time of the change. */
+ * "<EVENTS_MAX>:<EVENTS_MAX_BYTES>" (lua/_prelude.lua, emit) and the time of the change. */
 typedef struct entity_event_args {
-    char max[24];
+    char max[48];
     char at[ISOTIME_STRING_SIZE];
 } entity_event_args;
 
-/* Fills a with EVENTS_MAX and the time now_ms as ISO 8601. */
+/* Fills a with the events' limits and the time now_ms as ISO 8601. */
 void entity_event_args_fill(const request *req, int64_t now_ms, entity_event_args *a);
 
 /* How a read's answer came out: refused or failed (already answered), allowed, or not yet

@@ -101,12 +101,34 @@ void skills_get(request *req)
 
 typedef struct add_state {
     bool many;
+    /* which skills have a description: the field a skill tree past its budget names */
+    bool described[100];
 } add_state;
+
+/* 'TREE <i> <message>' from skills_add.lua: skill i would take the skill tree past
+ * SKILLTREE_MAX_BYTES. The field at fault is its description, or its name when it has none. */
+static void fail_tree(request *req, const add_state *st, const char *rest)
+{
+    char *end;
+    unsigned long i = strtoul(rest, &end, 10);
+    bool d = i < 100 && st->described[i];
+    char field[40], message[300];
+    if (st->many)
+        snprintf(field, sizeof field, "%s[%lu]", d ? "descriptions" : "names", i);
+    else
+        snprintf(field, sizeof field, "%s", d ? "description" : "name");
+    snprintf(message, sizeof message, "%s %s", field, *end == ' ' ? end + 1 : "is too large.");
+    request_fail(req, 409, "conflict", message, field);
+}
 
 static void on_skills_added(void *data, int status, redisReply *r)
 {
     request *req = data;
     add_state *st = req->state;
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "TREE ", 5)) {
+        fail_tree(req, st, r->str + 5);
+        return;
+    }
     if (respond_store_failed(req, status, r))
         return;
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
@@ -159,8 +181,8 @@ static int read_many(json_t *body, json_t **names, json_t **descs, verr *e)
 }
 
 /* skills_add.lua's arguments before the per-skill triples: 7 keys, caller, platform, time,
- * EVENTS_MAX and the time as ISO. */
-#define SKILLS_HEAD 13
+ * the events' limits, the time as ISO, MAX_SKILLS_PER_ENTITY and SKILLTREE_MAX_BYTES. */
+#define SKILLS_HEAD 14
 
 static void add_skills(request *req, bool many)
 {
@@ -231,6 +253,7 @@ static void add_skills(request *req, bool many)
             rc = -1;
             break;
         }
+        st->described[i] = dlen > 0;
         char *sid = arena_alloc(&req->pool, IDS_SIZE);
         char *norm = arena_strndup(&req->pool, name, nlen);
         if (!sid || !norm || ids_new(sid, 's') != 0) {
@@ -288,12 +311,13 @@ static void add_skills(request *req, bool many)
     keys_entity(&k, entity_id);
     entity_event_args ev;
     entity_event_args_fill(req, now, &ev);
-    char *limit = arena_alloc(&req->pool, 24);
-    if (!limit) {
+    char *limit = arena_alloc(&req->pool, 24), *tree_max = arena_alloc(&req->pool, 24);
+    if (!limit || !tree_max) {
         request_fail_internal(req, "skills: out of memory");
         return;
     }
     snprintf(limit, 24, "%lld", (long long)req->app->cfg.max_skills_per_entity);
+    snprintf(tree_max, 24, "%lld", (long long)req->app->cfg.skilltree_max_bytes);
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
@@ -306,7 +330,8 @@ static void add_skills(request *req, bool many)
                           arena_strndup(&req->pool, created, strlen(created)),
                           arena_strndup(&req->pool, ev.max, strlen(ev.max)),
                           arena_strndup(&req->pool, created_iso, strlen(created_iso)),
-                          limit};
+                          limit,
+                          tree_max};
     for (size_t i = 0; i < SKILLS_HEAD; i++)
         argv[i] = head[i];
     for (size_t i = 0; i < argc; i++)
@@ -412,6 +437,8 @@ void skill_update(request *req)
     keys_entity(&k, eid);
     entity_event_args ev;
     entity_event_args_fill(req, isotime_now_ms(), &ev);
+    char tree_max[24];
+    snprintf(tree_max, sizeof tree_max, "%lld", (long long)req->app->cfg.skilltree_max_bytes);
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
@@ -426,7 +453,8 @@ void skill_update(request *req)
                           sid,
                           name_json,
                           norm,
-                          desc_json};
+                          desc_json,
+                          tree_max};
     entity_script(req, LUA_SKILL_UPDATE, on_skill_updated, 7, head, sizeof head / sizeof head[0],
                   NULL, 0);
 }

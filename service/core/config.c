@@ -71,6 +71,11 @@ static const opt opts[] = {
      "log lines held while stdout is slow; lines beyond are dropped and counted"},
     {"EVENTS_MAX", OPT_INT, OFF(events_max), "100000", 100, 100000000,
      "events kept per entity (older ones are trimmed, approximately)"},
+    {"EVENTS_MAX_BYTES", OPT_INT, OFF(events_max_bytes), "67108864", 4096, 1099511627776,
+     "bytes of events kept per entity (the oldest are trimmed, approximately: within 1/16)"},
+    {"SKILLTREE_MAX_BYTES", OPT_INT, OFF(skilltree_max_bytes), "4194304", 1024, 1073741824,
+     "bytes of an entity's skill tree (skills and levels as JSON); a write growing it past "
+     "this is 409"},
     {"RATE_WRITES_PER_MINUTE", OPT_INT, OFF(rate_writes_per_minute), "120", 0, 1000000000,
      "signed writes per address per minute, shared by all instances (0 turns it off)"},
     {"RATE_LEASE_MS", OPT_INT, OFF(rate_lease_ms), "250", 0, 10000,

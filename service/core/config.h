@@ -31,6 +31,8 @@ typedef struct config {
     int64_t redis_max_pending;
     int64_t log_buffer_bytes;
     int64_t events_max;
+    int64_t events_max_bytes;       /* an entity's events, in bytes (lua/_prelude.lua, emit) */
+    int64_t skilltree_max_bytes;    /* an entity's stored skill tree, in bytes */
     int64_t rate_writes_per_minute; /* 0: no write budget */
     int64_t entity_create_per_day;  /* 0: no creation quota */
     int64_t rate_lease_ms;          /* 0: every write charges Redis for its own unit */
