@@ -122,6 +122,8 @@ static void listen_now(app *a)
     }
     listening = true;
     the_server.on_drained = on_drained;
+    if (worker_index >= 0)
+        metrics_shared_publish(); /* with the connections' figures, before "listening" says so */
     buf *l = log_begin(LOG_INFO, "listening");
     if (l) {
         log_str(l, "version", ENTITYD_VERSION);
