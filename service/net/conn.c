@@ -350,14 +350,15 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 
 /* --- the set --- */
 
-/* An idle keep-alive connection keeps only its struct: a connection that read nothing for a
- * whole sweep gives its buffers back; the next request allocates them again. */
+/* Open, nothing owed, queued, unparsed or begun: between two requests. */
 static bool idle(const conn *c)
 {
     return c->state == CONN_OPEN && !c->owed && !c->write_active && !c->out.len &&
            !c->pending_in.len && !c->set->proto->mid_request(c);
 }
 
+/* An idle keep-alive connection keeps only its struct: a connection that read nothing for a
+ * whole sweep gives its buffers back; the next request allocates them again. */
 static void trim(conn *c)
 {
     if (!idle(c))
@@ -369,8 +370,8 @@ static void trim(conn *c)
         c->set->proto->trim(c);
 }
 
-/* Bytes (or an EOF) in the socket that libuv has not read yet: a request the client sent
- * before it could know of a close. Closing now would reset it unanswered. */
+/* Bytes in the socket that libuv has not read yet: a request the client sent before it could
+ * know of a close. Closing now would reset it unanswered; it is read and answered instead. */
 static bool bytes_waiting(const conn *c)
 {
     char b;
@@ -452,8 +453,8 @@ static void conn_note_fd(conn *c)
 
 static void conn_start(conn *c)
 {
-    /* A drain serves the connections it takes from the accept queue (conn_accept_waiting):
-     * their clients sent a request already. */
+    /* Not refused while draining: the connections a drain takes from the accept queue
+     * (conn_accept_waiting) may carry a request already, which a refusal would fail. */
     bool over = c->set->count > c->set->limits.max_connections;
     if (over)
         c->set->stats.rejected++;
