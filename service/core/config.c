@@ -55,7 +55,14 @@ static const opt opts[] = {
     {"WRITE_BUFFER_BYTES", OPT_INT, OFF(write_buffer_bytes), "262144", 4096, 1073741824,
      "answers queued per connection beyond which its pipelined requests wait"},
     {"SHUTDOWN_TIMEOUT_MS", OPT_INT, OFF(shutdown_timeout_ms), "10000", 0, 3600000,
-     "on SIGTERM, how long in-flight requests may take to finish"},
+     "on SIGTERM, how long the drain may last: requests in flight, and those arriving on open "
+     "connections, are answered (Connection: close) until then"},
+    {"SHUTDOWN_IDLE_GRACE_MS", OPT_INT, OFF(shutdown_idle_grace_ms), "1000", 0, 3600000,
+     "on SIGTERM, how long a connection idle since before the signal stays open for a request "
+     "already on its way; then it is reset"},
+    {"STARTUP_WAIT_MS", OPT_INT, OFF(startup_wait_ms), "2000", 0, 600000,
+     "at start, the port opens once Redis is ready, or after this long without it (then 503 "
+     "while Redis is down)"},
     {"SIG_CACHE_SIZE", OPT_INT, OFF(sig_cache_size), "65536", 0, 16777216,
      "verified signatures kept in memory (0 disables the cache)"},
     {"PAGE_CACHE_SIZE", OPT_INT, OFF(page_cache_size), "256", 0, 65536,

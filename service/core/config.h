@@ -24,6 +24,8 @@ typedef struct config {
     int64_t write_timeout_ms;
     int64_t write_buffer_bytes;
     int64_t shutdown_timeout_ms;
+    int64_t shutdown_idle_grace_ms;
+    int64_t startup_wait_ms;
     int64_t sig_cache_size;
     int64_t page_cache_size;
     int64_t read_cache_mb;
