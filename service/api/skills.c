@@ -53,24 +53,27 @@ static void send_skills(request *req, const redisReply *f)
     request_reply_parts(req, 200, parts, 5);
 }
 
-/* The HMGET alone: the role not asked for yet. */
+/* The gated HMGET without the role: the skill tree only of a public, enabled entity, so that a
+ * private one's tree never leaves Redis for a caller who will be refused. */
 static void on_skills_read(void *data, int status, redisReply *r)
 {
     request *req = data;
-    entity_read e = entity_read_fields(req, status, r, false);
+    const redisReply *f = entity_gate_reply(req, status, r);
+    if (!f)
+        return;
+    entity_read e = entity_read_fields(req, STORE_OK, (redisReply *)f, false);
     if (e == ENTITY_READ_OK)
-        send_skills(req, r);
+        send_skills(req, f);
     else if (e == ENTITY_READ_ASK_ROLES)
         send_skills_read(req, true);
 }
 
-/* EXEC: {the HMGET, the role lookups}. */
+/* The gated read: {the HMGET, the role lookups}. */
 static void on_skills_read_roles(void *data, int status, redisReply *r)
 {
     request *req = data;
     const redisReply *f;
-    if (entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, ENTITY_ROLE_CMDS, false, &f) ==
-        ENTITY_READ_OK)
+    if (entity_read_gated(req, status, r, false, &f) == ENTITY_READ_OK)
         send_skills(req, f);
 }
 
@@ -80,7 +83,8 @@ static void send_skills_read(request *req, bool roles)
     keys_entity(&k, req->state);
     const char *argv[] = {"HMGET", k.entity, "id", "isEnabled", "public", "skilltree"};
     size_t lens[] = {5, k.entity_len, 2, 9, 6, 9};
-    entity_read_send(req, &k, 6, argv, lens, roles, on_skills_read, on_skills_read_roles);
+    entity_read_send(req, &k, 6, argv, lens, roles ? ENTITY_READ_ROLES : ENTITY_READ_GATED,
+                     on_skills_read, on_skills_read_roles);
 }
 
 void skills_get(request *req)
