@@ -453,8 +453,8 @@ static int gate_key(entity_gate *g, const char *key, size_t len)
 void entity_gate_init(entity_gate *g, request *req, const entity_keys *k, char rule, int n,
                       const char *const *fields, const size_t *lens)
 {
-    static const char rules[] = "orse";
-    const char *r = memchr(rules, rule, 4);
+    static const char rules[] = "ore";
+    const char *r = memchr(rules, rule, 3);
     g->nkeys = g->nargs = g->nnums = 0;
     g->overflow = !r;
     gate_key(g, k->entity, k->entity_len);

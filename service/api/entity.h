@@ -89,18 +89,21 @@ typedef enum entity_read {
 
 /* Reads go out first without the caller's role: a public, enabled entity is open to anyone
  * signed in (and, for GET of an entity, to anyone), so most reads need no role, and a read
- * that does (a private or disabled entity, a signed caller) is sent again with the role
- * lookups. Each answer still comes from one atomic read. */
+ * that does (a private or disabled entity, a signed caller, a platform admin too) is sent
+ * again with the role lookups. Each answer still comes from one atomic read. */
 
 /* Checks a plain HMGET's answer, {payload, isEnabled, public, ...}, taken without the role.
- * Answers 503/504, 404 (unknown entity) or a refusal no role could lift itself. */
+ * Answers 503/504, 404 (unknown entity) or a refusal no role could lift itself; OK only for a
+ * public, enabled entity, as a gated read without the role gives nothing else. */
 entity_read entity_read_fields(request *req, int status, redisReply *r, bool unsigned_ok);
 
 /* A read with more than the entity hash is one transaction: MULTI, an HMGET of the entity hash
  * whose first three fields are <a field every entity has>, isEnabled, public, then the
  * caller's role lookups (these three plain commands) when asked for, then whatever else the
- * read needs, and EXEC. Plain commands rather than a script: Redis runs them for a fraction of
- * a Lua call's cost, and a large payload is not copied through Lua twice. */
+ * read needs, and EXEC. Plain commands where nothing large follows (a users page's version
+ * check): Redis runs them for a fraction of a Lua call's cost. Where the caller's right
+ * decides whether a page, a skill tree or an event log is read, the same transaction is one
+ * gated read instead (entity_gate below). */
 #define ENTITY_ROLE_CMDS 3
 typedef struct entity_role_lookup {
     const char *argv[ENTITY_ROLE_CMDS][3];
@@ -154,7 +157,7 @@ typedef struct entity_gate {
 } entity_gate;
 
 /* Starts a gated read of the entity k (which must outlive the send) by the request's caller
- * under `rule` ('o', 'r', 's' or 'e': read_gate.lua), reading the n fields of its hash (the
+ * under `rule` ('o', 'r' or 'e': read_gate.lua), reading the n fields of its hash (the
  * HMGET's arguments after the key; the first three <a field every entity has>, isEnabled,
  * public). Rule 'o' reads without the caller and answers the HMGET alone. */
 void entity_gate_init(entity_gate *g, request *req, const entity_keys *k, char rule, int n,

@@ -157,6 +157,22 @@ class RefusedReadsTest(harness.ServiceTestCase):
         board = self.must(self.call('member', 'GET', self.paths()['leaderboard']))
         self.assertEqual(len(board['data']), 100)
 
+    def test_gate_runs_reads_only(self):
+        """The gate runs the commands it is given only where they read: a write among them is
+        answered with an error and changes nothing, even for the entity's owner."""
+        path = os.path.join(harness.REPO, 'service', 'redis', 'lua', 'read_gate.lua')
+        with open(path) as f:
+            src = f.read()
+        p = 'ent:{%s}' % self.eid
+        victim = p + ':victim'
+        self.r.cli('SET', victim, 'still here')
+        owner = self.w['owner'].address.lower()
+        with self.assertRaisesRegex(harness.RespError, 'not a read: DEL'):
+            self.r.cli('EVAL', src, '5', p, p + ':owners', p + ':admins', p + ':members',
+                       victim, 'r', owner, '0', '3', 'id', 'isEnabled', 'public', '2', 'DEL',
+                       '5')
+        self.assertEqual(self.r.cli('GET', victim), b'still here')
+
     def test_refusal_answers_unchanged(self):
         """Who is refused still learns only what the contract says: 403 for a stranger on a
         private entity, 404 for an unknown one."""

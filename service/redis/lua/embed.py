@@ -4,8 +4,7 @@
 usage: embed.py OUT_H OUT_C SCRIPT.lua...
 Each script gets an id LUA_<NAME> (file name, upper case) and its SHA-1 for EVALSHA. A file
 whose name starts with "_" is a prelude: it is prepended to every script, not a script itself,
-except to a script whose first line starts with "-- standalone" (after a "#!lua flags=..."
-shebang, which stays first).
+except to a script whose first line starts with "-- standalone".
 """
 import hashlib
 import os
@@ -48,12 +47,7 @@ def main():
                 own = f.read()
             # A script that uses none of the prelude says so on its first line and is sent
             # alone: Redis runs the prelude's definitions on every call of a script.
-            # A shebang (#!lua flags=...) must stay the first line.
-            shebang = ''
-            if own.startswith('#!'):
-                shebang, own = own.split('\n', 1)
-                shebang += '\n'
-            src = shebang + (own if own.startswith('-- standalone') else prelude + own)
+            src = own if own.startswith('-- standalone') else prelude + own
             sha = hashlib.sha1(src.encode('utf-8')).hexdigest()
             c.write('    {"%s",\n%s,\n     "%s"},\n' % (n, c_string(src), sha))
         c.write('};\n')
