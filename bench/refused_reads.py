@@ -10,8 +10,9 @@ Redis, the worst case), each stopped by its PID at the end. Seeds, through the c
 one private entity with a large event log and skill tree (30 force-adds of 1000 addresses; 200
 skills of 5000-character descriptions). Then, each round and for each build in turn (the order
 alternating by round): N refused reads by a stranger (403) of the entity's events
-(limit=1000) and of its skill tree, one after the other on one keep-alive connection, and N/10
-allowed reads of each by the owner. For each: Redis's main-thread CPU per read (INFO cpu
+(limit=1000) and of its skill tree, one after the other on one keep-alive connection, N/10
+allowed reads of each by the owner, and N allowed reads of a usual entity's (public, 11
+events, 10 skills): what the check costs where it lets the read through. For each: Redis's main-thread CPU per read (INFO cpu
 used_cpu_{user,sys}_main_thread; it includes writing the answer out, which is most of a large
 answer's cost), the time Redis's commands took per read (INFO commandstats after CONFIG
 RESETSTAT, usec summed over every command but INFO and CONFIG: commands run inside a
@@ -114,19 +115,20 @@ def must(resp, what):
     return json.loads(resp[1])
 
 
-def seed(svc, owner):
-    body = {"name": "Private guild", "description": "refused reads",
+def seed(svc, owner, public, adds, batch, skills, description):
+    body = {"name": "Guild", "description": "refused reads",
             "ownerAddresses": [owner.split("&")[0].split("=")[1]], "twitter": "",
-            "discord": "", "website": "", "imageUrl": "", "public": False}
+            "discord": "", "website": "", "imageUrl": "", "public": public}
     eid = must(svc.call("POST", "/api/entities?" + owner, body), "create")["data"]["id"]
-    for _ in range(30):
-        addrs = ["0x" + uuid.uuid4().hex + uuid.uuid4().hex[:8] for _ in range(1000)]
+    for _ in range(adds):
+        addrs = ["0x" + uuid.uuid4().hex + uuid.uuid4().hex[:8] for _ in range(batch)]
         must(svc.call("POST", "/api/entities/%s/force-add?%s" % (eid, owner),
                       {"addresses": addrs, "Chain": "eth"}), "force-add")
-    for i in range(4):
+    for i in range(0, skills, 50):
+        n = min(50, skills - i)
         must(svc.call("POST", "/api/skills/multiple?" + owner,
-                      {"names": ["Skill %d-%d" % (i, j) for j in range(50)],
-                       "descriptions": ["d" * 5000] * 50, "entityID": eid}), "skills")
+                      {"names": ["Skill %d" % (i + j) for j in range(n)],
+                       "descriptions": [description] * n, "entityID": eid}), "skills")
     return eid
 
 
@@ -202,32 +204,41 @@ def main():
                 stranger = sign(a.bin, url, ["--key-file", keys])
             auth[s.name] = {"owner": sign(a.bin, url), "stranger": stranger}
         t = time.time()
-        eid = seed(cur, auth["current"]["owner"])
-        print("seeded in %.1f s: 31 events of ~44 KB, skill tree of %d bytes" %
-              (time.time() - t, len(r.call("HGET", "ent:{%s}" % eid, "skilltree") or b"")))
+        eid = seed(cur, auth["current"]["owner"], False, 30, 1000, 200, "d" * 5000)
+        # A usual one beside it: public, 10 events of 10 members, 10 skills.
+        small = seed(cur, auth["current"]["owner"], True, 10, 10, 10, "a skill")
+        print("seeded in %.1f s: large private entity: 31 events of ~44 KB, skill tree of %d "
+              "bytes; small public entity: 11 events, skill tree of %d bytes" %
+              (time.time() - t, len(r.call("HGET", "ent:{%s}" % eid, "skilltree") or b""),
+               len(r.call("HGET", "ent:{%s}" % small, "skilltree") or b"")))
         paths = {"events": "/api/entities/%s/events?limit=1000" % eid,
                  "skills": "/api/skills?entityID=%s" % eid}
+        small_paths = {"small events": "/api/entities/%s/events?limit=100" % small,
+                       "small skills": "/api/skills?entityID=%s" % small}
         rows = []
         for rnd in range(a.rounds):
             order = [base, cur] if rnd % 2 == 0 else [cur, base]
             for svc in order:
+                who = auth[svc.name]
                 for what, path in paths.items():
-                    who = auth[svc.name]
                     m = measure(r, svc, path + "&" + who["stranger"], a.reads, 403)
                     rows.append((rnd + 1, svc.name, what + " refused", m))
                     m = measure(r, svc, path + "&" + who["owner"], max(1, a.reads // 10), 200)
                     rows.append((rnd + 1, svc.name, what + " allowed", m))
-        print("%-5s %-8s %-16s %12s %12s %8s %12s" % ("round", "build", "read", "Redis CPU us",
+                for what, path in small_paths.items():
+                    m = measure(r, svc, path + "&" + who["owner"], a.reads, 200)
+                    rows.append((rnd + 1, svc.name, what + " allowed", m))
+        print("%-5s %-8s %-22s %12s %12s %8s %12s" % ("round", "build", "read", "Redis CPU us",
                                                        "cmd us", "cmds", "bytes"))
         for rnd, name, what, m in rows:
-            print("%-5d %-8s %-16s %12.1f %12.1f %8.1f %12.0f" %
+            print("%-5d %-8s %-22s %12.1f %12.1f %8.1f %12.0f" %
                   (rnd, name, what, m["cpu_us"], m["cmd_us"], m["calls"], m["bytes"]))
         print("base/current, per round (Redis CPU per read; command time per read):")
         for rnd in range(1, a.rounds + 1):
             for what in ("events refused", "skills refused", "events allowed",
-                         "skills allowed"):
+                         "skills allowed", "small events allowed", "small skills allowed"):
                 got = {n: m for r_, n, w, m in rows if r_ == rnd and w == what}
-                print("  round %d %-15s %6.1fx  %6.1fx" % (
+                print("  round %d %-21s %6.1fx  %6.1fx" % (
                     rnd, what, got["base"]["cpu_us"] / max(got["current"]["cpu_us"], 1e-9),
                     got["base"]["cmd_us"] / max(got["current"]["cmd_us"], 1e-9)))
     finally:
