@@ -8,7 +8,6 @@ cache off, so that every read goes to Redis: the worst case, and the same on eve
 import json
 import os
 import sys
-import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
