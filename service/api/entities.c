@@ -66,8 +66,7 @@ static void send_entity_read(request *req, bool roles)
     keys_entity(&k, req->state); /* the id, in the request arena */
     const char *argv[] = {"HMGET", k.entity, "json", "isEnabled", "public"};
     size_t lens[] = {5, k.entity_len, 4, 9, 6};
-    entity_read_send(req, &k, 5, argv, lens, roles ? ENTITY_READ_ROLES : 0, on_entity_read,
-                     on_entity_read_roles);
+    entity_read_send(req, &k, 5, argv, lens, roles, on_entity_read, on_entity_read_roles);
 }
 
 void entity_get(request *req)
@@ -145,8 +144,7 @@ static void send_alias_entity_read(request *req, bool roles)
     keys_entity(&k, ar->id);
     const char *argv[] = {"HMGET", k.entity, "json", "isEnabled", "public", "communityURLAlias"};
     size_t lens[] = {5, k.entity_len, 4, 9, 6, 17};
-    entity_read_send(req, &k, 6, argv, lens, roles ? ENTITY_READ_ROLES : 0, on_alias_entity,
-                     on_alias_entity_roles);
+    entity_read_send(req, &k, 6, argv, lens, roles, on_alias_entity, on_alias_entity_roles);
 }
 
 static void on_alias(void *data, int status, redisReply *r)

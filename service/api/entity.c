@@ -277,9 +277,7 @@ static entity_read decide(request *req, const redisReply *f, int role, bool have
     bool enabled = entity_flag(f->element[1]), is_public = entity_flag(f->element[2]);
     bool platform = auth_is_platform_admin(req->app->auth, req->caller);
     int rule = entity_read_rule(enabled, is_public, role, platform, req->signed_in, unsigned_ok);
-    /* Without the role, only a public, enabled entity is read: a gated read (read_gate.lua)
-     * gives nothing else without it, not even to a platform admin. */
-    if (rule == 0 && (have_role || (enabled && is_public)))
+    if (rule == 0)
         return ENTITY_READ_OK;
     if (!have_role && req->signed_in &&
         entity_read_rule(enabled, is_public, ROLE_OWNER, platform, true, unsigned_ok) == 0)
@@ -307,18 +305,17 @@ void entity_role_cmds(entity_role_lookup *l, const entity_keys *k, const char *c
 }
 
 void entity_read_send(request *req, const entity_keys *k, int argc, const char **argv,
-                      const size_t *lens, int flags, store_cb alone, store_cb with_roles)
+                      const size_t *lens, bool roles, store_cb alone, store_cb with_roles)
 {
-    bool roles = flags & ENTITY_READ_ROLES;
-    if (!roles && !(flags & ENTITY_READ_GATED)) {
+    if (!roles) {
         auth_store_command(req, alone, argc, argv, lens);
         return;
     }
     entity_gate g;
     store_cmd cmd;
-    entity_gate_init(&g, req, k, roles ? 'r' : 'o', argc - 2, argv + 2, lens + 2);
+    entity_gate_init(&g, req, k, 'r', argc - 2, argv + 2, lens + 2);
     if (entity_gate_cmd(&g, req, &cmd))
-        auth_store_exec(req, roles ? with_roles : alone, 1, &cmd);
+        auth_store_exec(req, with_roles, 1, &cmd);
 }
 
 entity_read entity_read_gated(request *req, int status, redisReply *r, bool unsigned_ok,

@@ -89,12 +89,11 @@ typedef enum entity_read {
 
 /* Reads go out first without the caller's role: a public, enabled entity is open to anyone
  * signed in (and, for GET of an entity, to anyone), so most reads need no role, and a read
- * that does (a private or disabled entity, a signed caller, a platform admin too) is sent
- * again with the role lookups. Each answer still comes from one atomic read. */
+ * that does (a private or disabled entity, a signed caller) is sent again with the role
+ * lookups. Each answer still comes from one atomic read. */
 
 /* Checks a plain HMGET's answer, {payload, isEnabled, public, ...}, taken without the role.
- * Answers 503/504, 404 (unknown entity) or a refusal no role could lift itself; OK only for a
- * public, enabled entity, as a gated read without the role gives nothing else. */
+ * Answers 503/504, 404 (unknown entity) or a refusal no role could lift itself. */
 entity_read entity_read_fields(request *req, int status, redisReply *r, bool unsigned_ok);
 
 /* A read with more than the entity hash is one transaction: MULTI, an HMGET of the entity hash
@@ -116,17 +115,12 @@ void entity_role_cmds(entity_role_lookup *l, const entity_keys *k, const char *c
                       store_cmd out[ENTITY_ROLE_CMDS]);
 
 /* Sends a read of the entity hash, the HMGET argv: alone (its answer goes to `alone`, for
- * entity_read_fields), or, with ENTITY_READ_ROLES, as a gated read (entity_gate, rule 'r') with
- * the caller's role lookups (`with_roles`, for entity_read_gated). With ENTITY_READ_GATED the
- * read alone is gated too (rule 'o': the fields after the first three only for a public, enabled
- * entity; `alone` gets the transaction's reply, for entity_gate_reply): for a payload too large
- * to hand to a caller who will be refused. Either way with a deferred revocation check. */
-#define ENTITY_READ_ROLES 1
-#define ENTITY_READ_GATED 2
+ * entity_read_fields), or as a gated read (entity_gate, rule 'r') with the caller's role lookups
+ * (`with_roles`, for entity_read_gated). Either way with a deferred revocation check. */
 void entity_read_send(request *req, const entity_keys *k, int argc, const char **argv,
-                      const size_t *lens, int flags, store_cb alone, store_cb with_roles);
-/* Checks a gated read's reply (ENTITY_READ_ROLES): as entity_read_exec of {HMGET, the role
- * lookups}. */
+                      const size_t *lens, bool roles, store_cb alone, store_cb with_roles);
+/* Checks a gated read's reply (entity_read_send with the roles): as entity_read_exec of
+ * {HMGET, the role lookups}. */
 entity_read entity_read_gated(request *req, int status, redisReply *r, bool unsigned_ok,
                               const redisReply **fields);
 

@@ -1239,13 +1239,13 @@ class SkillsTest(harness.ServiceTestCase):
             if cmd not in ('evalsha', 'exists'):
                 self.assertEqual(calls, scripts.count(cmd), (what, cmd, stats, scripts))
 
-    # GET /api/skills reads gated (CONTRACT section 12): one read-only script inside one
-    # MULTI ... EXEC that reads the skill tree only of a public, enabled entity (or, with the
-    # role lookups, for a caller who may read it), so a refused caller never costs its bytes.
+    # GET /api/skills is one gated read (CONTRACT section 12), of a public entity as of a
+    # private one: one read-only script inside one MULTI ... EXEC, the revocation EXISTS beside
+    # it, that reads the entity's flags and the caller's three role lookups and the skill tree
+    # only for a caller who may read it, so a refused caller never costs its bytes.
     GATED_READ = ['evalsha', 'exec', 'exists', 'multi']
-    # Of a private entity: the first read shows that the role decides, a second reads again
-    # with the caller's three role lookups inside the script.
-    GATED_READ_ROLES = ['evalsha', 'evalsha', 'exec', 'exec', 'exists', 'multi', 'multi']
+    # inside the script: the flags, the role lookups, then the tree
+    ROLES = ['hmget', 'sismember', 'sismember', 'hexists']
 
     def assertGatedRead(self, stats, clients, scripts, what, want, want_scripts):
         self.assertEqual(sorted(clients), want, what)
@@ -1297,25 +1297,24 @@ class SkillsTest(harness.ServiceTestCase):
                 resp, stats, clients, scripts = self.round_trips(fn)
                 self.assertEqual(resp[0], status, (what, resp))
                 if what.startswith('GET'):
-                    # the flags, then the tree of a public entity (none of an unknown one)
+                    # an unknown entity: its flags alone
                     self.assertGatedRead(stats, clients, scripts, what, self.GATED_READ,
-                                         ['hmget'] * (2 if status == 200 else 1))
+                                         self.ROLES + ['hmget'] if status == 200 else ['hmget'])
                 else:
                     self.assertOneScript(stats, clients, scripts, what)
         # A fresh signature (recovered, not cached) costs no extra Redis command.
         resp, stats, clients, scripts = self.round_trips(lambda: self.get_skills(fresh, eid))
         self.assertEqual(resp[0], 200)
         self.assertGatedRead(stats, clients, scripts, 'GET with a new signature',
-                             self.GATED_READ, ['hmget', 'hmget'])
-        # A private entity: its owner reads, a stranger is refused; both after the role
-        # lookups, and the tree is read for the owner alone.
+                             self.GATED_READ, self.ROLES + ['hmget'])
+        # A private entity: its owner reads, a stranger is refused; both in the one read, and
+        # the tree is read for the owner alone.
         private = self.create_entity(owner, public=False)
-        roles = ['hmget', 'hmget', 'sismember', 'sismember', 'hexists']
         for who, status, tree in ((owner, 200, ['hmget']), (stranger, 403, [])):
             resp, stats, clients, scripts = self.round_trips(lambda: self.get_skills(who, private))
             self.assertEqual(resp[0], status, resp)
-            self.assertGatedRead(stats, clients, scripts, 'GET private', self.GATED_READ_ROLES,
-                                 roles + tree)
+            self.assertGatedRead(stats, clients, scripts, 'GET private', self.GATED_READ,
+                                 self.ROLES + tree)
 
 
 if __name__ == '__main__':

@@ -16,8 +16,6 @@
 -- Returns {the HMGET, is owner, is admin, is member, each command's reply} when allowed, else
 -- {the first three fields (the first '' when present), the three role lookups}; rule 'o' the
 -- HMGET alone. The service judges access again from these and answers the refusal.
-local READS = {XRANGE = true, ZRANGEBYLEX = true, ZLEXCOUNT = true, ZCARD = true, SCARD = true,
-  HEXISTS = true, HGET = true, HMGET = true}
 local rule, caller = ARGV[1], ARGV[2]
 local platform, nf = ARGV[3] == '1', tonumber(ARGV[4])
 local head = redis.call('HMGET', KEYS[1], ARGV[5], ARGV[6], ARGV[7])
@@ -51,6 +49,8 @@ if nf > 3 then
 end
 if rule == 'o' then return head end
 local out = {head, o, a, m}
+local READS = {XRANGE = true, ZRANGEBYLEX = true, ZLEXCOUNT = true, ZCARD = true, SCARD = true,
+  HEXISTS = true, HGET = true, HMGET = true}
 local i = 5 + nf
 while i <= #ARGV do
   local c = tonumber(ARGV[i])
