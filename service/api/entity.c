@@ -450,20 +450,15 @@ static int gate_key(entity_gate *g, const char *key, size_t len)
 void entity_gate_init(entity_gate *g, request *req, const entity_keys *k, char rule, int n,
                       const char *const *fields, const size_t *lens)
 {
-    static const char rules[] = "ore";
-    const char *r = memchr(rules, rule, 3);
     g->nkeys = g->nargs = g->nnums = 0;
-    g->overflow = !r;
+    g->overflow = rule != 'r' && rule != 'e';
     gate_key(g, k->entity, k->entity_len);
-    if (rule != 'o') {
-        gate_key(g, k->owners, k->owners_len);
-        gate_key(g, k->admins, k->admins_len);
-        gate_key(g, k->members, k->members_len);
-    }
-    const char *caller = rule == 'o' ? "" : req->caller;
-    bool platform = rule != 'o' && auth_is_platform_admin(req->app->auth, req->caller);
-    gate_arg(g, r ? r : "o", 1);
-    gate_arg(g, caller, strlen(caller));
+    gate_key(g, k->owners, k->owners_len);
+    gate_key(g, k->admins, k->admins_len);
+    gate_key(g, k->members, k->members_len);
+    bool platform = auth_is_platform_admin(req->app->auth, req->caller);
+    gate_arg(g, rule == 'e' ? "e" : "r", 1);
+    gate_arg(g, req->caller, strlen(req->caller));
     gate_arg(g, platform ? "1" : "0", 1);
     size_t nlen;
     const char *ns = gate_num(g, n, &nlen);

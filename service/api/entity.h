@@ -150,10 +150,10 @@ typedef struct entity_gate {
     bool overflow;
 } entity_gate;
 
-/* Starts a gated read of the entity k (which must outlive the send) by the request's caller
- * under `rule` ('o', 'r' or 'e': read_gate.lua), reading the n fields of its hash (the
- * HMGET's arguments after the key; the first three <a field every entity has>, isEnabled,
- * public). Rule 'o' reads without the caller and answers the HMGET alone. */
+/* Starts a gated read of the entity k (which must outlive the send) by the request's signed
+ * caller under `rule` ('r' the read rule or 'e' owners and admins: read_gate.lua), reading the
+ * n fields of its hash (the HMGET's arguments after the key; the first three <a field every
+ * entity has>, isEnabled, public). */
 void entity_gate_init(entity_gate *g, request *req, const entity_keys *k, char rule, int n,
                       const char *const *fields, const size_t *lens);
 /* Adds a read command (its argv[1] a key of the entity's slot); its arguments must outlive the
