@@ -12,6 +12,7 @@
 #include "core/isotime.h"
 #include "redis/keys.h"
 #include "api/listfield.h"
+#include "api/reads.h"
 #include "redis/lua_scripts.h"
 #include "api/respond.h"
 #include "redis/store.h"
@@ -29,8 +30,6 @@ static void append_list(buf *b, const redisReply *list)
     }
     buf_append(b, "]", 1);
 }
-
-static void send_skills_read(request *req, bool roles);
 
 /* {id, isEnabled, public, skilltree} of the entity hash; skilltree is
  * '"skills":[…],"levels":[…]', absent until the first skill. */
@@ -53,34 +52,36 @@ static void send_skills(request *req, const redisReply *f)
     request_reply_parts(req, 200, parts, 5);
 }
 
-/* The HMGET alone: the role not asked for yet. */
+/* The gated read: {the HMGET, the role lookups}, the tree only where the caller may read it. */
 static void on_skills_read(void *data, int status, redisReply *r)
 {
     request *req = data;
-    entity_read e = entity_read_fields(req, status, r, false);
-    if (e == ENTITY_READ_OK)
-        send_skills(req, r);
-    else if (e == ENTITY_READ_ASK_ROLES)
-        send_skills_read(req, true);
-}
-
-/* EXEC: {the HMGET, the role lookups}. */
-static void on_skills_read_roles(void *data, int status, redisReply *r)
-{
-    request *req = data;
     const redisReply *f;
-    if (entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, ENTITY_ROLE_CMDS, false, &f) ==
-        ENTITY_READ_OK)
+    if (entity_read_gated(req, status, r, false, &f) == ENTITY_READ_OK)
         send_skills(req, f);
 }
 
-static void send_skills_read(request *req, bool roles)
+/* One gated read with the caller's role lookups (entity.h), for every caller: a skill tree can
+ * be megabytes, so the tree of an entity that is not public leaves Redis only for a caller who
+ * may read it, and a private entity is one round trip too. Through the read cache, one entry
+ * per caller and entity (as progress and the leaderboards), under a key of about a hundred
+ * bytes. */
+static void send_skills_read(request *req)
 {
+    const char *id = req->state;
     entity_keys k;
-    keys_entity(&k, req->state);
-    const char *argv[] = {"HMGET", k.entity, "id", "isEnabled", "public", "skilltree"};
-    size_t lens[] = {5, k.entity_len, 2, 9, 6, 9};
-    entity_read_send(req, &k, 6, argv, lens, roles, on_skills_read, on_skills_read_roles);
+    keys_entity(&k, id);
+    static const char *const fields[] = {"id", "isEnabled", "public", "skilltree"};
+    static const size_t flens[] = {2, 9, 6, 9};
+    entity_gate g;
+    store_cmd cmd;
+    entity_gate_init(&g, req, &k, 'r', 4, fields, flens);
+    if (!entity_gate_cmd(&g, req, &cmd))
+        return;
+    reads_desc d = {1, {'K'}};
+    reads_desc_add(&d, id, IDS_SIZE - 1);
+    reads_desc_add(&d, req->caller, strlen(req->caller));
+    auth_store_exec_as(req, d.s, d.len, on_skills_read, 1, &cmd);
 }
 
 void skills_get(request *req)
@@ -93,8 +94,7 @@ void skills_get(request *req)
         return;
     }
     req->state = (void *)id; /* the decoded parameter lives in the request arena */
-    /* The role is asked for only when it decides (entity.h). */
-    send_skills_read(req, false);
+    send_skills_read(req);
 }
 
 /* ---- POST /api/skills (one, or several) ---- */
