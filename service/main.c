@@ -34,8 +34,11 @@ static app the_app;
 static server the_server;
 static http_service the_service = {.app = &the_app, .dispatch = dispatch_request};
 static uv_signal_t sig_term, sig_int;
-static uv_timer_t log_timer, metrics_timer;
+static uv_timer_t log_timer, metrics_timer, start_timer;
 static int worker_index = -1; /* this process's worker index; -1 without a supervisor */
+static server_options server_opts;
+static bool listening;
+static uint64_t listen_by; /* loop ms: the port opens then even if Redis is not ready */
 
 static void on_log_timer(uv_timer_t *t)
 {
@@ -99,7 +102,52 @@ static void on_signal(uv_signal_t *s, int signum)
         return;
     log_event(LOG_INFO, "shutdown requested: draining", signum == SIGTERM ? "SIGTERM" : "SIGINT");
     log_flush();
+    if (!listening) {
+        /* Stopped while it waited for Redis: nothing to drain. */
+        the_server.draining = 1;
+        uv_close((uv_handle_t *)&start_timer, NULL);
+        on_drained(&the_server);
+        return;
+    }
     server_drain(&the_server);
+}
+
+static void listen_now(app *a)
+{
+    int rc = server_start(&the_server, a->loop, &server_opts);
+    if (rc != 0) {
+        fprintf(stderr, "entityd: cannot listen on %s:%lld: %s\n", a->cfg.host,
+                (long long)a->cfg.port, uv_strerror(rc));
+        exit(1);
+    }
+    listening = true;
+    the_server.on_drained = on_drained;
+    if (worker_index >= 0)
+        metrics_shared_publish(); /* with the connections' figures, before "listening" says so */
+    buf *l = log_begin(LOG_INFO, "listening");
+    if (l) {
+        log_str(l, "version", ENTITYD_VERSION);
+        log_str(l, "host", a->cfg.host);
+        log_int(l, "port", the_server.port);
+        if (worker_index >= 0) {
+            log_int(l, "worker", worker_index);
+            log_int(l, "pid", getpid());
+        }
+        log_end(l);
+    }
+    log_flush();
+}
+
+/* The port opens once Redis is ready, so that a gateway sending an instance requests as soon
+ * as it accepts (a rolling restart) never gets the 503 of a store still connecting; without
+ * Redis by STARTUP_WAIT_MS it opens anyway and answers 503 while Redis is down. */
+static void on_start_timer(uv_timer_t *t)
+{
+    app *a = t->data;
+    if (!store_ready(a->store) && uv_now(a->loop) < listen_by)
+        return;
+    uv_close((uv_handle_t *)t, NULL);
+    listen_now(a);
 }
 
 /* Many idle keep-alive connections need many descriptors: take what the hard limit allows. */
@@ -224,7 +272,7 @@ int main(int argc, char **argv)
     metrics_register(sweeper_render_metrics, a->sweeper);
     backfill_start(a);
     dispatch_init();
-    server_options so = {
+    server_opts = (server_options){
         .host = a->cfg.host,
         .port = port,
         .proto = &http_protocol,
@@ -233,29 +281,15 @@ int main(int argc, char **argv)
                    .idle_timeout_ms = (uint64_t)a->cfg.idle_timeout_ms,
                    .write_timeout_ms = (uint64_t)a->cfg.write_timeout_ms,
                    .write_buffer_bytes = (size_t)a->cfg.write_buffer_bytes,
-                   .max_connections = (size_t)a->cfg.max_connections},
+                   .max_connections = (size_t)a->cfg.max_connections,
+                   .drain_idle_grace_ms = (uint64_t)a->cfg.shutdown_idle_grace_ms},
         .shutdown_timeout_ms = (uint64_t)a->cfg.shutdown_timeout_ms,
         .reuseport = worker_index >= 0,
     };
-    rc = server_start(&the_server, a->loop, &so);
-    if (rc != 0) {
-        fprintf(stderr, "entityd: cannot listen on %s:%lld: %s\n", a->cfg.host,
-                (long long)a->cfg.port, uv_strerror(rc));
-        return 1;
-    }
-    the_server.on_drained = on_drained;
-    buf *l = log_begin(LOG_INFO, "listening");
-    if (l) {
-        log_str(l, "version", ENTITYD_VERSION);
-        log_str(l, "host", a->cfg.host);
-        log_int(l, "port", the_server.port);
-        if (worker_index >= 0) {
-            log_int(l, "worker", worker_index);
-            log_int(l, "pid", getpid());
-        }
-        log_end(l);
-    }
-    log_flush();
+    uv_timer_init(a->loop, &start_timer);
+    start_timer.data = a;
+    listen_by = uv_now(a->loop) + (uint64_t)a->cfg.startup_wait_ms;
+    uv_timer_start(&start_timer, on_start_timer, 0, 5);
 
     uv_signal_init(a->loop, &sig_term);
     uv_signal_init(a->loop, &sig_int);

@@ -312,8 +312,10 @@ typedef struct award_state {
     size_t answer_len;
 } award_state;
 
-/* 'INVALID <i> <field> <message>' from contrib_award.lua: the field as the request named it. */
-static void fail_invalid(request *req, bool batch, const char *rest)
+/* 'INVALID <i> <field> <message>' (400) or 'OVER <i> <field> <message>' (409: an XP or a score
+ * would pass 2^53 - 1) from contrib_award.lua: the field as the request named it, in a batch
+ * "contributions[i].<field>" as the checks made here name it. */
+static void fail_at(request *req, bool batch, const char *rest, int status, const char *code)
 {
     char *end;
     unsigned long i = strtoul(rest, &end, 10);
@@ -326,7 +328,7 @@ static void fail_invalid(request *req, bool batch, const char *rest)
     else
         snprintf(field, sizeof field, "%.*s", sublen, sub);
     snprintf(message, sizeof message, "%s %s", field, sp ? sp + 1 : "is invalid.");
-    request_fail(req, 400, "invalid_request", message, field);
+    request_fail(req, status, code, message, field);
 }
 
 static void on_award(void *data, int status, redisReply *r)
@@ -340,7 +342,11 @@ static void on_award(void *data, int status, redisReply *r)
             readcache_invalidate(rc, st->keys + at, strlen(st->keys + at));
     if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR &&
         !strncmp(r->str, "INVALID ", 8)) {
-        fail_invalid(req, st->batch, r->str + 8);
+        fail_at(req, st->batch, r->str + 8, 400, "invalid_request");
+        return;
+    }
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "OVER ", 5)) {
+        fail_at(req, st->batch, r->str + 5, 409, "conflict");
         return;
     }
     if (respond_store_failed(req, status, r))

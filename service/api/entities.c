@@ -51,13 +51,12 @@ static void on_entity_read(void *data, int status, redisReply *r)
         send_entity_read(req, true);
 }
 
-/* EXEC of {HMGET json isEnabled public, the role lookups}. */
+/* The gated read of {HMGET json isEnabled public, the role lookups}. */
 static void on_entity_read_roles(void *data, int status, redisReply *r)
 {
     request *req = data;
     const redisReply *f;
-    if (entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, ENTITY_ROLE_CMDS, true, &f) ==
-        ENTITY_READ_OK)
+    if (entity_read_gated(req, status, r, true, &f) == ENTITY_READ_OK)
         send_entity(req, 200, f->element[0]);
 }
 
@@ -123,14 +122,18 @@ static void on_alias_entity_roles(void *data, int status, redisReply *r)
     request *req = data;
     alias_read *ar = req->state;
     const redisReply *f;
-    if (status == STORE_OK && r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-        r->element[0]->type == REDIS_REPLY_ARRAY && r->element[0]->elements >= 4 &&
-        r->element[0]->element[0]->type == REDIS_REPLY_STRING && !alias_held(ar, r->element[0])) {
+    /* EXEC: {the gate's answer {HMGET, the role lookups}} */
+    const redisReply *g = status == STORE_OK && r && r->type == REDIS_REPLY_ARRAY &&
+                                  r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY &&
+                                  r->element[0]->elements >= 1
+                              ? r->element[0]
+                              : NULL;
+    if (g && g->element[0]->type == REDIS_REPLY_ARRAY && g->element[0]->elements >= 4 &&
+        g->element[0]->element[0]->type == REDIS_REPLY_STRING && !alias_held(ar, g->element[0])) {
         request_fail(req, 404, "not_found", "No entity has this alias.", NULL);
         return;
     }
-    if (entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, ENTITY_ROLE_CMDS, true, &f) ==
-        ENTITY_READ_OK)
+    if (entity_read_gated(req, status, r, true, &f) == ENTITY_READ_OK)
         send_entity(req, 200, f->element[0]);
 }
 
@@ -929,11 +932,18 @@ static void on_members_page(void *data, int status, redisReply *r)
 {
     request *req = data;
     users_req *u = req->state;
-    /* EXEC: {HMGET id isEnabled public membersVersion, [the role lookups,] [the ZRANGEBYLEX
-     * page,] ZCARD} */
+    /* EXEC: {HMGET id isEnabled public membersVersion, [the role lookups,] ZCARD}, or, for the
+     * page itself, the gate's answer {the HMGET, the role lookups, the ZRANGEBYLEX page, ZCARD} */
     int nroles = u->roles ? ENTITY_ROLE_CMDS : 0;
     size_t nreplies = (u->full ? 3 : 2) + (size_t)nroles;
     const redisReply *fields;
+    if (u->full) {
+        /* the page is read gated, the role lookups with it (send_users_read) */
+        r = (redisReply *)entity_gate_reply(req, status, r);
+        if (!r)
+            return;
+        status = STORE_OK;
+    }
     entity_read e = entity_read_exec(req, status, r, nreplies, nroles, false, &fields);
     if (e == ENTITY_READ_ASK_ROLES) {
         u->roles = true;
@@ -983,15 +993,26 @@ static void send_users_read(request *req)
     size_t rlens[] = {11, k.order_len, strlen(u->start), 1, 5, 1, strlen(u->count)};
     const char *zcard[] = {"ZCARD", k.order};
     size_t zlens[] = {5, k.order_len};
-    store_cmd cmds[3 + ENTITY_ROLE_CMDS] = {{6, access, alens}};
+    if (u->full) {
+        /* Gated (entity.h): a caller who may not read the page costs Redis the role lookups,
+         * not the page; so the roles are asked for at once. */
+        u->roles = true;
+        store_cmd page[] = {{7, range, rlens}, {2, zcard, zlens}}, cmd;
+        entity_gate g;
+        entity_gate_init(&g, req, &k, 'r', 4, access + 2, alens + 2);
+        entity_gate_add(&g, &page[0]);
+        entity_gate_add(&g, &page[1]);
+        if (entity_gate_cmd(&g, req, &cmd))
+            auth_store_exec(req, on_members_page, 1, &cmd);
+        return;
+    }
+    store_cmd cmds[2 + ENTITY_ROLE_CMDS] = {{6, access, alens}};
     entity_role_lookup rl;
     int n = 1;
     if (u->roles) {
         entity_role_cmds(&rl, &k, req->caller, cmds + 1);
         n += ENTITY_ROLE_CMDS;
     }
-    if (u->full)
-        cmds[n++] = (store_cmd){7, range, rlens};
     cmds[n++] = (store_cmd){2, zcard, zlens};
     /* After a stale cached page or a role that decides, this is a second read; the revocation
      * check went with the first. */

@@ -223,7 +223,9 @@ void entity_drop_boards(request *req, const char *entity_id, const redisReply *r
 
 void entity_event_args_fill(const request *req, int64_t now_ms, entity_event_args *a)
 {
-    buf_format_int(a->max, (long long)req->app->cfg.events_max);
+    size_t n = buf_format_int(a->max, (long long)req->app->cfg.events_max);
+    a->max[n] = ':';
+    buf_format_int(a->max + n + 1, (long long)req->app->cfg.events_max_bytes);
     isotime_format(now_ms, a->at);
 }
 
@@ -369,10 +371,21 @@ void entity_read_send(request *req, const entity_keys *k, int argc, const char *
         auth_store_command(req, alone, argc, argv, lens);
         return;
     }
-    store_cmd cmds[1 + ENTITY_ROLE_CMDS] = {{argc, argv, lens}};
-    entity_role_lookup rl;
-    entity_role_cmds(&rl, k, req->caller, cmds + 1);
-    auth_store_exec(req, with_roles, 1 + ENTITY_ROLE_CMDS, cmds);
+    entity_gate g;
+    store_cmd cmd;
+    entity_gate_init(&g, req, k, 'r', argc - 2, argv + 2, lens + 2);
+    if (entity_gate_cmd(&g, req, &cmd))
+        auth_store_exec(req, with_roles, 1, &cmd);
+}
+
+entity_read entity_read_gated(request *req, int status, redisReply *r, bool unsigned_ok,
+                              const redisReply **fields)
+{
+    const redisReply *g = entity_gate_reply(req, status, r);
+    if (!g)
+        return ENTITY_READ_ANSWERED;
+    return entity_read_exec(req, STORE_OK, (redisReply *)g, 1 + ENTITY_ROLE_CMDS, ENTITY_ROLE_CMDS,
+                            unsigned_ok, fields);
 }
 
 entity_read entity_read_exec(request *req, int status, redisReply *r, size_t nreplies, int nroles,
@@ -380,7 +393,9 @@ entity_read entity_read_exec(request *req, int status, redisReply *r, size_t nre
 {
     if (respond_store_failed(req, status, r))
         return ENTITY_READ_ANSWERED;
-    bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == nreplies &&
+    /* A gated read refused answers the HMGET and the role lookups alone. */
+    bool ok = r->type == REDIS_REPLY_ARRAY &&
+              (r->elements == nreplies || (nroles && r->elements == 1 + (size_t)nroles)) &&
               nreplies >= 1 + (size_t)nroles && r->element[0]->type == REDIS_REPLY_ARRAY &&
               r->element[0]->elements >= 3;
     for (size_t i = 1; ok && i <= (size_t)nroles; i++)
@@ -402,7 +417,12 @@ entity_read entity_read_exec(request *req, int status, redisReply *r, size_t nre
                : r->element[3]->integer ? ROLE_MEMBER
                                         : ROLE_NONE;
     *fields = f;
-    return decide(req, f, role, nroles == ENTITY_ROLE_CMDS, unsigned_ok);
+    entity_read e = decide(req, f, role, nroles == ENTITY_ROLE_CMDS, unsigned_ok);
+    if (e == ENTITY_READ_OK && r->elements != nreplies) {
+        request_fail_internal(req, "entity read: refused by the gate");
+        return ENTITY_READ_ANSWERED;
+    }
+    return e;
 }
 
 entity_read entity_read_fields(request *req, int status, redisReply *r, bool unsigned_ok)
@@ -440,4 +460,128 @@ size_t entity_json_parts(const char *json, size_t len, slice out[2])
     out[0] = (slice){json, at - span};
     out[1] = (slice){json + at, len - at};
     return 2;
+}
+
+/* A small decimal number among the gate's arguments, kept in g. */
+static const char *gate_num(entity_gate *g, int v, size_t *len)
+{
+    if (g->nnums >= ENTITY_GATE_ARGS || v < 0 || v > 999) {
+        g->overflow = true;
+        *len = 1;
+        return "0";
+    }
+    char *s = g->nums[g->nnums++];
+    size_t n = 0;
+    if (v >= 100)
+        s[n++] = (char)('0' + v / 100);
+    if (v >= 10)
+        s[n++] = (char)('0' + v / 10 % 10);
+    s[n++] = (char)('0' + v % 10);
+    s[n] = '\0';
+    *len = n;
+    return s;
+}
+
+static void gate_arg(entity_gate *g, const char *s, size_t len)
+{
+    if (g->nargs >= ENTITY_GATE_ARGS) {
+        g->overflow = true;
+        return;
+    }
+    g->args[g->nargs] = s;
+    g->alens[g->nargs++] = len;
+}
+
+/* The index in KEYS (from 1) of key, added when new. */
+static int gate_key(entity_gate *g, const char *key, size_t len)
+{
+    for (int i = 0; i < g->nkeys; i++)
+        if (g->klens[i] == len && !memcmp(g->keys[i], key, len))
+            return i + 1;
+    if (g->nkeys >= ENTITY_GATE_KEYS) {
+        g->overflow = true;
+        return 1;
+    }
+    g->keys[g->nkeys] = key;
+    g->klens[g->nkeys++] = len;
+    return g->nkeys;
+}
+
+void entity_gate_init(entity_gate *g, request *req, const entity_keys *k, char rule, int n,
+                      const char *const *fields, const size_t *lens)
+{
+    g->nkeys = g->nargs = g->nnums = 0;
+    g->overflow = rule != 'r' && rule != 'e';
+    gate_key(g, k->entity, k->entity_len);
+    gate_key(g, k->owners, k->owners_len);
+    gate_key(g, k->admins, k->admins_len);
+    gate_key(g, k->members, k->members_len);
+    bool platform = auth_is_platform_admin(req->app->auth, req->caller);
+    gate_arg(g, rule == 'e' ? "e" : "r", 1);
+    gate_arg(g, req->caller, strlen(req->caller));
+    gate_arg(g, platform ? "1" : "0", 1);
+    size_t nlen;
+    const char *ns = gate_num(g, n, &nlen);
+    gate_arg(g, ns, nlen);
+    if (n < 3)
+        g->overflow = true;
+    for (int i = 0; i < n; i++)
+        gate_arg(g, fields[i], lens[i]);
+}
+
+void entity_gate_add(entity_gate *g, const store_cmd *c)
+{
+    if (c->argc < 2) {
+        g->overflow = true;
+        return;
+    }
+    size_t len;
+    const char *s = gate_num(g, c->argc, &len);
+    gate_arg(g, s, len);
+    gate_arg(g, c->argv[0], c->lens[0]);
+    s = gate_num(g, gate_key(g, c->argv[1], c->lens[1]), &len);
+    gate_arg(g, s, len);
+    for (int i = 2; i < c->argc; i++)
+        gate_arg(g, c->argv[i], c->lens[i]);
+}
+
+bool entity_gate_cmd(entity_gate *g, request *req, store_cmd *out)
+{
+    size_t len;
+    const char *nk = gate_num(g, g->nkeys, &len);
+    if (g->overflow) {
+        request_fail_internal(req, "gated read: too many arguments");
+        return false;
+    }
+    g->argv[0] = "EVALSHA";
+    g->lens[0] = 7;
+    g->argv[1] = store_script_sha(req->app->store, LUA_READ_GATE);
+    g->lens[1] = 40;
+    g->argv[2] = nk;
+    g->lens[2] = len;
+    int at = 3;
+    for (int i = 0; i < g->nkeys; i++, at++)
+        g->argv[at] = g->keys[i], g->lens[at] = g->klens[i];
+    for (int i = 0; i < g->nargs; i++, at++)
+        g->argv[at] = g->args[i], g->lens[at] = g->alens[i];
+    *out = (store_cmd){at, g->argv, g->lens};
+    return true;
+}
+
+const redisReply *entity_gate_reply(request *req, int status, const redisReply *r)
+{
+    if (respond_store_failed(req, status, (redisReply *)r))
+        return NULL;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1) {
+        request_fail_internal(req, "gated read: unexpected reply");
+        return NULL;
+    }
+    const redisReply *g = r->element[0];
+    if (g->type == REDIS_REPLY_ERROR) {
+        /* a script's error inside the transaction (NOSCRIPT after a flush: 503, and reloaded) */
+        if (!respond_store_failed(req, STORE_OK, (redisReply *)g))
+            request_fail_internal(req, "gated read: script error");
+        return NULL;
+    }
+    return g;
 }

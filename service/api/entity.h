@@ -84,13 +84,13 @@ size_t entity_check_split(request *req, const redisReply *r, const char (*addrs)
 void entity_drop_boards(request *req, const char *entity_id, const redisReply *r, size_t from);
 
 /* The two arguments every write script that records an event takes (keys.h, events):
- * EVENTS_MAX and the time of the change. */
+ * "<EVENTS_MAX>:<EVENTS_MAX_BYTES>" (lua/_prelude.lua, emit) and the time of the change. */
 typedef struct entity_event_args {
-    char max[24];
+    char max[48];
     char at[ISOTIME_STRING_SIZE];
 } entity_event_args;
 
-/* Fills a with EVENTS_MAX and the time now_ms as ISO 8601. */
+/* Fills a with the events' limits and the time now_ms as ISO 8601. */
 void entity_event_args_fill(const request *req, int64_t now_ms, entity_event_args *a);
 
 /* How a read's answer came out: refused or failed (already answered), allowed, or not yet
@@ -113,8 +113,10 @@ entity_read entity_read_fields(request *req, int status, redisReply *r, bool uns
 /* A read with more than the entity hash is one transaction: MULTI, an HMGET of the entity hash
  * whose first three fields are <a field every entity has>, isEnabled, public, then the
  * caller's role lookups (these three plain commands) when asked for, then whatever else the
- * read needs, and EXEC. Plain commands rather than a script: Redis runs them for a fraction of
- * a Lua call's cost, and a large payload is not copied through Lua twice. */
+ * read needs, and EXEC. Plain commands where nothing large follows (a users page's version
+ * check): Redis runs them for a fraction of a Lua call's cost. Where the caller's right
+ * decides whether a page, a skill tree or an event log is read, the same transaction is one
+ * gated read instead (entity_gate below). */
 #define ENTITY_ROLE_CMDS 3
 typedef struct entity_role_lookup {
     const char *argv[ENTITY_ROLE_CMDS][3];
@@ -127,16 +129,55 @@ void entity_role_cmds(entity_role_lookup *l, const entity_keys *k, const char *c
                       store_cmd out[ENTITY_ROLE_CMDS]);
 
 /* Sends a read of the entity hash, the HMGET argv: alone (its answer goes to `alone`, for
- * entity_read_fields), or with the caller's role lookups in one transaction (`with_roles`, for
- * entity_read_exec with ENTITY_ROLE_CMDS). Either way with a deferred revocation check. */
+ * entity_read_fields), or as a gated read (entity_gate, rule 'r') with the caller's role lookups
+ * (`with_roles`, for entity_read_gated). Either way with a deferred revocation check. */
 void entity_read_send(request *req, const entity_keys *k, int argc, const char **argv,
                       const size_t *lens, bool roles, store_cb alone, store_cb with_roles);
+/* Checks a gated read's reply (entity_read_send with the roles): as entity_read_exec of
+ * {HMGET, the role lookups}. */
+entity_read entity_read_gated(request *req, int status, redisReply *r, bool unsigned_ok,
+                              const redisReply **fields);
 
 /* Checks such a transaction's EXEC reply: nreplies replies, the HMGET, nroles (0 or
  * ENTITY_ROLE_CMDS) role lookups, the rest. Sets *fields to the HMGET's reply unless the
  * answer is ENTITY_READ_ANSWERED. */
 entity_read entity_read_exec(request *req, int status, redisReply *r, size_t nreplies, int nroles,
                              bool unsigned_ok, const redisReply **fields);
+
+/* A read that answers only a caller who may read it (CONTRACT §12): read_gate.lua checks the
+ * entity's flags and the caller's role and runs the read's own commands only when they allow,
+ * so a refusal costs Redis the role lookups alone, whatever lies behind them. Still one round
+ * trip: the script is the one command of the transaction it is sent in (store_exec, or
+ * auth_store_exec* through the read cache, which follows its declared keys). Its answer has the
+ * shape of the transaction it replaces, {HMGET, the role lookups, each command's reply}, or,
+ * refused, only {the first three fields, the role lookups} (entity_read_exec, reads_reply). */
+#define ENTITY_GATE_KEYS 8
+#define ENTITY_GATE_ARGS 64
+typedef struct entity_gate {
+    const char *argv[3 + ENTITY_GATE_KEYS + ENTITY_GATE_ARGS];
+    size_t lens[3 + ENTITY_GATE_KEYS + ENTITY_GATE_ARGS];
+    const char *keys[ENTITY_GATE_KEYS], *args[ENTITY_GATE_ARGS];
+    size_t klens[ENTITY_GATE_KEYS], alens[ENTITY_GATE_ARGS];
+    int nkeys, nargs;
+    char nums[ENTITY_GATE_ARGS][4]; /* the small numbers among the arguments */
+    int nnums;
+    bool overflow;
+} entity_gate;
+
+/* Starts a gated read of the entity k (which must outlive the send) by the request's signed
+ * caller under `rule` ('r' the read rule or 'e' owners and admins: read_gate.lua), reading the
+ * n fields of its hash (the HMGET's arguments after the key; the first three <a field every
+ * entity has>, isEnabled, public). */
+void entity_gate_init(entity_gate *g, request *req, const entity_keys *k, char rule, int n,
+                      const char *const *fields, const size_t *lens);
+/* Adds a read command (its argv[1] a key of the entity's slot); its arguments must outlive the
+ * send. */
+void entity_gate_add(entity_gate *g, const store_cmd *c);
+/* The EVALSHA command; false (500 answered) when the read is larger than the builder. */
+bool entity_gate_cmd(entity_gate *g, request *req, store_cmd *out);
+/* The gate's answer out of its transaction's EXEC reply, or NULL once the request is answered
+ * (503/504, or a script error such as NOSCRIPT after a flush). */
+const redisReply *entity_gate_reply(request *req, int status, const redisReply *r);
 
 /* A stored flag ("0" false, anything else or absent true). */
 bool entity_flag(const redisReply *r);

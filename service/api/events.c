@@ -38,13 +38,14 @@ static void on_events(void *data, int status, redisReply *r)
 {
     request *req = data;
     long limit = *(long *)req->state;
-    if (respond_store_failed(req, status, r))
+    r = (redisReply *)entity_gate_reply(req, status, r);
+    if (!r)
         return;
-    /* EXEC: {HMGET id isEnabled public, SISMEMBER owners, SISMEMBER admins, XRANGE} */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+    /* The gate's answer: {HMGET id isEnabled public, SISMEMBER owners, SISMEMBER admins,
+     * HEXISTS members, XRANGE}, the XRANGE only where the caller may read the events. */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 4 ||
         r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 3 ||
-        r->element[1]->type != REDIS_REPLY_INTEGER || r->element[2]->type != REDIS_REPLY_INTEGER ||
-        r->element[3]->type != REDIS_REPLY_ARRAY) {
+        r->element[1]->type != REDIS_REPLY_INTEGER || r->element[2]->type != REDIS_REPLY_INTEGER) {
         request_fail_internal(req, "events: unexpected reply");
         return;
     }
@@ -66,7 +67,11 @@ static void on_events(void *data, int status, redisReply *r)
             return;
         }
     }
-    const redisReply *list = r->element[3];
+    if (r->elements != 5 || r->element[4]->type != REDIS_REPLY_ARRAY) {
+        request_fail_internal(req, "events: unexpected reply");
+        return;
+    }
+    const redisReply *list = r->element[4];
     size_t n = list->elements < (size_t)limit ? list->elements : (size_t)limit;
     buf *b = respond_scratch();
     buf_append_str(b, "{\"success\":true,\"data\":[");
@@ -184,14 +189,16 @@ void events_get(request *req)
     const char *end = "+";
     if (after && !strcmp(after, "18446744073709551615-18446744073709551615"))
         memcpy(start, "+", 2), end = "-";
-    const char *access[] = {"HMGET", k.entity, "id", "isEnabled", "public"};
-    size_t alens[] = {5, k.entity_len, 2, 9, 6};
-    const char *own[] = {"SISMEMBER", k.owners, req->caller};
-    size_t olens[] = {9, k.owners_len, strlen(req->caller)};
-    const char *adm[] = {"SISMEMBER", k.admins, req->caller};
-    size_t dlens[] = {9, k.admins_len, strlen(req->caller)};
+    static const char *const fields[] = {"id", "isEnabled", "public"};
+    static const size_t flens[] = {2, 9, 6};
     const char *range[] = {"XRANGE", events, start, end, "COUNT", count};
     size_t rlens[] = {6, strlen(events), strlen(start), 1, 5, strlen(count)};
-    store_cmd cmds[] = {{5, access, alens}, {3, own, olens}, {3, adm, dlens}, {6, range, rlens}};
-    store_exec(req->app->store, on_events, req, 4, cmds);
+    store_cmd xrange = {6, range, rlens}, cmd;
+    /* Gated (entity.h): a caller who may not read the events costs Redis the role lookups,
+     * not the page. */
+    entity_gate g;
+    entity_gate_init(&g, req, &k, 'e', 3, fields, flens);
+    entity_gate_add(&g, &xrange);
+    if (entity_gate_cmd(&g, req, &cmd))
+        store_exec(req->app->store, on_events, req, 1, &cmd);
 }

@@ -19,8 +19,8 @@
 
 #define XP_MAX           9007199254740991LL /* 2^53 - 1: exact in a JSON number */
 #define LEVEL_MAX_SKILLS 100
-/* level_upsert.lua's arguments before the skill ids: 7 keys and 12 values. */
-#define LEVEL_HEAD 20
+/* level_upsert.lua's arguments before the skill ids: 7 keys and 14 values. */
+#define LEVEL_HEAD 21
 
 /* A validated level body as the JSON pieces level_upsert.lua assembles. Empty `description`
  * or `ends_at` means "keep the stored value" (or the default for a new level). */
@@ -206,6 +206,8 @@ void level_update(request *req)
     entity_event_args_fill(req, now_ms, &ev);
     char limit[24];
     snprintf(limit, sizeof limit, "%lld", (long long)req->app->cfg.max_levels_per_entity);
+    char tree_max[24];
+    snprintf(tree_max, sizeof tree_max, "%lld", (long long)req->app->cfg.skilltree_max_bytes);
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
@@ -225,7 +227,8 @@ void level_update(request *req)
                           buf_cstr(&in.ends_at),
                           now,
                           ev.max,
-                          limit};
+                          limit,
+                          tree_max};
     for (size_t i = 0; i < LEVEL_HEAD; i++)
         argv[i] = head[i];
     for (size_t i = 0; i < n; i++)

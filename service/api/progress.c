@@ -342,12 +342,23 @@ bool progress_read_send(request *req, char letter, const store_cmd *extra, int n
     char prog[KEYS_PROG_SIZE], board[KEYS_BOARD_SIZE], gone[KEYS_BOARD_SIZE];
     size_t plen = keys_prog(prog, m->id, m->addr), blen = keys_board(board, m->id, "xp");
     size_t glen = keys_board_gone(gone, m->id, "xp");
-    const char *argv[] = {"EVALSHA",     store_script_sha(req->app->store, LUA_PROGRESS),
-                          "7",           k.entity,
-                          k.members,     prog,
-                          board,         k.skill_order,
-                          k.level_order, gone,
-                          m->addr};
+    /* The caller and platform go to the script too: it reads the member's progress only where
+     * they may read it (CONTRACT §12). */
+    const char *argv[] = {"EVALSHA",
+                          store_script_sha(req->app->store, LUA_PROGRESS),
+                          "9",
+                          k.entity,
+                          k.members,
+                          prog,
+                          board,
+                          k.skill_order,
+                          k.level_order,
+                          gone,
+                          k.owners,
+                          k.admins,
+                          m->addr,
+                          req->caller,
+                          reads_is_platform(req) ? "1" : "0"};
     size_t lens[] = {7,
                      40,
                      1,
@@ -358,15 +369,19 @@ bool progress_read_send(request *req, char letter, const store_cmd *extra, int n
                      k.skill_order_len,
                      k.level_order_len,
                      glen,
-                     strlen(m->addr)};
-    store_cmd cmds[1 + ENTITY_ROLE_CMDS + PROGRESS_READ_EXTRA_MAX] = {{11, argv, lens}};
+                     k.owners_len,
+                     k.admins_len,
+                     strlen(m->addr),
+                     strlen(req->caller),
+                     1};
+    store_cmd cmds[1 + ENTITY_ROLE_CMDS + PROGRESS_READ_EXTRA_MAX] = {{15, argv, lens}};
     entity_role_lookup rl;
     entity_role_cmds(&rl, &k, req->caller, cmds + 1);
     for (int i = 0; i < nextra && i < PROGRESS_READ_EXTRA_MAX; i++)
         cmds[1 + ENTITY_ROLE_CMDS + i] = extra[i];
     reads_desc d = {1, {letter}};
     reads_desc_add(&d, m->id, strlen(m->id));
-    reads_desc_add(&d, m->addr, lens[10]);
+    reads_desc_add(&d, m->addr, lens[12]);
     reads_desc_add(&d, req->caller, strlen(req->caller));
     auth_store_exec_as(req, d.s, d.len, cb, 1 + ENTITY_ROLE_CMDS + nextra, cmds);
     return true;

@@ -93,17 +93,24 @@ entity_read reads_reply(request *req, int status, const redisReply *r, size_t nr
         respond_store_failed(req, STORE_OK, r->element[0]);
         return ENTITY_READ_ANSWERED;
     }
-    bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == nreplies &&
+    /* Refused, a gated read (entity_gate) or progress.lua answers the flags and the role
+     * lookups alone: judged first, then the rest must be there. */
+    bool ok = r->type == REDIS_REPLY_ARRAY &&
+              (r->elements == nreplies || r->elements == 1 + ENTITY_ROLE_CMDS) &&
               r->element[0]->type == REDIS_REPLY_ARRAY && r->element[0]->elements >= 3;
     for (int i = 1; ok && i <= ENTITY_ROLE_CMDS; i++)
         ok = r->element[i]->type == REDIS_REPLY_INTEGER;
-    if (ok && r->element[0]->element[0]->type != REDIS_REPLY_NIL)
-        ok = r->element[0]->elements >= min;
     if (!ok) {
         request_fail_internal(req, "progression read: unexpected reply");
         return ENTITY_READ_ANSWERED;
     }
-    return member_access(req, r->element[0], (const redisReply *const *)r->element + 1, self);
+    entity_read e =
+        member_access(req, r->element[0], (const redisReply *const *)r->element + 1, self);
+    if (e == ENTITY_READ_OK && (r->elements != nreplies || r->element[0]->elements < min)) {
+        request_fail_internal(req, "progression read: unexpected reply");
+        return ENTITY_READ_ANSWERED;
+    }
+    return e;
 }
 
 void reads_append_int(buf *b, int64_t v)

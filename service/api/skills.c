@@ -12,6 +12,7 @@
 #include "core/isotime.h"
 #include "redis/keys.h"
 #include "api/listfield.h"
+#include "api/reads.h"
 #include "redis/lua_scripts.h"
 #include "api/respond.h"
 #include "redis/store.h"
@@ -29,8 +30,6 @@ static void append_list(buf *b, const redisReply *list)
     }
     buf_append(b, "]", 1);
 }
-
-static void send_skills_read(request *req, bool roles);
 
 /* {id, isEnabled, public, skilltree} of the entity hash; skilltree is
  * '"skills":[…],"levels":[…]', absent until the first skill. */
@@ -53,34 +52,36 @@ static void send_skills(request *req, const redisReply *f)
     request_reply_parts(req, 200, parts, 5);
 }
 
-/* The HMGET alone: the role not asked for yet. */
+/* The gated read: {the HMGET, the role lookups}, the tree only where the caller may read it. */
 static void on_skills_read(void *data, int status, redisReply *r)
 {
     request *req = data;
-    entity_read e = entity_read_fields(req, status, r, false);
-    if (e == ENTITY_READ_OK)
-        send_skills(req, r);
-    else if (e == ENTITY_READ_ASK_ROLES)
-        send_skills_read(req, true);
-}
-
-/* EXEC: {the HMGET, the role lookups}. */
-static void on_skills_read_roles(void *data, int status, redisReply *r)
-{
-    request *req = data;
     const redisReply *f;
-    if (entity_read_exec(req, status, r, 1 + ENTITY_ROLE_CMDS, ENTITY_ROLE_CMDS, false, &f) ==
-        ENTITY_READ_OK)
+    if (entity_read_gated(req, status, r, false, &f) == ENTITY_READ_OK)
         send_skills(req, f);
 }
 
-static void send_skills_read(request *req, bool roles)
+/* One gated read with the caller's role lookups (entity.h), for every caller: a skill tree can
+ * be megabytes, so the tree of an entity that is not public leaves Redis only for a caller who
+ * may read it, and a private entity is one round trip too. Through the read cache, one entry
+ * per caller and entity (as progress and the leaderboards), under a key of about a hundred
+ * bytes. */
+static void send_skills_read(request *req)
 {
+    const char *id = req->state;
     entity_keys k;
-    keys_entity(&k, req->state);
-    const char *argv[] = {"HMGET", k.entity, "id", "isEnabled", "public", "skilltree"};
-    size_t lens[] = {5, k.entity_len, 2, 9, 6, 9};
-    entity_read_send(req, &k, 6, argv, lens, roles, on_skills_read, on_skills_read_roles);
+    keys_entity(&k, id);
+    static const char *const fields[] = {"id", "isEnabled", "public", "skilltree"};
+    static const size_t flens[] = {2, 9, 6, 9};
+    entity_gate g;
+    store_cmd cmd;
+    entity_gate_init(&g, req, &k, 'r', 4, fields, flens);
+    if (!entity_gate_cmd(&g, req, &cmd))
+        return;
+    reads_desc d = {1, {'K'}};
+    reads_desc_add(&d, id, IDS_SIZE - 1);
+    reads_desc_add(&d, req->caller, strlen(req->caller));
+    auth_store_exec_as(req, d.s, d.len, on_skills_read, 1, &cmd);
 }
 
 void skills_get(request *req)
@@ -93,20 +94,41 @@ void skills_get(request *req)
         return;
     }
     req->state = (void *)id; /* the decoded parameter lives in the request arena */
-    /* The role is asked for only when it decides (entity.h). */
-    send_skills_read(req, false);
+    send_skills_read(req);
 }
 
 /* ---- POST /api/skills (one, or several) ---- */
 
 typedef struct add_state {
     bool many;
+    /* which skills have a description: the field a skill tree past its budget names */
+    bool described[100];
 } add_state;
+
+/* 'TREE <i> <message>' from skills_add.lua: skill i would take the skill tree past
+ * SKILLTREE_MAX_BYTES. The field at fault is its description, or its name when it has none. */
+static void fail_tree(request *req, const add_state *st, const char *rest)
+{
+    char *end;
+    unsigned long i = strtoul(rest, &end, 10);
+    bool d = i < 100 && st->described[i];
+    char field[40], message[300];
+    if (st->many)
+        snprintf(field, sizeof field, "%s[%lu]", d ? "descriptions" : "names", i);
+    else
+        snprintf(field, sizeof field, "%s", d ? "description" : "name");
+    snprintf(message, sizeof message, "%s %s", field, *end == ' ' ? end + 1 : "is too large.");
+    request_fail(req, 409, "conflict", message, field);
+}
 
 static void on_skills_added(void *data, int status, redisReply *r)
 {
     request *req = data;
     add_state *st = req->state;
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "TREE ", 5)) {
+        fail_tree(req, st, r->str + 5);
+        return;
+    }
     if (respond_store_failed(req, status, r))
         return;
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
@@ -159,8 +181,8 @@ static int read_many(json_t *body, json_t **names, json_t **descs, verr *e)
 }
 
 /* skills_add.lua's arguments before the per-skill triples: 7 keys, caller, platform, time,
- * EVENTS_MAX and the time as ISO. */
-#define SKILLS_HEAD 13
+ * the events' limits, the time as ISO, MAX_SKILLS_PER_ENTITY and SKILLTREE_MAX_BYTES. */
+#define SKILLS_HEAD 14
 
 static void add_skills(request *req, bool many)
 {
@@ -231,6 +253,7 @@ static void add_skills(request *req, bool many)
             rc = -1;
             break;
         }
+        st->described[i] = dlen > 0;
         char *sid = arena_alloc(&req->pool, IDS_SIZE);
         char *norm = arena_strndup(&req->pool, name, nlen);
         if (!sid || !norm || ids_new(sid, 's') != 0) {
@@ -288,12 +311,13 @@ static void add_skills(request *req, bool many)
     keys_entity(&k, entity_id);
     entity_event_args ev;
     entity_event_args_fill(req, now, &ev);
-    char *limit = arena_alloc(&req->pool, 24);
-    if (!limit) {
+    char *limit = arena_alloc(&req->pool, 24), *tree_max = arena_alloc(&req->pool, 24);
+    if (!limit || !tree_max) {
         request_fail_internal(req, "skills: out of memory");
         return;
     }
     snprintf(limit, 24, "%lld", (long long)req->app->cfg.max_skills_per_entity);
+    snprintf(tree_max, 24, "%lld", (long long)req->app->cfg.skilltree_max_bytes);
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
@@ -306,7 +330,8 @@ static void add_skills(request *req, bool many)
                           arena_strndup(&req->pool, created, strlen(created)),
                           arena_strndup(&req->pool, ev.max, strlen(ev.max)),
                           arena_strndup(&req->pool, created_iso, strlen(created_iso)),
-                          limit};
+                          limit,
+                          tree_max};
     for (size_t i = 0; i < SKILLS_HEAD; i++)
         argv[i] = head[i];
     for (size_t i = 0; i < argc; i++)
@@ -412,6 +437,8 @@ void skill_update(request *req)
     keys_entity(&k, eid);
     entity_event_args ev;
     entity_event_args_fill(req, isotime_now_ms(), &ev);
+    char tree_max[24];
+    snprintf(tree_max, sizeof tree_max, "%lld", (long long)req->app->cfg.skilltree_max_bytes);
     const char *head[] = {k.entity,
                           k.owners,
                           k.admins,
@@ -426,7 +453,8 @@ void skill_update(request *req)
                           sid,
                           name_json,
                           norm,
-                          desc_json};
+                          desc_json,
+                          tree_max};
     entity_script(req, LUA_SKILL_UPDATE, on_skill_updated, 7, head, sizeof head / sizeof head[0],
                   NULL, 0);
 }

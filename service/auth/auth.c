@@ -82,6 +82,7 @@ enum contract_state {
     CONTRACT_VALID,
     CONTRACT_INVALID,
     CONTRACT_UNAVAILABLE, /* the RPC failed, timed out, or too many checks were in flight */
+    CONTRACT_CAPPED,      /* the address is not known to hold code and the cap is spent */
 };
 
 typedef struct auth_ctx {
@@ -117,8 +118,15 @@ typedef struct auth_ctx {
     bool contract_only; /* not an ECDSA signature: only the wallet's contract can accept it */
     uint8_t *contract_sig;
     size_t contract_sig_len;
-    int contract;       /* enum contract_state */
-    int contract_epoch; /* index into epochs[] that the contract accepted */
+    int contract;        /* enum contract_state */
+    int contract_epoch;  /* index into epochs[] that the contract accepted */
+    int64_t retry_after; /* with CONTRACT_CAPPED */
+    /* The signature cache's key of a signature accepted by a contract (contract_cache_key):
+     * apart from the ECDSA key, so that a cached acceptance is known as the contract's. */
+    uint8_t contract_key[65];
+    bool by_contract;          /* accepted by the contract: revoked by (address, epoch) */
+    bool read;                 /* a read route: revocation checks go through store_read */
+    int contract_store_status; /* of the revocation check sent after the contract's answer */
     /* results */
     bool cached;
     bool deferred; /* a read: revocation is checked with the handler's read */
@@ -250,9 +258,12 @@ int auth_new(auth **out, app *a, char *err, size_t err_len)
     size_t scap = siwe_message_cap(&au->siwe);
     if ((au->siwe_head = malloc(scap)) != NULL)
         au->siwe_head_len = siwe_head(&au->siwe, au->siwe_head, scap);
+    eip1271_limits lim = {.timeout_ms = a->cfg.eth_rpc_timeout_ms,
+                          .max_inflight = a->cfg.eth_rpc_max_inflight,
+                          .code_ttl_seconds = a->cfg.eth_rpc_code_ttl_seconds,
+                          .max_per_second = a->cfg.eth_rpc_max_per_second};
     if (*a->cfg.eth_rpc_url &&
-        eip1271_new(&au->rpc, a->loop, a->cfg.eth_rpc_url, a->cfg.eth_rpc_timeout_ms,
-                    a->cfg.eth_rpc_max_inflight, err, err_len) != 0) {
+        eip1271_new(&au->rpc, a->loop, a->cfg.eth_rpc_url, &lim, err, err_len) != 0) {
         auth_free(au);
         return -1;
     }
@@ -504,12 +515,13 @@ static void finish(auth_ctx *ac)
 {
     request *req = ac->req;
     auth *au = ac->au;
-    if (ac->store_status == STORE_TIMEOUT) {
+    int store_status = ac->store_status != STORE_OK ? ac->store_status : ac->contract_store_status;
+    if (store_status == STORE_TIMEOUT) {
         give_back(ac);
         request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
         return;
     }
-    if (ac->store_status != STORE_OK) {
+    if (store_status != STORE_OK) {
         give_back(ac);
         request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
         return;
@@ -529,6 +541,14 @@ static void finish(auth_ctx *ac)
             matched = ac->contract_epoch;
             memcpy(ac->rec[matched], ac->addr, 20);
             au->stats.contract++;
+        }
+        if (matched < 0 && ac->contract == CONTRACT_CAPPED) {
+            give_back(ac);
+            au->stats.unavailable++;
+            request_fail_retry(req, 503, "unavailable",
+                               "Too many sign-ins of wallets not seen lately; retry shortly.",
+                               ac->retry_after);
+            return;
         }
         if (matched < 0 && ac->contract == CONTRACT_UNAVAILABLE) {
             give_back(ac);
@@ -562,7 +582,8 @@ static void finish(auth_ctx *ac)
         return;
     }
     if (!ac->cached) {
-        sigcache_put(au->cache, ac->sig65, ac->epochs[matched], ac->rec[matched]);
+        sigcache_put(au->cache, ac->by_contract ? ac->contract_key : ac->sig65, ac->epochs[matched],
+                     ac->rec[matched]);
         if (ac->siwe_ok[matched])
             au->stats.siwe++;
         if (ac->siwe) {
@@ -607,10 +628,52 @@ static void finish(auth_ctx *ac)
     after_budget(ac);
 }
 
+/* The cache key of a contract wallet's signature (its exact bytes): keccak256 of them, then
+ * 0xff where an ECDSA key has its recovery id (0 or 1), so it never names an ECDSA entry. */
+static void contract_cache_key(const uint8_t *sig, size_t len, uint8_t out[65])
+{
+    keccak256(sig, len, out);
+    memset(out + 32, 0xff, 33);
+}
+
+/* The revocation id of a sign-in accepted by the contract of ac->addr over the messages of
+ * `epoch`: the address and the epoch, not the signature's bytes, which a Safe reads only in
+ * part (bytes past its owners' signatures change nothing), so any variant of a revoked
+ * signature, and the SIWE sign-in of the same epoch, is revoked with it. */
+static void contract_revocation_id(auth_ctx *ac, int64_t epoch)
+{
+    char a[ADDRESS_STRING_SIZE];
+    address_format_lower(ac->addr, a);
+    snprintf(ac->revocation_id, sizeof ac->revocation_id, "%s:%lld", a, (long long)epoch);
+    ac->by_contract = true;
+}
+
 static void half_done(auth_ctx *ac)
 {
     if (--ac->pending == 0)
         finish(ac);
+}
+
+/* The contract's half is over: one of the halves finish() waits for when started by
+ * auth_authenticate, otherwise (started by finish) the request goes on from here. */
+static void contract_done(auth_ctx *ac)
+{
+    if (ac->pending > 0)
+        half_done(ac);
+    else
+        finish(ac);
+}
+
+static void on_contract_revocation(void *data, int status, redisReply *reply)
+{
+    auth_ctx *ac = data;
+    if (status != STORE_OK)
+        ac->contract_store_status = status;
+    else if (reply->type != REDIS_REPLY_INTEGER)
+        ac->contract_store_status = STORE_UNAVAILABLE;
+    else
+        ac->revoked = reply->integer != 0;
+    contract_done(ac);
 }
 
 static void on_contract(eip1271_waiter *w, int outcome, int which)
@@ -619,13 +682,50 @@ static void on_contract(eip1271_waiter *w, int outcome, int which)
     if (outcome == EIP1271_VALID) {
         ac->contract = CONTRACT_VALID;
         ac->contract_epoch = which / 2;
+        /* Known only now: the revocation of (address, epoch), not the one of the signature's
+         * r||s (checked up front for a key's signature), decides. A read's check still rides
+         * with its data (deferred); otherwise one more round trip, after the RPC's. */
+        contract_revocation_id(ac, ac->epochs[ac->contract_epoch]);
+        ac->revoked = false;
+        if (!ac->deferred) {
+            char key[KEYS_REVOKED_SIZE];
+            const char *argv[2] = {"EXISTS", key};
+            size_t lens[2] = {6, keys_revoked(key, ac->revocation_id)};
+            if (ac->read)
+                store_read(ac->req->app->store, 0, on_contract_revocation, ac, 2, argv, lens);
+            else
+                store_command(ac->req->app->store, on_contract_revocation, ac, 2, argv, lens);
+            return;
+        }
+    } else if (outcome == EIP1271_CAPPED) {
+        ac->contract = CONTRACT_CAPPED;
+        ac->retry_after = w->retry_after;
     } else {
         ac->contract = outcome == EIP1271_INVALID ? CONTRACT_INVALID : CONTRACT_UNAVAILABLE;
     }
-    if (ac->pending > 0)
-        half_done(ac);
-    else
-        finish(ac);
+    contract_done(ac);
+}
+
+/* An ECDSA signature, for its address's contract: its bytes as given (a Safe reads v, which
+ * the parsed form normalizes), decoded once into the request's memory, with their cache key.
+ * Returns 0, or -1 when they cannot be decoded. */
+static int raw_signature(auth_ctx *ac)
+{
+    if (ac->contract_sig)
+        return 0;
+    const char *h = ac->sig_text;
+    size_t n = ac->sig_text_len;
+    if (n >= 2 && h[0] == '0' && (h[1] == 'x' || h[1] == 'X')) {
+        h += 2;
+        n -= 2;
+    }
+    uint8_t *bytes = arena_alloc(&ac->req->pool, n / 2 + 1);
+    if (!bytes || n % 2 || hex_decode(h, n, bytes, n / 2) != 0)
+        return -1;
+    ac->contract_sig = bytes;
+    ac->contract_sig_len = n / 2;
+    contract_cache_key(bytes, n / 2, ac->contract_key);
+    return 0;
 }
 
 /* Asks the address's contract about the signature, for the messages of the two accepted
@@ -636,20 +736,8 @@ static void on_contract(eip1271_waiter *w, int outcome, int which)
 static int contract_check(auth_ctx *ac)
 {
     auth *au = ac->au;
-    if (!ac->contract_sig) {
-        /* An ECDSA signature that recovered to another address: its bytes as given (a Safe
-         * reads v, which the parsed form normalizes). */
-        const char *h = ac->sig_text;
-        size_t n = ac->sig_text_len;
-        if (n >= 2 && h[0] == '0' && (h[1] == 'x' || h[1] == 'X')) {
-            h += 2;
-            n -= 2;
-        }
-        ac->contract_sig = arena_alloc(&ac->req->pool, n / 2 + 1);
-        if (!ac->contract_sig || n % 2 || hex_decode(h, n, ac->contract_sig, n / 2) != 0)
-            return -1;
-        ac->contract_sig_len = n / 2;
-    }
+    if (raw_signature(ac) != 0)
+        return -1;
     uint8_t hashes[4][32], key[32];
     for (int i = 0; i < 2; i++) {
         memcpy(hashes[2 * i], ac->hashes[i], 32);
@@ -830,13 +918,9 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     ac->sig_text = signature;
     ac->sig_text_len = slen;
     if (ac->contract_only) {
-        /* Cached and revoked under the keccak256 of its bytes; the cache key's last byte (a
-         * recovery id elsewhere, 0 or 1) keeps it apart from every ECDSA signature. */
-        uint8_t digest[32];
-        keccak256(ac->contract_sig, ac->contract_sig_len, digest);
-        memcpy(ac->sig65, digest, 32);
-        memset(ac->sig65 + 32, 0xff, 33);
-        hex_encode(digest, 32, ac->revocation_id);
+        /* Cached under its contract key; revoked by (address, epoch) once the epoch is known. */
+        contract_cache_key(ac->contract_sig, ac->contract_sig_len, ac->contract_key);
+        memcpy(ac->sig65, ac->contract_key, 65);
     } else {
         memcpy(ac->sig65, ac->sig.r, 32);
         memcpy(ac->sig65 + 32, ac->sig.s, 32);
@@ -861,6 +945,22 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
             break;
         }
     }
+    /* A key's signature its address's contract accepted (a Safe's one owner) is cached under
+     * its contract key: asked only when no key's signature is cached, as a recovery follows. */
+    for (int i = 0; i < 2 && cached_at < 0 && au->rpc && ac->have_addr && !ac->contract_only; i++) {
+        uint8_t cached[20];
+        if (raw_signature(ac) == 0 &&
+            sigcache_get(au->cache, ac->contract_key, ac->epochs[i], cached) &&
+            !memcmp(cached, ac->addr, 20)) {
+            memcpy(ac->rec[i], cached, 20);
+            ac->rec_ok[i] = true;
+            ac->cached = true;
+            cached_at = i;
+            contract_revocation_id(ac, ac->epochs[i]);
+        }
+    }
+    if (ac->cached && ac->contract_only)
+        contract_revocation_id(ac, ac->epochs[cached_at]);
 
     /* Reads have nothing to undo: their revocation check rides with the data read, one round
      * trip. Writes check it first, in parallel with the recovery. */
@@ -869,9 +969,14 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
      * a read through the read cache (as the deferred check is): a repeated read then costs
      * Redis nothing in cluster mode too. */
     bool read = (flags & AUTH_DEFERRED_REVOCATION) != 0;
+    ac->read = read;
     ac->deferred = read && !store_cluster_mode(req->app->store);
+    /* A new contract-only signature has no revocation id before its contract has named the
+     * epoch it signed: its check follows the contract's answer (on_contract), and a refused
+     * one costs Redis nothing. */
+    bool after_contract = ac->contract_only && !ac->cached;
     ac->budget = (flags & AUTH_WRITE_BUDGET) != 0;
-    ac->pending = (ac->cached ? 0 : 1) + (ac->deferred ? 0 : 1);
+    ac->pending = (ac->cached ? 0 : 1) + (ac->deferred || after_contract ? 0 : 1);
     /* A cached signature with its address names the caller already: its write budget is
      * charged now, pipelined with the revocation check (one round trip for both). Without an
      * address the epoch that speaks is decided later, so the charge waits for finish(). */
@@ -922,7 +1027,7 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
         ac->budget_sent = true;
         limits_take(req, LIMITS_WRITES, ac->budget_caller, on_budget, ac);
     }
-    if (ac->deferred) {
+    if (ac->deferred || after_contract) {
         if (ac->pending == 0)
             finish(ac);
         return;

@@ -55,7 +55,14 @@ static const opt opts[] = {
     {"WRITE_BUFFER_BYTES", OPT_INT, OFF(write_buffer_bytes), "262144", 4096, 1073741824,
      "answers queued per connection beyond which its pipelined requests wait"},
     {"SHUTDOWN_TIMEOUT_MS", OPT_INT, OFF(shutdown_timeout_ms), "10000", 0, 3600000,
-     "on SIGTERM, how long in-flight requests may take to finish"},
+     "on SIGTERM, how long the drain may last: requests in flight, and those arriving on open "
+     "connections, are answered (Connection: close) until then"},
+    {"SHUTDOWN_IDLE_GRACE_MS", OPT_INT, OFF(shutdown_idle_grace_ms), "1000", 0, 3600000,
+     "on SIGTERM, how long a connection idle since before the signal stays open for a request "
+     "already on its way; then it is reset"},
+    {"STARTUP_WAIT_MS", OPT_INT, OFF(startup_wait_ms), "2000", 0, 600000,
+     "at start, the port opens once Redis is ready, or after this long without it (then 503 "
+     "while Redis is down)"},
     {"SIG_CACHE_SIZE", OPT_INT, OFF(sig_cache_size), "65536", 0, 16777216,
      "verified signatures kept in memory (0 disables the cache)"},
     {"PAGE_CACHE_SIZE", OPT_INT, OFF(page_cache_size), "256", 0, 65536,
@@ -71,6 +78,11 @@ static const opt opts[] = {
      "log lines held while stdout is slow; lines beyond are dropped and counted"},
     {"EVENTS_MAX", OPT_INT, OFF(events_max), "100000", 100, 100000000,
      "events kept per entity (older ones are trimmed, approximately)"},
+    {"EVENTS_MAX_BYTES", OPT_INT, OFF(events_max_bytes), "67108864", 4096, 1099511627776,
+     "bytes of events kept per entity (the oldest are trimmed, approximately: within 1/16)"},
+    {"SKILLTREE_MAX_BYTES", OPT_INT, OFF(skilltree_max_bytes), "4194304", 1024, 1073741824,
+     "bytes of an entity's skill tree (skills and levels as JSON); a write growing it past "
+     "this is 409"},
     {"RATE_WRITES_PER_MINUTE", OPT_INT, OFF(rate_writes_per_minute), "120", 0, 1000000000,
      "signed writes per address per minute, shared by all instances (0 turns it off)"},
     {"RATE_LEASE_MS", OPT_INT, OFF(rate_lease_ms), "250", 0, 10000,
@@ -152,6 +164,12 @@ static const opt opts[] = {
      "deadline of one EIP-1271 check; past it that sign-in gets 503"},
     {"ETH_RPC_MAX_INFLIGHT", OPT_INT, OFF(eth_rpc_max_inflight), "64", 1, 100000,
      "EIP-1271 checks in flight at once; beyond it a new contract signature gets 503"},
+    {"ETH_RPC_CODE_TTL_SECONDS", OPT_INT, OFF(eth_rpc_code_ttl_seconds), "3600", 1, 604800,
+     "how long an address's code (eth_getCode: a contract or none) is remembered; an address "
+     "without code is refused with no eth_call"},
+    {"ETH_RPC_MAX_PER_SECOND", OPT_INT, OFF(eth_rpc_max_per_second), "50", 1, 1000000,
+     "EIP-1271 checks per second of addresses not known to hold code (each one eth_getCode); "
+     "past it such a sign-in gets 503 with Retry-After, known contracts are still checked"},
     {"FIND_REPAIR_GRACE_MS", OPT_INT, OFF(find_repair_grace_ms), "60000", 100, 86400000,
      "a wallet or directory index entry added this recently is never dropped by a read's repair"},
     {"FIND_BACKFILL_BATCH", OPT_INT, OFF(find_backfill_batch), "500", 1, 100000,

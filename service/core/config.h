@@ -24,6 +24,8 @@ typedef struct config {
     int64_t write_timeout_ms;
     int64_t write_buffer_bytes;
     int64_t shutdown_timeout_ms;
+    int64_t shutdown_idle_grace_ms;
+    int64_t startup_wait_ms;
     int64_t sig_cache_size;
     int64_t page_cache_size;
     int64_t read_cache_mb;
@@ -31,6 +33,8 @@ typedef struct config {
     int64_t redis_max_pending;
     int64_t log_buffer_bytes;
     int64_t events_max;
+    int64_t events_max_bytes;       /* an entity's events, in bytes (lua/_prelude.lua, emit) */
+    int64_t skilltree_max_bytes;    /* an entity's stored skill tree, in bytes */
     int64_t rate_writes_per_minute; /* 0: no write budget */
     int64_t entity_create_per_day;  /* 0: no creation quota */
     int64_t rate_lease_ms;          /* 0: every write charges Redis for its own unit */
@@ -72,6 +76,8 @@ typedef struct config {
     char *eth_rpc_url; /* "": contract-wallet signatures are refused */
     int64_t eth_rpc_timeout_ms;
     int64_t eth_rpc_max_inflight;
+    int64_t eth_rpc_code_ttl_seconds;
+    int64_t eth_rpc_max_per_second;
 } config;
 
 enum config_result {

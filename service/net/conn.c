@@ -1,11 +1,13 @@
 /* conn: one client socket's life: reading, queued output, deadlines, and when its memory goes.
  * The state diagram is in conn.h. */
+#define _GNU_SOURCE /* accept4 */
 #include "net/conn.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "core/metrics.h"
 
@@ -254,11 +256,10 @@ void conn_progress(conn *c)
         parse_pending(c);
         if (c->state >= CONN_CLOSING)
             break;
-        /* After EOF nothing more arrives: once all of it is parsed and answered, drain. So too
-         * when the server drains, unless a request has begun to arrive. */
-        if (c->state == CONN_OPEN && !c->owed && conn_may_parse(c) &&
-            (c->eof ||
-             (c->set->draining && c->pending_in.len == 0 && !c->set->proto->mid_request(c))))
+        /* After EOF nothing more arrives: once all of it is parsed and answered, drain. (A
+         * server's drain does not end an idle connection here: a request may be on its way;
+         * the sweep resets it after the grace.) */
+        if (c->state == CONN_OPEN && !c->owed && conn_may_parse(c) && c->eof)
             conn_finish_input(c);
         flush(c);
         if (c->state == CONN_DRAINING && !c->owed && !c->write_active && c->out.len == 0) {
@@ -349,18 +350,35 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 
 /* --- the set --- */
 
+/* Open, nothing owed, queued, unparsed or begun: between two requests. */
+static bool idle(const conn *c)
+{
+    return c->state == CONN_OPEN && !c->owed && !c->write_active && !c->out.len &&
+           !c->pending_in.len && !c->set->proto->mid_request(c);
+}
+
 /* An idle keep-alive connection keeps only its struct: a connection that read nothing for a
  * whole sweep gives its buffers back; the next request allocates them again. */
 static void trim(conn *c)
 {
-    if (c->state != CONN_OPEN || c->owed || c->write_active || c->out.len || c->pending_in.len ||
-        c->set->proto->mid_request(c))
+    if (!idle(c))
         return;
     buf_free(&c->out);
     buf_free(&c->writing);
     buf_free(&c->pending_in);
     if (c->set->proto->trim)
         c->set->proto->trim(c);
+}
+
+/* Bytes in the socket that libuv has not read yet: a request the client sent before it could
+ * know of a close. Closing now would reset it unanswered; it is read and answered instead. */
+static bool bytes_waiting(const conn *c)
+{
+    char b;
+    if (c->fd < 0)
+        return false;
+    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n > 0;
 }
 
 static void on_sweep(uv_timer_t *t)
@@ -379,6 +397,13 @@ static void on_sweep(uv_timer_t *t)
             /* A header or body deadline (the idle one never runs during a write). */
             set->stats.read_timeouts++;
             close_socket(c, c->write_active);
+        } else if (set->draining && now >= set->drain_idle_at && idle(c) && !bytes_waiting(c)) {
+            /* A reset rather than a FIN: a gateway about to reuse the connection tests for a
+             * pending socket error before it writes (nginx's ngx_http_upstream_test_connect)
+             * and sends the request elsewhere; after a FIN it would write, read an EOF and
+             * fail the request (a POST is not retried). */
+            set->stats.drain_idle_resets++;
+            close_socket(c, true);
         } else if (!c->active) {
             trim(c);
         }
@@ -428,13 +453,28 @@ static void conn_note_fd(conn *c)
 
 static void conn_start(conn *c)
 {
-    bool over = c->set->count > c->set->limits.max_connections || c->set->draining;
+    /* Not refused while draining: the connections a drain takes from the accept queue
+     * (conn_accept_waiting) may carry a request already, which a refusal would fail. */
+    bool over = c->set->count > c->set->limits.max_connections;
     if (over)
         c->set->stats.rejected++;
     /* A new connection must deliver its first header block in time, like any request. */
     conn_read_deadline(c, c->set->limits.header_timeout_ms);
     c->set->proto->open(c, over);
     conn_progress(c);
+}
+
+/* A client's socket as the server tunes it, then served. */
+static void conn_start_client(conn *c)
+{
+    conn_note_fd(c);
+    uv_tcp_nodelay(&c->tcp, 1);
+    /* The kernel's share of a client's unread answers is bounded too (Linux autotunes it up
+     * to megabytes): a client that stops reading fills it soon, its write deadline starts
+     * running, and a thousand such clients cannot pin gigabytes of kernel memory. */
+    int sndbuf = (int)c->set->limits.write_buffer_bytes;
+    uv_send_buffer_size((uv_handle_t *)&c->tcp, &sndbuf);
+    conn_start(c);
 }
 
 int conn_accept(conn_set *set, uv_stream_t *listener)
@@ -447,15 +487,36 @@ int conn_accept(conn_set *set, uv_stream_t *listener)
         conn_close(c);
         return rc;
     }
-    conn_note_fd(c);
-    uv_tcp_nodelay(&c->tcp, 1);
-    /* The kernel's share of a client's unread answers is bounded too (Linux autotunes it up
-     * to megabytes): a client that stops reading fills it soon, its write deadline starts
-     * running, and a thousand such clients cannot pin gigabytes of kernel memory. */
-    int sndbuf = (int)c->set->limits.write_buffer_bytes;
-    uv_send_buffer_size((uv_handle_t *)&c->tcp, &sndbuf);
-    conn_start(c);
+    conn_start_client(c);
     return 0;
+}
+
+size_t conn_accept_waiting(conn_set *set, uv_tcp_t *listener)
+{
+    uv_os_fd_t lfd;
+    size_t n = 0;
+    if (uv_fileno((uv_handle_t *)listener, &lfd) != 0)
+        return 0;
+    /* libuv's uv_accept takes only the one connection its callback announces: the queue is
+     * read here directly. Bounded by the queue's length (the listen backlog). */
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            break;
+        }
+        conn *c = conn_new(set);
+        if (!c || uv_tcp_open(&c->tcp, fd) != 0) {
+            if (c)
+                conn_close(c);
+            close(fd);
+            continue;
+        }
+        conn_start_client(c);
+        n++;
+    }
+    return n;
 }
 
 conn *conn_open_fd(conn_set *set, uv_os_sock_t fd)
@@ -475,6 +536,8 @@ conn *conn_open_fd(conn_set *set, uv_os_sock_t fd)
 void conn_set_drain(conn_set *set)
 {
     set->draining = true;
+    uv_update_time(set->loop);
+    set->drain_idle_at = uv_now(set->loop) + set->limits.drain_idle_grace_ms;
     for (conn *c = set->head; c; c = c->next)
         conn_progress(c); /* closes none synchronously: the list stays intact */
     if (set->count == 0 && set->on_empty) {
@@ -513,4 +576,7 @@ void conn_set_render_metrics(buf *out, void *ctx)
                (unsigned long long)st->read_timeouts);
     buf_printf(out, "entityd_http_connections_timed_out_total{deadline=\"write\"} %llu\n",
                (unsigned long long)st->write_timeouts);
+    metrics_counter(out, "entityd_http_drain_idle_resets_total",
+                    "Connections a drain reset for staying idle past SHUTDOWN_IDLE_GRACE_MS.",
+                    st->drain_idle_resets);
 }

@@ -3,7 +3,7 @@
  * A connection is in exactly one state; only conn.c changes it:
  *
  *   OPEN ──── client EOF with nothing left to answer, a last request (Connection: close),
- *    │        a protocol error, or the server draining ────────────────────┐
+ *    │        a protocol error, or an answer given while the server drains ─┐
  *    │  reads; the protocol parses one request at a time and the           v
  *    │  parser waits while an answer is owed or WRITE_BUFFER_BYTES      DRAINING
  *    │  of answers are queued                                  reads nothing more; writes what
@@ -23,6 +23,8 @@
  *           queued or being written, as nginx's keepalive_timeout;
  *   write   from the start of a write the socket did not take at once, until it completes.
  * None runs while an answer is owed: Redis has its own deadline then.
+ * While the server drains, an open connection still idle drain_idle_grace_ms after the drain
+ * began is reset by the sweep, unless bytes wait in its socket (docs/OPERATIONS.md says why).
  *
  * Beside the state, a dispatched request holds the connection (conn_hold) until its answer is
  * queued (conn_answered): that hold, and the socket until its close callback, are the two
@@ -62,15 +64,16 @@ typedef struct conn_protocol {
 } conn_protocol;
 
 typedef struct conn_limits {
-    uint64_t header_timeout_ms; /* a connection's first header block must arrive within this */
-    uint64_t idle_timeout_ms;   /* from the last answer fully written to the next request */
-    uint64_t write_timeout_ms;  /* a queued write must reach the client within this */
-    size_t write_buffer_bytes;  /* queued answers beyond this pause the parser */
-    size_t max_connections;     /* beyond it new connections are refused by the protocol */
+    uint64_t header_timeout_ms;   /* a connection's first header block must arrive within this */
+    uint64_t idle_timeout_ms;     /* from the last answer fully written to the next request */
+    uint64_t write_timeout_ms;    /* a queued write must reach the client within this */
+    size_t write_buffer_bytes;    /* queued answers beyond this pause the parser */
+    size_t max_connections;       /* beyond it new connections are refused by the protocol */
+    uint64_t drain_idle_grace_ms; /* a drain resets a connection idle this long after its start */
 } conn_limits;
 
 typedef struct conn_set_stats {
-    uint64_t opened, open, rejected, read_timeouts, write_timeouts;
+    uint64_t opened, open, rejected, read_timeouts, write_timeouts, drain_idle_resets;
 } conn_set_stats;
 
 typedef struct conn_set {
@@ -79,8 +82,9 @@ typedef struct conn_set {
     conn_limits limits;
     struct conn *head; /* every connection whose memory is not yet freed */
     size_t count;
-    uv_timer_t sweep; /* checks every connection's deadlines */
-    bool draining;    /* new answers close their connection; called back when none is left */
+    uv_timer_t sweep;       /* checks every connection's deadlines */
+    bool draining;          /* new answers close their connection; called back when none is left */
+    uint64_t drain_idle_at; /* loop ms: from then a drain resets connections still idle */
     void (*on_empty)(struct conn_set *set);
     void *ctx; /* the protocol's context (the app) */
     conn_set_stats stats;
@@ -115,9 +119,14 @@ int conn_accept(conn_set *set, uv_stream_t *listener);
 /* Serves a connected stream socket (the fuzz targets give one end of a socketpair): on NULL the
  * caller still owns fd. */
 conn *conn_open_fd(conn_set *set, uv_os_sock_t fd);
-/* No new requests anywhere: idle connections close now, busy ones after their answer; on_empty
- * runs once no connection is left. conn_set_close_all closes every socket at once. */
+/* The drain: every connection's next answer is its last (Connection: close), and it closes
+ * once that answer is written; a connection still idle drain_idle_grace_ms after the start is
+ * reset, unless a request waits in its socket. on_empty runs once no connection is left.
+ * conn_set_close_all closes every socket at once. */
 void conn_set_drain(conn_set *set);
+/* Serves every connection waiting in listener's accept queue (before the listener closes, which
+ * would reset them with their requests sent). Returns how many. */
+size_t conn_accept_waiting(conn_set *set, uv_tcp_t *listener);
 void conn_set_close_all(conn_set *set);
 void conn_set_stop(conn_set *set); /* stops the sweep timer (closes its handle) */
 /* A metrics source (core/metrics.h): the set's connection counters; ctx is the set. */

@@ -135,15 +135,22 @@ void server_drain(server *srv)
     if (srv->draining)
         return;
     srv->draining = 1;
+    /* Connections the kernel completed and queued have their requests sent already: closing
+     * the listener would reset them. Served first, then no more come (refused: a gateway
+     * retries a refused connection elsewhere, as nothing was sent). */
+    conn_accept_waiting(&srv->conns, &srv->listener);
     uv_close((uv_handle_t *)&srv->listener, NULL);
     uv_timer_start(&srv->drain_timer, on_drain_timeout, srv->shutdown_timeout_ms, 0);
-    /* Idle connections go now; the others close after their current answer. */
+    /* Every connection closes after its next answer; those still idle after the grace are
+     * reset (conn.h). */
     srv->conns.on_empty = on_conns_empty;
     conn_set_drain(&srv->conns);
 }
 
 void server_close(server *srv)
 {
+    if (!srv->loop)
+        return; /* stopped before it listened */
     conn_set_stop(&srv->conns);
     if (!uv_is_closing((uv_handle_t *)&srv->drain_timer))
         uv_close((uv_handle_t *)&srv->drain_timer, NULL);

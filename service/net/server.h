@@ -35,10 +35,11 @@ typedef struct server {
 int server_reserve_port(const char *host, int port, int *fd, int *bound);
 /* Binds and listens. Returns 0 or a negative libuv error. */
 int server_start(server *srv, uv_loop_t *loop, const server_options *o);
-/* Stops accepting; closes idle connections and lets busy ones finish their request, for at
- * most shutdown_timeout_ms; then on_drained runs. */
+/* Stops accepting (after serving the connections already queued); every connection gets its
+ * next answer with Connection: close and closes after it, idle ones are reset after the grace
+ * (conn_set_drain), for at most shutdown_timeout_ms; then on_drained runs. */
 void server_drain(server *srv);
-/* Closes the handles the server still holds (after on_drained). */
+/* Closes the handles the server still holds (after on_drained; nothing if it never started). */
 void server_close(server *srv);
 
 #endif

@@ -14,7 +14,10 @@
  *                                     "skilltree" and "progtpl": the skill tree as skill and
  *                                     level reads return it, and flat for progression
  *                                     (lua/_prelude.lua, progtpl_build), written with every
- *                                     change of a skill or a level
+ *                                     change of a skill or a level ("skilltree" at most
+ *                                     SKILLTREE_MAX_BYTES, unless lowered since),
+ *                                     "eventBytes": the bytes of every event ever written
+ *                                     (only grows; lua/_prelude.lua, events_budget)
  *   ent:{c-…}:owners          set     owner addresses (lowercase)
  *   ent:{c-…}:admins          set     admin addresses
  *   ent:{c-…}:members         hash    address -> its member entry, "<addedAt ms, 16 digits>:
@@ -96,7 +99,8 @@
  *                                     tombstone of the entity is left (jobs/sweeper.h)
  *   ent:{c-…}:idem:<key>      string  "<request digest, 40 hex>\n<answer JSON>", EX 86400
  *   ent:{c-…}:events          stream  fields type, at (ISO ms), actor (address or ""), data (a
- *                                     JSON object as text); MAXLEN ~ EVENTS_MAX
+ *                                     JSON object as text); MAXLEN ~ EVENTS_MAX, and its
+ *                                     MEMORY USAGE about EVENTS_MAX_BYTES (oldest trimmed)
  *   ent:{c-…}:awards:<address>
  *                             string  contributions the member received in the current minute
  *                                     (CONTRIBUTIONS_PER_MEMBER_PER_MINUTE), PEXPIRE 60 s from
@@ -190,8 +194,10 @@
  *
  * Sign-in:
  *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT)
- *   auth:revoked:<keccak hex> the same for a contract-wallet signature that is no ECDSA one
- *                             (EIP-1271): keccak256 of its bytes, 64 hex digits
+ *   auth:revoked:<address>:<epoch>  the same for every sign-in a contract wallet (EIP-1271)
+ *                             accepted over the messages of <epoch> (lowercase 0x address,
+ *                             decimal epoch): a Safe ignores bytes past its owners'
+ *                             signatures, so no form of the bytes could name them all
  *
  * Per-address limits (CONTRACT section 7), one key per caller in its own slot, touched by
  * rate_limit.lua alone (never in a transaction with another key):

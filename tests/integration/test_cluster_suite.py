@@ -15,6 +15,7 @@ import rcluster  # noqa: E402
 import test_auth  # noqa: E402
 import test_attest  # noqa: E402
 import test_authz  # noqa: E402
+import test_bounds  # noqa: E402
 import test_contrib_write  # noqa: E402
 import test_entities  # noqa: E402
 import test_progress_read  # noqa: E402
@@ -52,6 +53,21 @@ class ClusterSkillsTest(OnCluster, test_skills.SkillsTest):
 
 
 class ClusterProgressionTest(OnCluster, test_progression.ProgressionTest):
+    pass
+
+
+class ClusterNumberBoundTest(OnCluster, test_bounds.NumberBoundTest):
+
+    @unittest.skip(COUNTS_ONE_REDIS)
+    def test_grouped_awards_only_the_one_past_the_bound_is_refused(self):
+        pass
+
+
+class ClusterSkillTreeBudgetTest(OnCluster, test_bounds.SkillTreeBudgetTest):
+    pass
+
+
+class ClusterEventBudgetTest(OnCluster, test_bounds.EventBudgetTest):
     pass
 
 

@@ -1523,30 +1523,34 @@ class EntityApiTest(EntityCase):
         # revocation EXISTS, sent together; no role lookup, since no role changes the answer.
         self.assertEqual(unsigned, {'hmget': 1}, unsigned)
         self.assertEqual(signed, {'exists': 1, 'hmget': 1}, signed)
-        # A users page: the same, with the page (ZRANGEBYLEX) and its version (ZCARD). Read
-        # again it comes from the cache: the version alone is asked for. After a change the
-        # version read finds the cached page stale and a second transaction reads the page.
-        self.assertEqual(page, {'exists': 1, 'multi': 1, 'hmget': 1, 'zrangebylex': 1,
-                                'zcard': 1, 'exec': 1}, page)
+        # A users page read from Redis is gated (CONTRACT section 12): one read-only script in
+        # one transaction, the flags and the caller's role lookups first, then the version
+        # field, the page (ZRANGEBYLEX) and its count (ZCARD) only where the caller may read
+        # them. Read again it comes from the page cache: the version alone is asked for, with
+        # plain commands. After a change the version read finds the cached page stale and a
+        # second, gated transaction reads the page.
+        gated = {'multi': 1, 'evalsha': 1, 'exec': 1, 'hmget': 2, 'sismember': 2, 'hexists': 1,
+                 'zrangebylex': 1, 'zcard': 1}
+        self.assertEqual(page, dict(gated, exists=1), page)
         self.assertEqual(cached, {'exists': 1, 'multi': 1, 'hmget': 1, 'zcard': 1, 'exec': 1},
                          cached)
-        self.assertEqual(stale, {'exists': 1, 'multi': 2, 'hmget': 2, 'zrangebylex': 1,
-                                 'zcard': 2, 'exec': 2}, stale)
-        # A private entity: the first read finds that the role decides, and a second
-        # transaction reads again with the caller's role lookups (SISMEMBER owners, SISMEMBER
-        # admins, HEXISTS members).
+        self.assertEqual(stale, dict(gated, exists=1, multi=2, exec=2, hmget=3, zcard=2), stale)
+        # A private entity: the first read finds that the role decides, and a second, gated
+        # read (one script in one transaction) reads again with the caller's role lookups
+        # (SISMEMBER owners, SISMEMBER admins, HEXISTS members) and gives the entity only to a
+        # caller who may read it.
         self.assertOk(self.update(c['owner'], eid, self.owners(), public=False))
         # The update's index drops (CONTRACT §9: the directory entry of an entity no longer
         # public) are sent after its answer; let them land before counting the next read.
         wait_redis_quiet(self.r, "the update's index drops")
         resp, private = cost(lambda: self.get_entity(eid, c['member']))
         self.assertOk(resp)
-        self.assertEqual(private, {'exists': 1, 'hmget': 2, 'multi': 1, 'sismember': 2,
-                                   'hexists': 1, 'exec': 1}, private)
+        self.assertEqual(private, {'exists': 1, 'hmget': 2, 'multi': 1, 'evalsha': 1,
+                                   'sismember': 2, 'hexists': 1, 'exec': 1}, private)
         resp, refused = cost(lambda: self.get_entity(eid, c['stranger']))
         self.assertError(resp, 403, 'forbidden')
-        self.assertEqual(refused, {'exists': 1, 'hmget': 2, 'multi': 1, 'sismember': 2,
-                                   'hexists': 1, 'exec': 1}, refused)
+        self.assertEqual(refused, {'exists': 1, 'hmget': 2, 'multi': 1, 'evalsha': 1,
+                                   'sismember': 2, 'hexists': 1, 'exec': 1}, refused)
         resp, unsigned_private = cost(lambda: self.get_entity(eid, c['member'], signed=False))
         self.assertError(resp, 401, 'unauthenticated')
         self.assertEqual(unsigned_private, {'hmget': 1}, unsigned_private)

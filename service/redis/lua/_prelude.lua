@@ -145,6 +145,28 @@ local function render_skilltree(entity, skill_order, level_order)
     progtpl_build(skill_order, level_order, entity .. ':levels:gen'))
 end
 
+-- The skill tree's budget (SKILLTREE_MAX_BYTES): a write that adds `growth` bytes to the
+-- stored tree (the 'skilltree' field, render_skilltree) may go on when it does not grow it, or
+-- when the tree stays within `budget` bytes. A tree already over the budget (the setting
+-- lowered) takes every write that does not grow it: shortening, deleting.
+-- skilltree_size: the stored tree's bytes (a tree not rendered yet: its frame);
+-- skilltree_fits: true when the write may go on.
+local function skilltree_size(entity)
+  local size = redis.call('HSTRLEN', entity, 'skilltree')
+  if size == 0 then size = #'"skills":[],"levels":[]' end
+  return size
+end
+
+local function skilltree_fits(entity, growth, budget, size)
+  if growth <= 0 then return true end
+  return (size or skilltree_size(entity)) + growth <= (tonumber(budget) or 0)
+end
+
+local function skilltree_refusal(budget)
+  return 'would take the entity\'s skill tree past SKILLTREE_MAX_BYTES (' .. budget ..
+    ' bytes).'
+end
+
 local function sorted_members(set)
   local list = redis.call('SMEMBERS', set)
   table.sort(list)
@@ -152,10 +174,59 @@ local function sorted_members(set)
 end
 
 -- Events (keys.h: <entity>:events). Every write script records its change here in the same
--- script, so a change and its event are never apart. maxlen is EVENTS_MAX (approximate trim).
-local function emit(entity, maxlen, etype, at, actor, data)
-  redis.call('XADD', entity .. ':events', 'MAXLEN', '~', maxlen, '*', 'type', etype, 'at', at,
+-- script, so a change and its event are never apart. The scripts' events_max argument is
+-- "<EVENTS_MAX>:<EVENTS_MAX_BYTES>" (a bare count from an earlier release: no byte budget);
+-- events_limits splits it once a call: {count as given, budget in bytes (0: none)}.
+local events_limits_of = {}
+local function events_limits(arg)
+  local l = events_limits_of[arg]
+  if not l then
+    local n, b = string.match(arg, '^(%d+):(%d+)$')
+    l = {n or arg, tonumber(b) or 0}
+    events_limits_of[arg] = l
+  end
+  return l
+end
+
+-- What an event adds to the entity's running byte count: its values and a fixed share for its
+-- id and the stream's own structure (about what Redis 7.0 stores per entry beyond them).
+local function event_bytes(etype, at, actor, data)
+  return #etype + #at + #(actor or '') + #data + 40
+end
+
+-- The byte budget (EVENTS_MAX_BYTES): `added` bytes of events were just written. The entity
+-- hash's eventBytes counts every event's bytes ever written (it only grows), so it needs no
+-- correction when a count trim (MAXLEN ~) or a byte trim drops events. Each time it passes a
+-- multiple of budget/16, the stream's real size is measured (MEMORY USAGE, every node: about
+-- 0.5 ms at 64 MiB) and, when over the budget, the oldest entries go: the share of the count
+-- that brings it to 15/16 of the budget, in whole nodes (XTRIM ~, whose default LIMIT bounds
+-- the work of one call). When that limit stops the trim short, the counter is set just below
+-- the next multiple, so the next event measures again. Between measurements the stream may
+-- pass the budget by at most budget/16 of event bytes and one call's events.
+local function events_budget(entity, limits, added)
+  local budget = limits[2]
+  if budget <= 0 or added <= 0 then return end
+  local step = math.max(1, math.floor(budget / 16))
+  local after = redis.call('HINCRBY', entity, 'eventBytes', added)
+  if math.floor(after / step) == math.floor((after - added) / step) then return end
+  local key = entity .. ':events'
+  -- refused (an ACL, a managed Redis without it): the write goes on, without a byte trim
+  local used = redis.pcall('MEMORY', 'USAGE', key, 'SAMPLES', '0')
+  if type(used) ~= 'number' or used <= budget then return end
+  local len = redis.call('XLEN', key)
+  local keep = math.max(1, math.floor(len * (budget - step) / used))
+  local gone = redis.call('XTRIM', key, 'MAXLEN', '~', keep)
+  if len - gone > keep + 128 then
+    redis.call('HSET', entity, 'eventBytes', (math.floor(after / step) + 1) * step - 1)
+  end
+end
+
+-- limits: the events_max argument as the script got it (events_limits).
+local function emit(entity, limits, etype, at, actor, data)
+  local l = events_limits(limits)
+  redis.call('XADD', entity .. ':events', 'MAXLEN', '~', l[1], '*', 'type', etype, 'at', at,
     'actor', actor or '', 'data', data)
+  events_budget(entity, l, event_bytes(etype, at, actor, data))
 end
 
 -- Member progression (keys.h). A leaderboard member is "<16 digits: 9999999999999999 - value>:

@@ -6,22 +6,23 @@
 -- order, XP board; then each award's idempotency key, when the request has one. The
 -- progression keys an award changes (each member's prog hash, each board) are built here
 -- (prog_key, lb_key) and dropped from the read cache by the service when the answer comes.
--- ARGV: the group's: events_max, the most contributions one member may receive per minute ('0':
--- no limit; past it 'RATE <seconds> <message>', nothing written), caller, platform, now (ms),
--- now (ISO) (the awards of one caller in one loop turn share their time: group_now_ms); the
--- number of awards; then each award's key count (1 with an idempotency key, else 0), argument
--- count and arguments: request digest ('' without a key), the number of contributions, then
--- each contribution's fields, one argument each: id, member, xp ('0':
--- none), skill count, then each skill's id and score (numbers as strings, validated by the
--- service; no JSON to decode), then each contribution's Contribution JSON as the API returns
--- it, then each one's contribution.added event data (the service renders both: no JSON is
--- built here).
+-- ARGV: the group's: events_max ("<EVENTS_MAX>:<EVENTS_MAX_BYTES>", emit), the most
+-- contributions one member may receive per minute ('0': no limit; past it 'RATE <seconds>
+-- <message>', nothing written), caller, platform, now (ms), now (ISO) (the awards of one
+-- caller in one loop turn share their time: group_now_ms); the number of awards; then each
+-- award's key count (1 with an idempotency key, else 0), argument count and arguments: request
+-- digest ('' without a key), the number of contributions, then each contribution's fields, one
+-- argument each: id, member, xp ('0': none), skill count, then each skill's id and score
+-- (numbers as strings, validated by the service; no JSON to decode), then each contribution's
+-- Contribution JSON as the API returns it, then each one's contribution.added event data (the
+-- service renders both: no JSON is built here).
 -- Every check of an award runs before its first write. Errors: 'INVALID <i> <field> <message>'
--- (i the contribution's index; the service names the field in the request's form), CONFLICT
--- (the key was used for another request). Answers one reply per award, each a string (a table
--- costs Redis several lookups to send back): 'OK' (the service answers with the records it
--- rendered: '[' .. the records joined by ',' .. ']', what the idempotency key stores), or
--- 'REPLAY <the first answer's JSON array>', or the error.
+-- (i the contribution's index; the service names the field in the request's form), 'OVER <i>
+-- <field> <message>' (the award would take an XP or a score past 2^53 - 1: a conflict, the
+-- field named the same way), CONFLICT (the key was used for another request). Answers one
+-- reply per award, each a string (a table costs Redis several lookups to send back): 'OK' (the
+-- service answers with the records it rendered: '[' .. the records joined by ',' .. ']', what
+-- the idempotency key stores), or 'REPLAY <the first answer's JSON array>', or the error.
 -- Progress, leaderboards and events: keys.h.
 --
 -- What it costs Redis beyond its commands is mostly per redis.call and per string made (each
@@ -36,6 +37,7 @@ local call = redis.call
 local moving = moving_guard(KEYS[1])
 if moving then return moving end
 local E, maxlen, per_minute = KEYS[1], ARGV[1], tonumber(ARGV[2]) or 0
+local limits = events_limits(maxlen)
 local caller, platform, now_ms, now_iso = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local EVENTS = E .. ':events'
 
@@ -176,6 +178,10 @@ local function judge_levels(pk, m, xp)
   end
 end
 
+-- What each contribution.added event adds to the byte budget's count beyond its data
+-- (event_bytes), the same for every award of the call.
+local event_overhead = event_bytes('contribution.added', now_iso, caller, '')
+
 -- The contribution index's time prefix, the same for every award of the call.
 local stamp = string.format('%016d', tonumber(now_ms)) .. ':'
 
@@ -183,10 +189,16 @@ local stamp = string.format('%016d', tonumber(now_ms)) .. ':'
 -- gone[board], added[board]: the entries to take off and put on each board, for members the
 -- call awards once: their value before the award and after it, as prog_add would have moved
 -- them. A member awarded more than once in the call (twice[m]) moves in place, award by award.
+-- cur_of[m][field]: a member's XP ('xp') or score ('s:<skill id>') as stored now, once read
+-- for the bound below, kept in step by progress: a member awarded again in the call is not
+-- read again.
+local cur_of = {}
 local records, gone, added, board_list = {}, {}, {}, {}
-local twice, events_added = {}, false
+local twice, events_added = {}, 0
 local function progress(pk, m, field, by, delta)
   local after = call('HINCRBY', pk, field, delta)
+  local known_m = cur_of[m]
+  if known_m then known_m[field] = after end
   local before = after - (nums[delta] or num(delta))
   local lb = board_of[by] or board(by)
   if twice[m] then
@@ -209,7 +221,10 @@ local function progress(pk, m, field, by, delta)
 end
 
 local function flush()
-  if events_added then call('XTRIM', EVENTS, 'MAXLEN', '~', maxlen) end
+  if events_added > 0 then
+    call('XTRIM', EVENTS, 'MAXLEN', '~', limits[1])
+    events_budget(E, limits, events_added)
+  end
   if #records > 0 then call_many('HSET', KEYS[6], records, 4000) end
   for _, lb in ipairs(board_list) do
     if #gone[lb] > 0 then call_many('ZREM', lb, gone[lb], 4000) end
@@ -226,6 +241,85 @@ local function known()
   if member_entry then return end
   member_entry = call_many('HMGET', KEYS[4], members_named, 2000)
   skill_entry = call_many('HMGET', KEYS[5], skills_named, 2000)
+end
+
+-- XP and scores stay at most 2^53 - 1 (CONTRACT §12), what a double holds exactly and what the
+-- boards' 16 digits and the API's JSON numbers assume. HINCRBY itself is exact to 2^63, so the
+-- stored value is read and compared before anything is added: value > MAX - (what the award
+-- adds to it up to this contribution), all exact in a double. The award's contributions are
+-- checked in order; the first one that would pass the bound is named, and nothing is written.
+-- Returns nil, or the error 'OVER <i> <field> <message>'.
+local MAX_VALUE = 9007199254740991
+local function bounded(first, n)
+  local want, p = nil, first
+  for _ = 1, n do
+    local m, ns = ARGV[p + 1], num(ARGV[p + 3])
+    local c = cur_of[m]
+    if not c then
+      c = {}
+      cur_of[m] = c
+    end
+    for j = 0, ns do
+      local f
+      if j == 0 then
+        f = ARGV[p + 2] ~= '0' and 'xp' or nil
+      else
+        local sid = ARGV[p + 2 + 2 * j]
+        f = sfield_of[sid]
+        if not f then
+          f = 's:' .. sid
+          sfield_of[sid] = f
+        end
+      end
+      if f and c[f] == nil then
+        want = want or {}
+        local w = want[m]
+        if not w then
+          w = {}
+          want[m] = w
+        end
+        c[f] = false -- asked once
+        w[#w + 1] = f
+      end
+    end
+    p = p + 4 + 2 * ns
+  end
+  if want then
+    for m, fields in pairs(want) do
+      local got = call_many('HMGET', prog_key(E, m), fields, 2000)
+      local c = cur_of[m]
+      for i, f in ipairs(fields) do c[f] = tonumber(got[i] or '0') or 0 end
+    end
+  end
+  local adds = n > 1 and {} or nil
+  p = first
+  for i = 1, n do
+    local m, ns = ARGV[p + 1], num(ARGV[p + 3])
+    local c = cur_of[m]
+    for j = 0, ns do
+      local f, delta, field
+      if j == 0 then
+        if ARGV[p + 2] ~= '0' then f, delta, field = 'xp', num(ARGV[p + 2]), 'xp' end
+      else
+        f, delta = sfield_of[ARGV[p + 2 + 2 * j]], num(ARGV[p + 3 + 2 * j])
+        field = 'skills[' .. (j - 1) .. '].score'
+      end
+      if f then
+        local sum = delta
+        if adds then
+          local key = m .. ' ' .. f
+          sum = (adds[key] or 0) + delta
+          adds[key] = sum
+        end
+        if c[f] > MAX_VALUE - sum then
+          return fail('OVER', (i - 1) .. ' ' .. field .. ' would take the member\'s ' ..
+            (j == 0 and 'XP' or 'score') .. ' past 9007199254740991 (2^53 - 1).')
+        end
+      end
+    end
+    p = p + 4 + 2 * ns
+  end
+  return nil
 end
 
 local used_of = {} -- each member's count of awards this minute, as read or written this call
@@ -295,6 +389,8 @@ local function award(idem, a)
       end
     end
   end
+  local over = bounded(first, n)
+  if over then return over end
   -- one contribution (most awards) needs no table: its member is the one touched
   local touched, order, xp_of, xp_one, pk_one
   if n > 1 then touched, order, xp_of = {}, {}, {} end
@@ -319,9 +415,10 @@ local function award(idem, a)
     -- emit's command, with the events key built once a call; the stream is trimmed once, at
     -- the end of the call (flush): the same stream, three arguments and a trim check an award
     -- less
+    local data = ARGV[f + n + i - 1]
     call('XADD', EVENTS, '*', 'type', 'contribution.added', 'at', now_iso, 'actor', caller,
-      'data', ARGV[f + n + i - 1])
-    events_added = true
+      'data', data)
+    events_added = events_added + #data + event_overhead
     if n > 1 then
       if after then xp_of[m] = after end
       if not touched[m] then

@@ -4,7 +4,9 @@
 -- ARGV: caller, platform, level id, XP (decimal), entity id, name (JSON string), description
 --       (JSON string, or '' to keep the stored one), skillIds (JSON array), scores (JSON array),
 --       endsAt (JSON string or null, or '' to keep the stored one), now (ISO, JSON string),
---       events_max, most levels the entity may hold (creating one past it: FULL), skill id...
+--       events_max, most levels the entity may hold (creating one past it: FULL),
+--       SKILLTREE_MAX_BYTES (a level growing the tree past it: CONFLICT_AT, the field that grew
+--       most; nothing changed), skill id...
 -- Writes a level.updated event {id, created}.
 -- The Level JSON is assembled here in a fixed key order, numbers copied as the service wrote
 -- them (no Lua number ever holds XP). Returns {created (1/0), Level JSON}.
@@ -13,9 +15,9 @@ if moving then return moving end
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
-for i = 14, #ARGV do
+for i = 15, #ARGV do
   if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 0 then
-    return fail('INVALID', 'skillIds[' .. (i - 14) .. '] skillIds[' .. (i - 14) ..
+    return fail('INVALID', 'skillIds[' .. (i - 15) .. '] skillIds[' .. (i - 15) ..
       '] is not a skill of this entity.')
   end
 end
@@ -24,15 +26,18 @@ if not old and redis.call('HLEN', KEYS[5]) >= tonumber(ARGV[13]) then
   return fail('FULL', 'lvID This entity may hold at most ' .. ARGV[13] .. ' levels.')
 end
 local created, desc, ends, since = 1, ARGV[7], ARGV[10], ARGV[11]
+-- what each field the body gives held before (its JSON's length), to name the one that grew
+local was = {name = 0, description = 0, skillIds = 0, scores = 0}
 if old then
   created = 0
   local prev = cjson.decode(old)
+  was.name, was.description = #jstr(prev.name), #jstr(prev.description)
+  was.skillIds, was.scores = #cjson.encode(prev.skillIds), #cjson.encode(prev.scores)
   if desc == '' then desc = jstr(prev.description) end
   if ends == '' then
     ends = prev.endsAt == cjson.null and 'null' or jstr(prev.endsAt)
   end
   since = jstr(prev.createdAt)
-  redis.call('ZREM', KEYS[6], old)
 else
   if desc == '' then desc = '""' end
   if ends == '' then ends = 'null' end
@@ -41,6 +46,16 @@ local json = '{"id":' .. jstr(ARGV[3]) .. ',"entityID":' .. jstr(ARGV[5]) .. ',"
   ARGV[6] .. ',"description":' .. desc .. ',"skillIds":' .. ARGV[8] .. ',"scores":' ..
   ARGV[9] .. ',"endsAt":' .. ends .. ',"XP":' .. ARGV[4] .. ',"createdAt":' .. since ..
   ',"modifiedAt":' .. ARGV[11] .. '}'
+if not skilltree_fits(KEYS[1], #json - (old and #old or -1), ARGV[14]) then
+  local field, most = 'name', nil
+  local given = {name = ARGV[6], description = ARGV[7], skillIds = ARGV[8], scores = ARGV[9]}
+  for _, f in ipairs({'description', 'name', 'skillIds', 'scores'}) do
+    local grew = #given[f] - was[f]
+    if given[f] ~= '' and (not most or grew > most) then field, most = f, grew end
+  end
+  return fail('CONFLICT_AT', field .. ' ' .. field .. ' ' .. skilltree_refusal(ARGV[14]))
+end
+if old then redis.call('ZREM', KEYS[6], old) end
 redis.call('HSET', KEYS[5], ARGV[3], json)
 redis.call('ZADD', KEYS[6], ARGV[4], json)
 render_skilltree(KEYS[1], KEYS[7], KEYS[6])

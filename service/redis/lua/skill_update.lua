@@ -4,7 +4,9 @@
 -- nothing else changes but the skill tree and progression template, rendered again.
 -- KEYS: entity, owners, admins, skills, skill order, skill names, level order
 -- ARGV: caller, platform, events_max, now (ISO), skill id, name (a JSON string, '' keeps it),
---       its normalized form ('' with it), description (a JSON string, '' keeps it)
+--       its normalized form ('' with it), description (a JSON string, '' keeps it),
+--       SKILLTREE_MAX_BYTES (a change growing the tree past it: CONFLICT_AT, the field that grew
+--       most; nothing changed)
 -- Writes a skill.updated event {id, changed: the fields given}. Returns the Skill JSON.
 local moving = moving_guard(KEYS[1])
 if moving then return moving end
@@ -16,26 +18,36 @@ local old = redis.call('HGET', KEYS[4], sid)
 if not old then return fail('NOT_FOUND', 'No such skill.') end
 local s = cjson.decode(old)
 local changed = {}
+local old_name, old_desc = jstr(s.name), jstr(s.description)
 if name ~= '' then
   local holder = redis.call('HGET', KEYS[6], norm)
   if holder and holder ~= sid then
     return fail('CONFLICT', 'A skill with that name exists in this entity.')
   end
-  local was = norm_name(s.name)
-  if redis.call('HGET', KEYS[6], was) == sid then redis.call('HDEL', KEYS[6], was) end
-  redis.call('HSET', KEYS[6], norm, sid)
   changed[#changed + 1] = '"name"'
 else
-  name = jstr(s.name)
+  name = old_name
 end
 if desc ~= '' then
   changed[#changed + 1] = '"description"'
 else
-  desc = jstr(s.description)
+  desc = old_desc
 end
 local json = '{"id":' .. jstr(s.id) .. ',"entityID":' .. jstr(s.entityID) .. ',"name":' ..
   name .. ',"description":' .. desc .. ',"createdAt":' .. jstr(s.createdAt) ..
   ',"createdBy":' .. jstr(s.createdBy) .. '}'
+if not skilltree_fits(KEYS[1], #json - #old, ARGV[9]) then
+  local field = 'name'
+  if ARGV[8] ~= '' and (ARGV[6] == '' or #desc - #old_desc >= #name - #old_name) then
+    field = 'description'
+  end
+  return fail('CONFLICT_AT', field .. ' ' .. field .. ' ' .. skilltree_refusal(ARGV[9]))
+end
+if ARGV[6] ~= '' then
+  local was = norm_name(s.name)
+  if redis.call('HGET', KEYS[6], was) == sid then redis.call('HDEL', KEYS[6], was) end
+  redis.call('HSET', KEYS[6], norm, sid)
+end
 local score = redis.call('ZSCORE', KEYS[5], old)
 redis.call('ZREM', KEYS[5], old)
 redis.call('ZADD', KEYS[5], score or '0', json)

@@ -2,8 +2,9 @@
 -- (compared by their normalized form: trimmed, ASCII case folded).
 -- KEYS: entity, owners, admins, skills, skill order, skill names, level order
 -- ARGV: caller, platform, createdAt (ms, unused here), events_max, now (ISO), most skills the
---       entity may hold (FULL past it, nothing added), then per skill: id, normalized name,
---       Skill JSON
+--       entity may hold (FULL past it, nothing added), SKILLTREE_MAX_BYTES (past it 'TREE <i>
+--       <message>', i the first skill of the request that does not fit, nothing added), then
+--       per skill: id, normalized name, Skill JSON
 -- Writes a skill.added event {ids} (request order).
 -- Returns the Skill JSONs in request order. Order scores come from a per-entity sequence
 -- (the entity hash's skillSeq), so skills list in the order they were created, batches in
@@ -13,20 +14,27 @@ if moving then return moving end
 local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
 local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
 if denied then return denied end
-if redis.call('HLEN', KEYS[4]) + (#ARGV - 6) / 3 > tonumber(ARGV[6]) then
+if redis.call('HLEN', KEYS[4]) + (#ARGV - 7) / 3 > tonumber(ARGV[6]) then
   return fail('FULL', '- This entity may hold at most ' .. ARGV[6] .. ' skills.')
 end
 local seen = {}
-for i = 7, #ARGV, 3 do
+for i = 8, #ARGV, 3 do
   local norm = ARGV[i + 1]
   if seen[norm] or redis.call('HEXISTS', KEYS[6], norm) == 1 then
     return fail('CONFLICT', 'A skill with that name exists in this entity.')
   end
   seen[norm] = true
 end
+local grown, size = 0, skilltree_size(KEYS[1])
+for i = 8, #ARGV, 3 do
+  grown = grown + #ARGV[i + 2] + 1 -- the Skill and a comma
+  if not skilltree_fits(KEYS[1], grown, ARGV[7], size) then
+    return fail('TREE', ((i - 8) / 3) .. ' ' .. skilltree_refusal(ARGV[7]))
+  end
+end
 local out, ids = {}, {}
-local seq = redis.call('HINCRBY', KEYS[1], 'skillSeq', (#ARGV - 6) / 3) - (#ARGV - 6) / 3
-for i = 7, #ARGV, 3 do
+local seq = redis.call('HINCRBY', KEYS[1], 'skillSeq', (#ARGV - 7) / 3) - (#ARGV - 7) / 3
+for i = 8, #ARGV, 3 do
   redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 2])
   redis.call('HSET', KEYS[6], ARGV[i + 1], ARGV[i])
   redis.call('ZADD', KEYS[5], seq + #out, ARGV[i + 2])

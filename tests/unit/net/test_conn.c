@@ -2,8 +2,9 @@
  * protocol instead of HTTP and no Redis: an answer owed to a peer that reset is dropped and
  * the memory freed once; the parser waits while answers pile up unread; a peer that does not
  * read is closed by the write deadline, and the idle deadline starts only once the answer is
- * written; a half-closed peer still gets its answer; a drain closes idle connections at once
- * and busy ones after their last answer; unparsed input is bounded. */
+ * written; a half-closed peer still gets its answer; a drain answers requests on open
+ * connections as their last, closes busy ones after that answer and resets idle ones after the
+ * grace; unparsed input is bounded. */
 #include <stdarg.h>
 #include <setjmp.h>
 #include <stddef.h>
@@ -357,10 +358,12 @@ static void on_empty(conn_set *s)
     g.emptied++;
 }
 
-static void test_drain_closes_idle_now_and_busy_after_their_answer(void **state)
+static void test_drain_closes_busy_after_their_answer_and_idle_after_the_grace(void **state)
 {
     (void)state;
-    start(ANSWER_LATER, 3, limits());
+    conn_limits lim = limits();
+    lim.drain_idle_grace_ms = 300;
+    start(ANSWER_LATER, 3, lim);
     int idle = peer(0);
     int busy = peer(0);
     send_all(busy, "get\n", 4);
@@ -368,20 +371,55 @@ static void test_drain_closes_idle_now_and_busy_after_their_answer(void **state)
     assert_non_null(g.held);
     set.on_empty = on_empty;
     conn_set_drain(&set);
-    pump(50);
-    assert_int_equal(set.count, 1);
-    assert_true(peer_closed(idle));
+    /* Within the grace the idle connection stays open: a request may be on its way. */
+    pump(150);
+    assert_int_equal(set.count, 2);
+    assert_false(peer_closed(idle));
     assert_true(conn_last_answer(g.held));
     answer(g.held);
     conn_answered(g.held);
     pump(50);
-    assert_int_equal(set.count, 0);
-    assert_int_equal(g.emptied, 1);
+    assert_int_equal(set.count, 1);
     size_t total = 0;
     drain_peer(busy, &total, NULL);
     assert_int_equal(total, 3);
+    /* Past the grace (and the next sweep) the idle one is reset, and the set is empty. */
+    for (int i = 0; i < 100 && set.count; i++)
+        pump(10);
+    assert_int_equal(set.count, 0);
+    assert_int_equal(g.emptied, 1);
+    assert_true(peer_closed(idle));
+    assert_int_equal(set.stats.drain_idle_resets, 1);
     close(idle);
     close(busy);
+    stop();
+}
+
+static void test_drain_answers_a_request_on_an_idle_connection(void **state)
+{
+    (void)state;
+    conn_limits lim = limits();
+    lim.drain_idle_grace_ms = 10000;
+    start(ANSWER_NOW, 3, lim);
+    int fd = peer(0);
+    set.on_empty = on_empty;
+    conn_set_drain(&set);
+    pump(50);
+    assert_int_equal(set.count, 1);
+    /* A request sent after the drain began: answered as the last one ("L"), then closed. */
+    send_all(fd, "get\nget\n", 8);
+    for (int i = 0; i < 100 && set.count; i++)
+        pump(10);
+    assert_int_equal(set.count, 0);
+    assert_int_equal(g.emptied, 1);
+    assert_int_equal(g.requests, 1);
+    size_t total = 0;
+    char last = 0;
+    drain_peer(fd, &total, &last);
+    assert_int_equal(total, 3);
+    assert_int_equal(last, 'L');
+    assert_int_equal(set.stats.drain_idle_resets, 0);
+    close(fd);
     stop();
 }
 
@@ -454,7 +492,8 @@ int main(void)
         cmocka_unit_test(test_write_deadline_closes_a_peer_that_does_not_read),
         cmocka_unit_test(test_idle_deadline_starts_when_the_answer_is_written),
         cmocka_unit_test(test_half_closed_peer_gets_its_answer_then_eof),
-        cmocka_unit_test(test_drain_closes_idle_now_and_busy_after_their_answer),
+        cmocka_unit_test(test_drain_closes_busy_after_their_answer_and_idle_after_the_grace),
+        cmocka_unit_test(test_drain_answers_a_request_on_an_idle_connection),
         cmocka_unit_test(test_unparsed_input_is_bounded),
         cmocka_unit_test(test_idle_connection_gives_its_buffers_back),
     };
