@@ -17,6 +17,7 @@
 #include "http/query.h"
 #include "http/request.h"
 #include "api/router.h"
+#include "resources/routes.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "api/dispatch.h"
+#include "resources/routes.h"
 #include "redis/group.h"
 #include "redis/store.h"
 
@@ -94,7 +95,7 @@ void inproc_init(const char *max_body)
         .write_buffer_bytes = (size_t)the_app.cfg.write_buffer_bytes,
         .max_connections = (size_t)the_app.cfg.max_connections,
     };
-    dispatch_init();
+    dispatch_init(router_routes, router_routes_count);
     conn_set_init(&the_server.conns, &loop, &http_protocol, &limits, &the_service);
     /* The deadline sweep must not keep the loop running once a connection is done. */
     uv_unref((uv_handle_t *)&the_server.conns.sweep);

@@ -8,9 +8,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "api/attester.h"
-#include "api/backfill.h"
+#include "jobs/attester.h"
+#include "jobs/backfill.h"
 #include "api/dispatch.h"
+#include "resources/routes.h"
 #include "auth/auth.h"
 #include "auth/limits.h"
 #include "cache/findcache.h"
@@ -271,7 +272,7 @@ int main(int argc, char **argv)
     }
     metrics_register(sweeper_render_metrics, a->sweeper);
     backfill_start(a);
-    dispatch_init();
+    dispatch_init(router_routes, router_routes_count);
     server_opts = (server_options){
         .host = a->cfg.host,
         .port = port,

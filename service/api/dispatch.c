@@ -21,14 +21,19 @@ static void run_handler(request *req)
 /* How long a browser may keep a preflight's answer. */
 #define CORS_MAX_AGE_SECONDS 600
 
-void dispatch_init(void)
+static const route *routes;
+static size_t routes_n;
+
+void dispatch_init(const route *table, size_t n_routes)
 {
+    routes = table;
+    routes_n = n_routes;
     static char text[64][MAX_LABEL];
     static const char *labels[64];
-    size_t n = router_routes_count < 64 ? router_routes_count : 64;
+    size_t n = routes_n < 64 ? routes_n : 64;
     for (size_t i = 0; i < n; i++) {
-        snprintf(text[i], MAX_LABEL, "route=\"%s\",method=\"%s\"", router_routes[i].pattern,
-                 llhttp_method_name((llhttp_method_t)router_routes[i].method));
+        snprintf(text[i], MAX_LABEL, "route=\"%s\",method=\"%s\"", routes[i].pattern,
+                 llhttp_method_name((llhttp_method_t)routes[i].method));
         labels[i] = text[i];
     }
     metrics_set_routes(labels, n);
@@ -96,8 +101,8 @@ void dispatch_request(request *req)
 
     char allow[64];
     const route *r = NULL;
-    switch (router_match(router_routes, router_routes_count, req->method, req->path, req->path_len,
-                         &r, req->path_params, &req->npath_params, allow, sizeof allow)) {
+    switch (router_match(routes, routes_n, req->method, req->path, req->path_len, &r,
+                         req->path_params, &req->npath_params, allow, sizeof allow)) {
     case ROUTER_NOT_FOUND:
         request_fail(req, 404, "not_found", "No such route.", NULL);
         return;
@@ -110,7 +115,7 @@ void dispatch_request(request *req)
     }
     req->route = r;
     req->route_name = r->pattern;
-    req->route_slot = (int)(r - router_routes);
+    req->route_slot = (int)(r - routes);
     if (req->body_total > 0 && !req->json_content_type) {
         request_fail(req, 415, "unsupported_media_type",
                      "A request body must be sent as Content-Type: application/json.", NULL);

@@ -34,8 +34,4 @@ size_t router_normalize(char *path, size_t len);
 int router_match(const route *table, size_t n, int method, const char *path, size_t len,
                  const route **out, slice *params, size_t *nparams, char *allow, size_t allow_len);
 
-/* The route table (routes.c). */
-extern const route router_routes[];
-extern const size_t router_routes_count;
-
 #endif

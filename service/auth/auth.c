@@ -12,12 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/app.h"
+#include "core/pool.h"
 #include "core/metrics.h"
 #include "crypto/address.h"
 #include "redis/keys.h"
@@ -30,8 +29,6 @@
 #include "crypto/keccak.h"
 #include "redis/store.h"
 #include "rpc/eip1271.h"
-
-#define POOL_NICE 10
 
 /* Messages of the current epoch and the two before it (the oldest only to name "expired"). */
 #define EPOCHS 3
@@ -797,22 +794,10 @@ static void on_revocation(void *data, int status, redisReply *reply)
     half_done(ac);
 }
 
-/* Pool threads run at a lower priority than the loop: with more pool threads than cores, a
- * burst of signature checks would otherwise starve the loop, and every unsigned request and
- * probe with it. Each pool thread lowers itself once (Linux: per-thread nice). */
-void auth_lower_thread_priority(void)
-{
-    static _Thread_local bool lowered;
-    if (lowered)
-        return;
-    lowered = true;
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), POOL_NICE);
-}
-
 static void work_recover(uv_work_t *w)
 {
     auth_ctx *ac = w->data;
-    auth_lower_thread_priority();
+    pool_lower_priority();
     /* Per epoch, section 2's message and (with an address) its SIWE message, the likelier
      * first; with an address, stop at the first that recovers to it. */
     for (int i = 0; i < ac->tries; i++) {

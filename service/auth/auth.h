@@ -94,8 +94,4 @@ void auth_check_revocation(request *req, auth_next next);
 /* True when the lowercase address is in PLATFORM_ADMINS. */
 bool auth_is_platform_admin(const auth *au, const char *caller);
 
-/* For a threadpool work callback: lowers the calling pool thread's priority below the loop's
- * (once per thread), so a burst of pool work never starves the loop. */
-void auth_lower_thread_priority(void);
-
 #endif

@@ -1,4 +1,4 @@
-"""Authorization matrix: every route of service/api/routes.c x every kind of caller x every kind of
+"""Authorization matrix: every route of service/resources/routes.c x every kind of caller x every kind of
 entity, against the status the contract gives (CONTRACT sections 2-3 and the README's
 decisions). The expected statuses below are written from those documents, not from running the
 service; the table must name every route of routes.c (checked by parsing it).
@@ -171,7 +171,7 @@ ERROR_CODES = {400: 'invalid_request', 401: 'unauthenticated', 403: 'forbidden',
 
 
 def routes_in_source():
-    path = os.path.join(harness.REPO, 'service', 'api', 'routes.c')
+    path = os.path.join(harness.REPO, 'service', 'resources', 'routes.c')
     with open(path) as f:
         src = f.read()
     return set(re.findall(r'\{\s*HTTP_([A-Z]+)\s*,\s*"([^"]+)"', src))

@@ -1,4 +1,4 @@
-"""proto/openapi.yaml against the service's route table (service/api/routes.c), stdlib only.
+"""proto/openapi.yaml against the service's route table (service/resources/routes.c), stdlib only.
 
 The document must list exactly the method+path pairs of the route table (path parameter names
 may differ: `{id}` in the table is `{entityId}` in the document), and each operation's
@@ -23,7 +23,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
-ROUTES_C = os.path.join(harness.REPO, 'service', 'api', 'routes.c')
+ROUTES_C = os.path.join(harness.REPO, 'service', 'resources', 'routes.c')
 OPENAPI = os.path.join(harness.REPO, 'proto', 'openapi.yaml')
 SERVICE_DIR = os.path.join(harness.REPO, 'service')
 

@@ -9,8 +9,9 @@
 #include <cmocka.h>
 #include <llhttp.h>
 
-#include "api/handlers.h"
+#include "resources/handlers.h"
 #include "api/router.h"
+#include "resources/routes.h"
 
 /* Normalizes a copy of `in` and checks the result and the returned length. */
 static void check_normalize(const char *in, const char *want)

@@ -4,8 +4,8 @@
  * entity's script cannot write them. The rule (docs/DECISIONS.md, "Indexes across slots"):
  * an entry is added BEFORE the entity write that makes it true is sent (findindex_add, whose
  * failure answers the request before anything is written), and removed only AFTER the entity
- * no longer holds it (the drops below, and every read's repair). Every read checks its page
- * against the entities themselves, so a drop that never happens (a crash, a route without the
+ * no longer holds it (the drops of jobs/indexes.h, and every read's repair). Every read checks its
+ * page against the entities themselves, so a drop that never happens (a crash, a route without the
  * hook) is never shown: the drops keep the indexes small, the adds keep the lists complete.
  * An add comes after the caller's right is checked (entity_check), for the addresses that gain
  * a role only, and a write its script refuses takes its adds back before answering
@@ -19,20 +19,9 @@
 
 #include "core/ids.h"
 #include "http/request.h"
+#include "jobs/indexes.h"
 #include "redis/keys.h"
 #include "redis/store.h"
-
-struct app;
-
-/* Role letters of the index scripts. */
-#define FINDINDEX_OWNER  "o"
-#define FINDINDEX_ADMIN  "a"
-#define FINDINDEX_MEMBER "m"
-
-/* Folded name of the directory's search: trimmed, ASCII lowercase. Returns its length (0 for
- * a blank name); out holds cap bytes, the name is cut there. */
-#define FINDINDEX_NAME_MAX 512
-size_t findindex_fold(const char *name, size_t len, char out[FINDINDEX_NAME_MAX]);
 
 /* Runs when every add of a findindex_add is answered: STORE_OK, or the first failure (the
  * request must then be answered with it, and the entity write not sent). */
@@ -53,7 +42,7 @@ typedef struct findindex_added {
     size_t n;
     const char *dir_written, *dir_prior; /* NULL: the directory was not written */
     char dir_created[IDS_SIZE + 20];     /* the entries that were new, or "" */
-    char dir_name[FINDINDEX_NAME_MAX + IDS_SIZE + 2];
+    char dir_name[INDEXES_NAME_MAX + IDS_SIZE + 2];
 } findindex_added;
 
 /* Add-before: each of the n addresses takes `roles` (letters above; NULL or "" none) in entity
@@ -73,35 +62,5 @@ void findindex_undo(request *req, const findindex_added *added, findindex_done d
 /* Answers a write refused by its script (err, Redis's error answer) once findindex_undo has
  * taken back what `added` records: nothing the refused write wrote ahead outlives its answer. */
 void findindex_refuse(request *req, const findindex_added *added, const redisReply *err);
-
-/* One wallet's index add: its keys, the entity, the role letters, since (ms as decimal, or
- * "" for Redis's now) and the request's mark (find_wallet_add.lua; NULL or "" none). */
-typedef struct findindex_wallet {
-    wallet_keys k;
-    const char *id, *roles, *since, *mark;
-} findindex_wallet;
-/* Wallets that one script call adds outside Redis Cluster (one per call in it): as many as
- * one force-add names, so that a write sends one index call. */
-#define FINDINDEX_WALLETS_PER_CALL 1000
-/* Sends the adds of w[0..n) (n at most FINDINDEX_WALLETS_PER_CALL; 1 in cluster mode) as one
- * find_wallet_add.lua call; cb as store_script's. Returns -1 (cb not called) when out of
- * memory. */
-int findindex_send_wallets(struct store *st, const findindex_wallet *w, size_t n, store_cb cb,
-                           void *data);
-
-/* Sends one wallet's drops (find_wallet_drop.lua), fire and forget: args[0..n) are its entries,
- * 4 arguments each (entity id, since, role letters, "1" to drop the entry altogether). Outside
- * Redis Cluster the drops of one loop turn leave as one call (redis/group.h): a removal of one
- * member each, 20 in a turn, then costs Redis one script call instead of 20. In it, each
- * wallet's keys are in a slot of their own: one call each. */
-void findindex_send_drops(struct app *a, const wallet_keys *k, const char *const *args,
-                          const size_t *lens, size_t n);
-/* Remove-after, fire and forget, sent once the entity write that removed the roles is
- * answered: the n addresses no longer hold `roles` in entity `id`. With all_roles, they hold
- * none at all any more (a member removed who was no owner or admin, an entity deleted). */
-void findindex_drop_roles(struct app *a, const char *id, const char (*addrs)[43], size_t n,
-                          const char *roles, bool all_roles);
-/* Remove-after of the directory's name entry of a name the entity no longer has. */
-void findindex_drop_name(struct app *a, const char *id, const char *name, size_t len);
 
 #endif

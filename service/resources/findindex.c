@@ -1,5 +1,5 @@
-/* findindex: adds before, drops after (findindex.h). */
-#include "api/findindex.h"
+/* findindex: adds before a write and their undo (findindex.h); the drops: jobs/indexes.c. */
+#include "resources/findindex.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,22 +14,6 @@
 #include "redis/keys.h"
 #include "redis/lua_scripts.h"
 #include "redis/store.h"
-
-size_t findindex_fold(const char *name, size_t len, char out[FINDINDEX_NAME_MAX])
-{
-    while (len && (name[0] == ' ' || (name[0] >= '\t' && name[0] <= '\r'))) {
-        name++;
-        len--;
-    }
-    while (len && (name[len - 1] == ' ' || (name[len - 1] >= '\t' && name[len - 1] <= '\r')))
-        len--;
-    if (len > FINDINDEX_NAME_MAX - 1)
-        len = FINDINDEX_NAME_MAX - 1;
-    for (size_t i = 0; i < len; i++)
-        out[i] = name[i] >= 'A' && name[i] <= 'Z' ? (char)(name[i] - 'A' + 'a') : name[i];
-    out[len] = '\0';
-    return len;
-}
 
 /* One findindex_add or findindex_undo: answers counted down to the one call of done. */
 typedef struct add_state {
@@ -159,9 +143,9 @@ void findindex_add(request *req, const char *id, const char (*addrs)[43], size_t
     }
     if (wallets) {
         /* One script per wallet in cluster mode (each wallet's keys in their own slot); one
-         * per FINDINDEX_WALLETS_PER_CALL otherwise. */
-        size_t per = store_cluster_mode(st) ? 1 : FINDINDEX_WALLETS_PER_CALL;
-        findindex_wallet *w = arena_alloc(&req->pool, (n < per ? n : per) * sizeof *w);
+         * per INDEXES_WALLETS_PER_CALL otherwise. */
+        size_t per = store_cluster_mode(st) ? 1 : INDEXES_WALLETS_PER_CALL;
+        indexes_wallet *w = arena_alloc(&req->pool, (n < per ? n : per) * sizeof *w);
         if (!w || !mark) {
             s->status = STORE_UNAVAILABLE;
             add_answered(s, STORE_OK);
@@ -174,15 +158,15 @@ void findindex_add(request *req, const char *id, const char (*addrs)[43], size_t
                 w[i].id = id, w[i].roles = roles, w[i].since = created, w[i].mark = mark;
             }
             add_call *c = add_call_new(s, at, m);
-            if (!c || findindex_send_wallets(st, w, m, on_add, c) != 0) {
+            if (!c || indexes_send_wallets(st, w, m, on_add, c) != 0) {
                 s->status = STORE_UNAVAILABLE;
                 if (c)
                     add_answered(s, STORE_UNAVAILABLE);
             }
         }
     }
-    char folded[FINDINDEX_NAME_MAX];
-    size_t flen = name ? findindex_fold(name, name_len, folded) : 0;
+    char folded[INDEXES_NAME_MAX];
+    size_t flen = name ? indexes_fold(name, name_len, folded) : 0;
     if (flen || created[0]) {
         if (added) {
             if (created[0])
@@ -202,36 +186,6 @@ void findindex_add(request *req, const char *id, const char (*addrs)[43], size_t
             s->status = STORE_UNAVAILABLE;
     }
     add_answered(s, STORE_OK);
-}
-
-int findindex_send_wallets(store *st, const findindex_wallet *w, size_t n, store_cb cb, void *data)
-{
-    size_t argc = n * (KEYS_WALLET_N + 4);
-    const char **argv = malloc(argc * sizeof *argv);
-    size_t *lens = malloc(argc * sizeof *lens);
-    if (!argv || !lens) {
-        free(argv);
-        free(lens);
-        return -1;
-    }
-    size_t at = 0;
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < KEYS_WALLET_N; j++) {
-            argv[at] = w[i].k.key[j];
-            lens[at++] = w[i].k.len[j];
-        }
-    for (size_t i = 0; i < n; i++) {
-        const char *a[4] = {w[i].id, w[i].roles, w[i].since, w[i].mark ? w[i].mark : ""};
-        for (size_t j = 0; j < 4; j++) {
-            argv[at] = a[j];
-            lens[at++] = strlen(a[j]);
-        }
-    }
-    store_script(st, LUA_FIND_WALLET_ADD, cb, data, (int)(n * KEYS_WALLET_N), (int)argc, argv,
-                 lens);
-    free(argv);
-    free(lens);
-    return 0;
 }
 
 static void on_undone(void *data, int status, redisReply *r)
@@ -287,7 +241,7 @@ void findindex_undo(request *req, const findindex_added *added, findindex_done d
         return;
     }
     *s = (add_state){req, done, 1, STORE_OK, NULL};
-    size_t per = store_cluster_mode(req->app->store) ? 1 : FINDINDEX_WALLETS_PER_CALL;
+    size_t per = store_cluster_mode(req->app->store) ? 1 : INDEXES_WALLETS_PER_CALL;
     for (size_t at = 0; at < added->n; at += per)
         send_wallet_undo(s, added->id, added->w + at, added->n - at < per ? added->n - at : per);
     if (added->dir_written) {
@@ -301,71 +255,6 @@ void findindex_undo(request *req, const findindex_added *added, findindex_done d
         store_script(req->app->store, LUA_FIND_DIR_UNDO, on_undone, s, 3, 8, argv, lens);
     }
     add_answered(s, STORE_OK);
-}
-
-static void on_ignored(void *data, int status, redisReply *r)
-{
-    (void)data, (void)status, (void)r;
-}
-
-void findindex_send_drops(struct app *a, const wallet_keys *k, const char *const *args,
-                          const size_t *lens, size_t n)
-{
-    char grace[BUF_INT_SIZE];
-    buf_format_int(grace, a->cfg.find_repair_grace_ms);
-    size_t argc = 1 + KEYS_WALLET_N + n;
-    const char **argv = malloc(argc * sizeof *argv);
-    size_t *alens = malloc(argc * sizeof *alens);
-    if (!argv || !alens) { /* a drop not sent is left to a read's repair */
-        free(argv);
-        free(alens);
-        return;
-    }
-    size_t at = 0; /* the shared grace, then the call's own keys and arguments */
-    argv[at] = grace, alens[at++] = strlen(grace);
-    for (size_t j = 0; j < KEYS_WALLET_N; j++)
-        argv[at] = k->key[j], alens[at++] = k->len[j];
-    for (size_t j = 0; j < n; j++)
-        argv[at] = args[j], alens[at++] = lens[j];
-    if (store_cluster_mode(a->store))
-        group_script_alone(a->groups, LUA_FIND_WALLET_DROP, on_ignored, NULL, 0, 1, KEYS_WALLET_N,
-                           (int)at, argv, alens);
-    else
-        group_script(a->groups, LUA_FIND_WALLET_DROP, on_ignored, NULL, 0, 1, KEYS_WALLET_N,
-                     (int)at, argv, alens);
-    free(argv);
-    free(alens);
-}
-
-void findindex_drop_roles(struct app *a, const char *id, const char (*addrs)[43], size_t n,
-                          const char *roles, bool all_roles)
-{
-    const char *args[4] = {id, "", roles ? roles : "", all_roles ? "1" : "0"};
-    size_t lens[4];
-    for (size_t j = 0; j < 4; j++)
-        lens[j] = strlen(args[j]);
-    for (size_t i = 0; i < n; i++) {
-        wallet_keys k;
-        keys_wallet(&k, addrs[i]);
-        findindex_send_drops(a, &k, args, lens, 4);
-    }
-}
-
-void findindex_drop_name(struct app *a, const char *id, const char *name, size_t len)
-{
-    char folded[FINDINDEX_NAME_MAX], entry[FINDINDEX_NAME_MAX + 48], grace[BUF_INT_SIZE];
-    size_t flen = findindex_fold(name, len, folded);
-    if (!flen)
-        return;
-    int elen = snprintf(entry, sizeof entry, "%s\x01%s", folded, id);
-    if (elen < 0 || (size_t)elen >= sizeof entry)
-        return;
-    buf_format_int(grace, a->cfg.find_repair_grace_ms);
-    const char *argv[] = {KEYS_DIR_META, KEYS_DIR_CREATED, KEYS_DIR_NAMES, grace, id, "", entry};
-    size_t lens[7];
-    for (size_t j = 0; j < 7; j++)
-        lens[j] = j == 6 ? (size_t)elen : strlen(argv[j]);
-    store_script(a->store, LUA_FIND_DIR_DROP, on_ignored, NULL, 3, 7, argv, lens);
 }
 
 /* The refusal kept across its undo. */

@@ -1,9 +1,9 @@
 /* handlers_admins: an entity's admins, listed by its owners and admins, managed by its owners. */
 #include "core/app.h"
 #include "auth/auth.h"
-#include "api/findindex.h"
-#include "api/handlers.h"
-#include "api/entity.h"
+#include "resources/findindex.h"
+#include "resources/handlers.h"
+#include "resources/entity.h"
 #include "core/ids.h"
 #include "redis/keys.h"
 #include "redis/lua_scripts.h"
@@ -107,8 +107,8 @@ static void on_admins_added(void *data, int status, redisReply *r)
             json_array_append_new(list, respond_string(r->element[i]));
         st->answer = respond_ok();
         json_object_set_new(st->answer, "admins", list);
-        findindex_add(req, st->a.id, (const char(*)[43])st->held, st->nheld, FINDINDEX_ADMIN, 0,
-                      NULL, 0, NULL, on_indexed_after);
+        findindex_add(req, st->a.id, (const char(*)[43])st->held, st->nheld, INDEXES_ADMIN, 0, NULL,
+                      0, NULL, on_indexed_after);
         return;
     }
     answer_admins(req, r, 1);
@@ -137,7 +137,7 @@ static void on_admins_check(request *req, const redisReply *r)
         request_fail_internal(req, "out of memory");
         return;
     }
-    findindex_add(req, st->a.id, (const char(*)[43])gaining, n, FINDINDEX_ADMIN, 0, NULL, 0,
+    findindex_add(req, st->a.id, (const char(*)[43])gaining, n, INDEXES_ADMIN, 0, NULL, 0,
                   &st->added, admins_add_write);
 }
 
@@ -150,7 +150,7 @@ void admins_post(request *req)
     if (!body)
         return;
     json_decref(body);
-    entity_check(req, st->a.id, "owners", FINDINDEX_ADMIN, (const char(*)[43])st->a.list, st->a.n,
+    entity_check(req, st->a.id, "owners", INDEXES_ADMIN, (const char(*)[43])st->a.list, st->a.n,
                  on_admins_check);
 }
 
@@ -160,8 +160,7 @@ static void on_admin_removed(void *data, int status, redisReply *r)
     request *req = data;
     entity_addresses *a = req->state;
     if (status == STORE_OK && r && r->type == REDIS_REPLY_ARRAY)
-        findindex_drop_roles(req->app, a->id, (const char(*)[43])a->list, a->n, FINDINDEX_ADMIN,
-                             false);
+        indexes_drop_roles(req->app, a->id, (const char(*)[43])a->list, a->n, INDEXES_ADMIN, false);
     on_admins(data, status, r);
 }
 

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/reads.h"
+#include "resources/reads.h"
 #include "api/respond.h"
 #include "auth/auth.h"
 #include "core/app.h"

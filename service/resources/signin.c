@@ -4,7 +4,7 @@
 
 #include "core/app.h"
 #include "auth/auth.h"
-#include "api/handlers.h"
+#include "resources/handlers.h"
 #include "core/isotime.h"
 #include "crypto/address.h"
 #include "redis/keys.h"

@@ -6,8 +6,8 @@
 
 #include "core/app.h"
 #include "auth/auth.h"
-#include "api/entity.h"
-#include "api/handlers.h"
+#include "resources/entity.h"
+#include "resources/handlers.h"
 #include "core/ids.h"
 #include "core/isotime.h"
 #include "redis/keys.h"

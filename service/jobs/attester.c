@@ -2,7 +2,7 @@
  * hash and signature of a cold attestation is computed on the threadpool from the job's own
  * copies; the loop only looks up the cache, copies inputs and assembles answers. The key, the
  * secret and the domain are written before the loop runs and only read afterwards. */
-#include "api/attester.h"
+#include "jobs/attester.h"
 
 #include <jansson.h>
 #include <secp256k1.h>
@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth/auth.h"
 #include "cache/attestcache.h"
 #include "core/buf.h"
 #include "core/metrics.h"
+#include "core/pool.h"
 #include "crypto/address.h"
 #include "crypto/eas.h"
 #include "crypto/hex.h"
@@ -327,7 +327,7 @@ static size_t sign_one(const attester *at, const job *j, task *t)
 static void work_sign(uv_work_t *w)
 {
     job *j = w->data;
-    auth_lower_thread_priority();
+    pool_lower_priority();
     for (size_t i = 0; i < j->n; i++) {
         task *t = &j->tasks[i];
         t->item->json_len = sign_one(j->at, j, t);

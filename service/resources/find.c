@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/findindex.h"
-#include "api/handlers.h"
+#include "resources/findindex.h"
+#include "resources/handlers.h"
 #include "api/respond.h"
 #include "api/validate.h"
 #include "auth/auth.h"
@@ -33,7 +33,7 @@ enum { HELD_OWNER = 1, HELD_ADMIN = 2, HELD_MEMBER = 4 };
 
 /* Rounds of index reads one page may take past dropped entries; each reads twice as many. */
 #define FIND_MAX_ROUNDS 8
-#define ENTRY_MAX       (FINDINDEX_NAME_MAX + IDS_SIZE + 2)
+#define ENTRY_MAX       (INDEXES_NAME_MAX + IDS_SIZE + 2)
 
 /* One index entry of a round, and what its entity showed. */
 typedef struct find_item {
@@ -55,7 +55,7 @@ typedef struct find_req {
     int role; /* HELD_* or 0: any */
     bool see_all;
     long limit, have;
-    char q[FINDINDEX_NAME_MAX];
+    char q[INDEXES_NAME_MAX];
     size_t qlen;
     char cursor[ENTRY_MAX]; /* the entry the next round reads after; "" from the start */
     size_t cursor_len;
@@ -136,8 +136,8 @@ static void check_fields(find_req *f, find_item *it, const redisReply *h)
     /* every kind folds: in cluster mode the directory's two kinds read one entity with the
      * same commands, so they share the read-cache entry and the rendering kept beside it */
     if (h->element[1]->type == REDIS_REPLY_STRING) {
-        char folded[FINDINDEX_NAME_MAX];
-        it->folded_len = findindex_fold(h->element[1]->str, h->element[1]->len, folded);
+        char folded[INDEXES_NAME_MAX];
+        it->folded_len = indexes_fold(h->element[1]->str, h->element[1]->len, folded);
         it->folded_at = b->len;
         buf_append(b, folded, it->folded_len);
     }
@@ -495,7 +495,7 @@ static void on_range_req(void *data, int status, redisReply *r)
 
 static void send_round(find_req *f)
 {
-    char count[BUF_INT_SIZE], start[ENTRY_MAX + 2], end[FINDINDEX_NAME_MAX + 2];
+    char count[BUF_INT_SIZE], start[ENTRY_MAX + 2], end[INDEXES_NAME_MAX + 2];
     buf_format_int(count, round_count(f));
     size_t slen, elen;
     const char *cmd;
@@ -572,7 +572,7 @@ static void on_ignored(void *data, int status, redisReply *r)
 static void send_drops(find_req *f, const char **argv, size_t *lens, size_t head, size_t argc)
 {
     if (f->kind == LIST_WALLET)
-        findindex_send_drops(f->req->app, &f->wk, argv + head, lens + head, argc - head);
+        indexes_send_drops(f->req->app, &f->wk, argv + head, lens + head, argc - head);
     else
         store_script(f->req->app->store, LUA_FIND_DIR_DROP, on_ignored, NULL, 3, (int)argc, argv,
                      lens);
@@ -851,7 +851,7 @@ void entities_list_get(request *req)
     if (!f)
         return;
     if (q) {
-        f->qlen = findindex_fold(q, len, f->q);
+        f->qlen = indexes_fold(q, len, f->q);
         size_t chars = 0;
         for (size_t i = 0; i < f->qlen; i++)
             chars += ((unsigned char)f->q[i] & 0xC0) != 0x80;

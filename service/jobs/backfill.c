@@ -1,6 +1,6 @@
 /* backfill: SCAN each primary for entity hashes, a batch per step, and index each entity's
  * owners, admins, members and directory entries (backfill.h). */
-#include "api/backfill.h"
+#include "jobs/backfill.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "crypto/hex.h"
-#include "api/findindex.h"
+#include "jobs/indexes.h"
 #include "redis/cluster.h"
 #include "redis/keys.h"
 #include "redis/lua_scripts.h"
@@ -191,7 +191,7 @@ static int64_t entry_ms(const char *s, size_t len)
 /* The step's wallet adds, sent BACKFILL_WALLETS_PER_CALL at a time (one in cluster mode): a
  * script of a few hundred wallets holds Redis up for about a millisecond. */
 #define BACKFILL_WALLETS_PER_CALL 256
-static findindex_wallet batch[BACKFILL_WALLETS_PER_CALL];
+static indexes_wallet batch[BACKFILL_WALLETS_PER_CALL];
 static char batch_ids[BACKFILL_WALLETS_PER_CALL][IDS_SIZE];
 static char batch_since[BACKFILL_WALLETS_PER_CALL][BUF_INT_SIZE];
 static size_t nbatch;
@@ -201,7 +201,7 @@ static void flush_wallets(void)
     if (!nbatch)
         return;
     bf.pending++;
-    if (findindex_send_wallets(bf.a->store, batch, nbatch, on_indexed, NULL) != 0) {
+    if (indexes_send_wallets(bf.a->store, batch, nbatch, on_indexed, NULL) != 0) {
         bf.failed = true;
         bf.pending--;
     }
@@ -216,7 +216,7 @@ static void add_wallet(const char *id, const char *addr, size_t alen, const char
     char a[43];
     memcpy(a, addr, 42);
     a[42] = '\0';
-    findindex_wallet *w = &batch[nbatch];
+    indexes_wallet *w = &batch[nbatch];
     keys_wallet(&w->k, a);
     snprintf(batch_ids[nbatch], IDS_SIZE, "%s", id);
     batch_since[nbatch][0] = '\0';
@@ -287,10 +287,10 @@ static void on_entity(void *data, int status, redisReply *r)
         const redisReply *w = members->element[i], *e = members->element[i + 1];
         add_wallet(id, w->str, w->len, "m", entry_ms(e->str, e->len));
     }
-    char folded[FINDINDEX_NAME_MAX], cr[BUF_INT_SIZE] = "";
+    char folded[INDEXES_NAME_MAX], cr[BUF_INT_SIZE] = "";
     size_t flen = 0;
     if (h->element[2]->type == REDIS_REPLY_STRING)
-        flen = findindex_fold(h->element[2]->str, h->element[2]->len, folded);
+        flen = indexes_fold(h->element[2]->str, h->element[2]->len, folded);
     if (created > 0)
         buf_format_int(cr, created);
     const char *argv[] = {KEYS_DIR_META, KEYS_DIR_CREATED, KEYS_DIR_NAMES, id, cr, folded};

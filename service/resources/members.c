@@ -7,9 +7,9 @@
 
 #include "core/app.h"
 #include "auth/auth.h"
-#include "api/entity.h"
-#include "api/findindex.h"
-#include "api/handlers.h"
+#include "resources/entity.h"
+#include "resources/findindex.h"
+#include "resources/handlers.h"
 #include "crypto/hex.h"
 #include "core/ids.h"
 #include "core/isotime.h"
@@ -47,7 +47,7 @@ static void on_removed(void *data, int status, redisReply *r)
     }
     entity_drop_boards(req, m->id, r, 2);
     if (r->element[0]->integer > 0)
-        findindex_drop_roles(req->app, m->id, m->addrs, m->n, FINDINDEX_MEMBER, false);
+        indexes_drop_roles(req->app, m->id, m->addrs, m->n, INDEXES_MEMBER, false);
     json_t *out = respond_ok();
     json_object_set_new(out, "removed", json_integer(r->element[0]->integer));
     if (!m->leave)
@@ -91,7 +91,7 @@ static void run(request *req, removal *m, const char (*addrs)[43], size_t n)
         return;
     }
     /* Asked first (CONTRACT §12): a caller the script would refuse lists nothing. */
-    entity_check(req, m->id, m->leave ? "leave" : "staff", FINDINDEX_MEMBER, addrs, n,
+    entity_check(req, m->id, m->leave ? "leave" : "staff", INDEXES_MEMBER, addrs, n,
                  on_removal_check);
 }
 

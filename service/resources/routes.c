@@ -3,8 +3,9 @@
  * whose budget a leaked signature has spent. */
 #include <llhttp.h>
 
-#include "api/handlers.h"
-#include "api/router.h"
+#include "resources/routes.h"
+
+#include "resources/handlers.h"
 
 const route router_routes[] = {
     {HTTP_GET, "/healthz", health_live, AUTH_NONE, 0},

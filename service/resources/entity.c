@@ -1,5 +1,5 @@
 /* entity: the Entity resource's fields, its JSON shape, body validation and the read rule. */
-#include "api/entity.h"
+#include "resources/entity.h"
 
 #include <stdio.h>
 #include <stdlib.h>

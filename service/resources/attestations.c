@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/attester.h"
-#include "api/entity.h"
-#include "api/handlers.h"
-#include "api/progress.h"
+#include "jobs/attester.h"
+#include "resources/entity.h"
+#include "resources/handlers.h"
+#include "resources/progress.h"
 #include "api/respond.h"
 #include "core/app.h"
 #include "cache/readcache.h"

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/entity.h"
+#include "resources/entity.h"
 #include "core/buf.h"
 #include "http/request.h"
 

@@ -9,9 +9,9 @@
 #include "core/app.h"
 #include "auth/auth.h"
 #include "auth/limits.h"
-#include "api/entity.h"
-#include "api/findindex.h"
-#include "api/handlers.h"
+#include "resources/entity.h"
+#include "resources/findindex.h"
+#include "resources/handlers.h"
 #include "crypto/hex.h"
 #include "core/ids.h"
 #include "core/isotime.h"
@@ -371,9 +371,9 @@ static bool index_after_update(request *req, const redisReply *json, const redis
     json_t *name = json_object_get(st->in.fields, "name");
     bool renamed = false;
     if (st->same_name && json_is_string(name) && old_name->type == REDIS_REPLY_STRING) {
-        char a[FINDINDEX_NAME_MAX], b[FINDINDEX_NAME_MAX];
-        size_t al = findindex_fold(old_name->str, old_name->len, a);
-        size_t bl = findindex_fold(json_string_value(name), json_string_length(name), b);
+        char a[INDEXES_NAME_MAX], b[INDEXES_NAME_MAX];
+        size_t al = indexes_fold(old_name->str, old_name->len, a);
+        size_t bl = indexes_fold(json_string_value(name), json_string_length(name), b);
         renamed = al != bl || memcmp(a, b, al) != 0;
     }
     char(*late)[43] = NULL;
@@ -398,7 +398,7 @@ static bool index_after_update(request *req, const redisReply *json, const redis
     memcpy(st->answer, json->str, json->len);
     st->answer[json->len] = '\0';
     st->answer_len = json->len;
-    findindex_add(req, st->id, (const char(*)[43])late, n, FINDINDEX_OWNER, 0,
+    findindex_add(req, st->id, (const char(*)[43])late, n, INDEXES_OWNER, 0,
                   renamed ? json_string_value(name) : NULL, renamed ? json_string_length(name) : 0,
                   NULL, on_indexed_after);
     return true;
@@ -419,18 +419,18 @@ static void drop_after_update(request *req, const redisReply *old_name,
                 char addr[1][43];
                 memcpy(addr[0], o->str, 42);
                 addr[0][42] = '\0';
-                findindex_drop_roles(req->app, st->id, (const char(*)[43])addr, 1, FINDINDEX_OWNER,
-                                     false);
+                indexes_drop_roles(req->app, st->id, (const char(*)[43])addr, 1, INDEXES_OWNER,
+                                   false);
             }
         }
     }
     json_t *name = json_object_get(st->in.fields, "name");
     if (old_name->type == REDIS_REPLY_STRING && json_is_string(name)) {
-        char a[FINDINDEX_NAME_MAX], b[FINDINDEX_NAME_MAX];
-        size_t al = findindex_fold(old_name->str, old_name->len, a);
-        size_t bl = findindex_fold(json_string_value(name), json_string_length(name), b);
+        char a[INDEXES_NAME_MAX], b[INDEXES_NAME_MAX];
+        size_t al = indexes_fold(old_name->str, old_name->len, a);
+        size_t bl = indexes_fold(json_string_value(name), json_string_length(name), b);
         if (al != bl || memcmp(a, b, al) != 0)
-            findindex_drop_name(req->app, st->id, old_name->str, old_name->len);
+            indexes_drop_name(req->app, st->id, old_name->str, old_name->len);
     }
 }
 
@@ -469,7 +469,7 @@ static void write_entity(request *req)
     /* A creation's owners all gain the role; an update's only those the check found new. */
     const char(*owners)[43] = (const char(*)[43])(st->creating ? st->in.owners : st->gaining);
     size_t nowners = st->creating ? st->in.nowners : st->ngaining;
-    findindex_add(req, st->id, owners, nowners, FINDINDEX_OWNER, created,
+    findindex_add(req, st->id, owners, nowners, INDEXES_OWNER, created,
                   json_is_string(name) ? json_string_value(name) : NULL,
                   json_is_string(name) ? json_string_length(name) : 0, &st->added, on_indexed);
 }
@@ -718,9 +718,9 @@ static void on_update_check(request *req, const redisReply *r)
     json_t *name = json_object_get(st->in.fields, "name");
     const redisReply *old = r->element[0];
     if (json_is_string(name) && old->type == REDIS_REPLY_STRING) {
-        char a[FINDINDEX_NAME_MAX], b[FINDINDEX_NAME_MAX];
-        size_t al = findindex_fold(old->str, old->len, a);
-        size_t bl = findindex_fold(json_string_value(name), json_string_length(name), b);
+        char a[INDEXES_NAME_MAX], b[INDEXES_NAME_MAX];
+        size_t al = indexes_fold(old->str, old->len, a);
+        size_t bl = indexes_fold(json_string_value(name), json_string_length(name), b);
         st->same_name = al == bl && !memcmp(a, b, al);
     }
     post_write_checked(req);
@@ -730,7 +730,7 @@ static void post_write(request *req)
 {
     post_state *st = req->state;
     if (!st->creating) {
-        entity_check(req, st->id, "owners", FINDINDEX_OWNER, (const char(*)[43])st->in.owners,
+        entity_check(req, st->id, "owners", INDEXES_OWNER, (const char(*)[43])st->in.owners,
                      st->in.nowners, on_update_check);
         return;
     }
@@ -1114,7 +1114,7 @@ static void on_force_add(void *data, int status, redisReply *r)
      * ran (their entries perhaps dropped since), and are members again. Their entries are
      * added now, before the answer (an add-after, in this race only). */
     if (fs->added_n > (long long)fs->ngaining && fs->nheld) {
-        findindex_add(req, fs->a.id, (const char(*)[43])fs->held, fs->nheld, FINDINDEX_MEMBER, 0,
+        findindex_add(req, fs->a.id, (const char(*)[43])fs->held, fs->nheld, INDEXES_MEMBER, 0,
                       NULL, 0, NULL, force_add_answer);
         return;
     }
@@ -1172,7 +1172,7 @@ static void on_force_add_check(request *req, const redisReply *r)
         request_fail_internal(req, "out of memory");
         return;
     }
-    findindex_add(req, fs->a.id, (const char(*)[43])gaining, n, FINDINDEX_MEMBER, 0, NULL, 0,
+    findindex_add(req, fs->a.id, (const char(*)[43])gaining, n, INDEXES_MEMBER, 0, NULL, 0,
                   &fs->added, force_add_write);
 }
 
@@ -1196,6 +1196,6 @@ void entity_force_add(request *req)
     snprintf(fs->chain, sizeof fs->chain, "%s", json_string_value(chain));
     json_decref(body);
     /* Asked first (CONTRACT §12): a caller the script would refuse writes nothing ahead. */
-    entity_check(req, fs->a.id, "staff", FINDINDEX_MEMBER, (const char(*)[43])fs->a.list, fs->a.n,
+    entity_check(req, fs->a.id, "staff", INDEXES_MEMBER, (const char(*)[43])fs->a.list, fs->a.n,
                  on_force_add_check);
 }

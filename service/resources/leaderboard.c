@@ -6,9 +6,9 @@
 
 #include "core/app.h"
 #include "auth/auth.h"
-#include "api/entity.h"
-#include "api/handlers.h"
-#include "api/reads.h"
+#include "resources/entity.h"
+#include "resources/handlers.h"
+#include "resources/reads.h"
 #include "crypto/hex.h"
 #include "core/ids.h"
 #include "core/log.h"

@@ -1,6 +1,6 @@
 /* handlers_health: liveness and readiness probes. */
 #include "core/app.h"
-#include "api/handlers.h"
+#include "resources/handlers.h"
 #include "core/metrics.h"
 #include "net/server.h"
 #include "redis/store.h"

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "api/entity.h"
-#include "api/handlers.h"
+#include "resources/entity.h"
+#include "resources/handlers.h"
 #include "api/respond.h"
 #include "auth/auth.h"
 #include "core/app.h"

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "core/app.h"
-#include "api/entity.h"
-#include "api/handlers.h"
-#include "api/reads.h"
+#include "resources/entity.h"
+#include "resources/handlers.h"
+#include "resources/reads.h"
 #include "core/ids.h"
 #include "core/log.h"
 #include "redis/keys.h"
