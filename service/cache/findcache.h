@@ -1,4 +1,4 @@
-/* findcache: rendered find pages (api/find.c: a wallet's entities, the directory, its search)
+/* findcache: rendered find pages (resources/find.c: a wallet's entities, the directory, its search)
  * kept in the process, so that a repeated page is neither read from Redis nor rendered again.
  *
  * A page is made from many reads (the index, then each entity's fields and roles: about 85

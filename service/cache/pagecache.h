@@ -1,7 +1,7 @@
 /* pagecache: rendered users pages kept in memory, each under the version of the member list it
  * was rendered from. The cache never decides freshness itself: a reader fetches the current
  * version in the same transaction as its role checks and takes the page only when the versions
- * match (handlers_entities.c), so a page is never older than the data a direct read would see.
+ * match (resources/members.c), so a page is never older than the data a direct read would see.
  *
  * Direct-mapped: a key hashes to one slot and a new page replaces whatever was there, so memory
  * is bounded by slots * max_body and every operation is O(1) with no eviction bookkeeping. Loop

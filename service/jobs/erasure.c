@@ -18,7 +18,7 @@
 #include "redis/lua_scripts.h"
 #include "redis/store.h"
 
-/* An alias claim token (entities.c: 16 hex digits) and room to spare. */
+/* An alias claim token (resources/entities.c: 16 hex digits) and room to spare. */
 #define ALIAS_TOKEN_SIZE 48
 /* Entries of the set read per poll: enough to step past a few held by other instances. */
 #define ERASURE_CANDIDATES 16

@@ -1,6 +1,6 @@
 /* erasure: the background erasure of deleted entities, in bounded steps, on every instance.
  *
- * DELETE of an entity (api/entity_delete.c) adds the entity to the erasures set (keys.h) and
+ * DELETE of an entity (resources/entity_delete.c) adds the entity to the erasures set (keys.h) and
  * renames its hash to its erasure record; from then on nothing of it is readable or writable.
  * Each instance runs one erasure at a time: a timer reads the set, and one step after another
  * (erase_step.lua, one in flight, a pause between two) unlinks the entity's keys, the lease

@@ -1,8 +1,8 @@
 /* sweeper: takes removed members' board entries off the boards in the background, in bounded
  * steps, on every instance.
  *
- * A removal (api/members.c) does not ZREM a member's entries from its boards, a random place in
- * skiplists of up to millions of entries each: it tombstones its XP entry (keys.h: lb:xp:gone,
+ * A removal (resources/members.c) does not ZREM a member's entries from its boards, a random place
+ * in skiplists of up to millions of entries each: it tombstones its XP entry (keys.h: lb:xp:gone,
  * every XP count subtracts those) and puts the member in the unswept set (keys.h: lb:unswept;
  * skill board reads skip non-members meanwhile). Before that it lists the entity in the sweeps
  * set (keys.h, its own slot), so that no crash can leave entries nobody finds. Each instance

@@ -62,7 +62,7 @@
  *                                     skill is deleted. A removed member's entries here wait for
  *                                     the sweeper untombstoned (lb:unswept): reads skip entries
  *                                     whose address is no member, and a walk's ranks come from
- *                                     its cursor (api/leaderboard.c)
+ *                                     its cursor (resources/leaderboard.c)
  *   ent:{c-…}:lb:xp:gone      zset    the XP board's tombstones: the entries of removed members
  *                                     the sweeper has not taken off yet, each also on the board
  *                                     (same strings, score 0), each its member's entry at the

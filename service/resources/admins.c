@@ -1,4 +1,4 @@
-/* handlers_admins: an entity's admins, listed by its owners and admins, managed by its owners. */
+/* admins: an entity's admins, listed by its owners and admins, managed by its owners. */
 #include "core/app.h"
 #include "auth/auth.h"
 #include "resources/findindex.h"

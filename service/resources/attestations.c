@@ -1,4 +1,4 @@
-/* handlers_attestations: levels reached as EAS off-chain attestations (CONTRACT §10): the
+/* attestations: levels reached as EAS off-chain attestations (CONTRACT §10): the
  * attester's configuration, and a member's attestations, read in one round trip (the
  * progression read and the entity's name in one transaction) and signed by attester.c. */
 #include <stdint.h>

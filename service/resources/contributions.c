@@ -1,4 +1,4 @@
-/* handlers_contributions: award contributions to an entity's members, and revoke them
+/* contributions: award contributions to an entity's members, and revoke them
  * (CONTRACT §5). The checks against stored data (the member, the skills, the caller's role, the
  * idempotency key) run inside one script, so an award fully happens or not at all. */
 #include <stdio.h>

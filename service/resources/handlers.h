@@ -1,37 +1,51 @@
-/* handlers: every route's handler, one file per resource. */
+/* handlers: every route's handler, one file of them per resource; the route table (routes.c)
+ * names them through this header only. */
 #ifndef ENTITYD_HANDLERS_H
 #define ENTITYD_HANDLERS_H
 
 #include "http/request.h"
 
-/* handlers_health.c */
+/* health.c: probes and the metrics page */
 void health_live(request *req);
 void health_ready(request *req);
 void metrics_get(request *req);
 
-/* handlers_auth.c */
+/* signin.c: the sign-in message, signature revocation */
 void auth_message_get(request *req);
 void auth_revoke_post(request *req);
 
-/* handlers_entities.c */
+/* entities.c: an entity read (by id, by alias: CONTRACT §9), created or updated */
 void entity_get(request *req);
+void entity_by_alias_get(request *req);
 void entity_post(request *req);
+/* entity_delete.c */
+void entity_delete(request *req);
+
+/* members.c: pages, force-add, removal, leaving */
 void entity_users_get(request *req);
 void entity_force_add(request *req);
+void members_delete(request *req);
+void members_remove_post(request *req);
+void entity_leave(request *req);
 
-/* handlers_admins.c */
+/* admins.c */
 void admins_get(request *req);
 void admins_post(request *req);
 void admins_delete(request *req);
 
-/* handlers_skills.c */
+/* skills.c: the skill tree read, skills added, updated, deleted */
 void skills_get(request *req);
 void skills_post(request *req);
 void skills_post_multiple(request *req);
-
-/* handlers_levels.c */
+void skill_update(request *req);
+void skill_delete(request *req);
+/* levels.c */
 void level_update(request *req);
+void level_delete(request *req);
 
+/* contributions.c: awards and their revocation */
+void contributions_post(request *req);
+void contribution_revoke(request *req);
 /* progress.c: a member's progression, the read side (progress, contributions) */
 void progress_get(request *req);
 void contributions_get(request *req);
@@ -39,24 +53,11 @@ void contributions_get(request *req);
 void leaderboard_get(request *req);
 /* events.c */
 void events_get(request *req);
-/* contributions.c */
-void contributions_post(request *req);
-void contribution_revoke(request *req);
 /* attestations.c: levels reached as EAS off-chain attestations */
 void attestations_config_get(request *req);
 void attestations_get(request *req);
-/* entity_delete.c */
-void entity_delete(request *req);
 
-/* members.c: removing members, leaving; skills.c and levels.c: updating and deleting */
-void members_delete(request *req);
-void members_remove_post(request *req);
-void entity_leave(request *req);
-void skill_update(request *req);
-void skill_delete(request *req);
-void level_delete(request *req);
-/* entities.c: CONTRACT §9's lookup by alias; find.c: a wallet's entities, the directory */
-void entity_by_alias_get(request *req);
+/* find.c: a wallet's entities, the directory */
 void wallet_entities_get(request *req);
 void entities_list_get(request *req);
 

@@ -1,4 +1,4 @@
-/* handlers_health: liveness and readiness probes. */
+/* health: liveness and readiness probes, and the metrics page. */
 #include "core/app.h"
 #include "resources/handlers.h"
 #include "core/metrics.h"

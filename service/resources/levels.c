@@ -1,4 +1,4 @@
-/* handlers_levels: create or replace a level of an entity's skill tree. */
+/* levels: create or replace a level of an entity's skill tree, or delete one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

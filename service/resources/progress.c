@@ -1,4 +1,4 @@
-/* handlers_progress: a member's progression, the read side (CONTRACT §5): its progress and its
+/* progress: a member's progression, the read side (CONTRACT §5): its progress and its
  * contributions. Each is one round trip to Redis: a MULTI … EXEC with progress.lua inside it,
  * or a read script (contrib_list.lua). Progress goes through the read cache. The leaderboards
  * and the event feed are in leaderboard.c and events.c. */

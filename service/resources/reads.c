@@ -1,4 +1,4 @@
-/* reads: what the progression reads share (api/progress.c, leaderboard.c, events.c). */
+/* reads: what the progression reads share (progress.c, leaderboard.c, events.c). */
 #include <stdio.h>
 #include <string.h>
 

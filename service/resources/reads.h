@@ -1,4 +1,4 @@
-/* reads: what the progression reads share (api/progress.c, leaderboard.c, events.c): query
+/* reads: what the progression reads share (progress.c, leaderboard.c, events.c): query
  * parameters, a read's key in the read cache, the access check of a transaction's reply, and
  * numbers rendered without printf. */
 #ifndef ENTITYD_READS_H

@@ -1,4 +1,4 @@
-/* handlers_auth: the sign-in message and signature revocation. */
+/* signin: the sign-in message and signature revocation (POST /api/auth/revoke). */
 #include <stdio.h>
 #include <string.h>
 

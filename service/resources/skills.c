@@ -1,4 +1,5 @@
-/* handlers_skills: an entity's skill tree: list skills and levels, add one skill or several. */
+/* skills: an entity's skill tree: list skills and levels, add one skill or several, update or
+ * delete one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
