@@ -3,7 +3,7 @@
 -- grace period stays: its entity write may still be on its way, and the next read checks it
 -- again. So a drop never undoes an add whose write is answered.
 -- The drops of one loop turn leave as one call outside Redis Cluster (a group, redis/group.h),
--- one per wallet in it (api/findindex.h): each call of the group is one wallet's.
+-- one per wallet in it (jobs/indexes.h): each call of the group is one wallet's.
 -- KEYS: per call, in turn: meta, any, owner, admin, member (one wallet)
 -- ARGV: grace (ms); the number of calls; then each call's key count (5), argument count and
 --       arguments: per entry, entity id, since (16 digits; '' = the one stored), the role
