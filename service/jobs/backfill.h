@@ -1,6 +1,6 @@
 /* backfill: indexes the entities an earlier release stored (CONTRACT §9, "Upgrade"): once per
  * deployment, by whichever instance holds its lease, resumable from its SCAN cursors in Redis.
- * The index adds are the same as the writes' (findindex.h) and idempotent, so a step run twice
+ * The index adds are the same as the writes' (indexes.h) and idempotent, so a step run twice
  * (a lease lost mid-step, an instance killed) changes nothing. */
 #ifndef ENTITYD_BACKFILL_H
 #define ENTITYD_BACKFILL_H
