@@ -9,10 +9,12 @@ loopback port and one entityd of each build on it (--dev, READ_CACHE_MB=0: every
 Redis, the worst case), each stopped by its PID at the end. Seeds, through the current build,
 one private entity with a large event log and skill tree (30 force-adds of 1000 addresses; 200
 skills of 5000-character descriptions). Then, each round and for each build in turn (the order
-alternating by round): N refused reads by a stranger (403) of the entity's events
+alternating by round, the other build's process stopped meanwhile): N refused reads by a stranger (403) of the entity's events
 (limit=1000) and of its skill tree, one after the other on one keep-alive connection, N/10
 allowed reads of each by the owner, and N allowed reads of a usual entity's (public, 11
-events, 10 skills): what the check costs where it lets the read through. For each: Redis's main-thread CPU per read (INFO cpu
+events, 10 skills): what the check costs where it lets the read through; then, with the read
+cache on (a new process of the build, its cache empty), N reads of that entity's skills by 50
+signed callers in turn ("small skills cached"). For each: Redis's main-thread CPU per read (INFO cpu
 used_cpu_{user,sys}_main_thread; it includes writing the answer out, which is most of a large
 answer's cost), the time Redis's commands took per read (INFO commandstats after CONFIG
 RESETSTAT, usec summed over every command but INFO and CONFIG: commands run inside a
@@ -34,6 +36,8 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from seed import Redis  # noqa: E402
 
+CALLERS = 50
+CACHED = "small skills cached"
 OWNER_KEY = "4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"
 
 
@@ -57,13 +61,13 @@ def wait_port(port, proc, what, seconds=30):
 
 
 class Service:
-    def __init__(self, name, build, redis_port, tmp):
-        self.name = name
-        self.port = free_port()
+    def __init__(self, name, build, redis_port, tmp, port=None, cache_mb=0):
+        self.name, self.build, self.redis_port, self.tmp = name, build, redis_port, tmp
+        self.port = port or free_port()
         env = dict(os.environ, REDIS_URL="redis://127.0.0.1:%d/0" % redis_port,
-                   LOG_LEVEL="warn", READ_CACHE_MB="0", RATE_WRITES_PER_MINUTE="0",
+                   LOG_LEVEL="warn", READ_CACHE_MB=str(cache_mb), RATE_WRITES_PER_MINUTE="0",
                    ENTITY_CREATE_PER_DAY="0", MAX_MEMBERS_PER_ENTITY="1000000000")
-        self.log = open(os.path.join(tmp, name + ".log"), "wb")
+        self.log = open(os.path.join(tmp, name + ".log"), "ab")
         self.proc = subprocess.Popen(
             [os.path.join(build, "service", "entityd"), "--dev", "--host", "127.0.0.1",
              "--port", str(self.port)], env=env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -73,7 +77,20 @@ class Service:
             if time.time() > deadline:
                 sys.exit("%s not ready" % name)
             time.sleep(0.05)
+        while cache_mb and self.cache().get("entityd_read_cache_enabled") != 1:
+            if time.time() > deadline:
+                sys.exit("%s: read cache not on" % name)
+            time.sleep(0.05)
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+
+    def cache(self):
+        """{name: value} of the entityd_read_cache_* gauges."""
+        out = {}
+        for line in self.get("/metrics")[1].decode().splitlines():
+            if line.startswith("entityd_read_cache") and "{" not in line:
+                k, v = line.split()
+                out[k] = float(v)
+        return out
 
     def get(self, path):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
@@ -159,10 +176,13 @@ def commands_usec(r):
 
 
 def measure(r, svc, path, n, status):
+    """path, or a list of paths taken round robin."""
+    paths = path if isinstance(path, list) else [path]
     r.call("CONFIG", "RESETSTAT")
     c0 = cpu(r)
     b0 = int(info(r, "stats")["total_net_output_bytes"])
-    for _ in range(n):
+    for i in range(n):
+        path = paths[i % len(paths)]
         st, body = svc.call("GET", path)
         if st != status:
             sys.exit("%s %s: %s, not %s: %s" % (svc.name, path, st, status, body[:200]))
@@ -195,7 +215,7 @@ def main():
         svcs.append(base)
         # The sign-in message names the instance: each build's own signatures, one stranger.
         keys = os.path.join(tmp, "stranger.key")
-        auth = {}
+        auth, callers = {}, {}
         for s in svcs:
             url = "http://127.0.0.1:%d" % s.port
             if not os.path.exists(keys):
@@ -203,6 +223,7 @@ def main():
             else:
                 stranger = sign(a.bin, url, ["--key-file", keys])
             auth[s.name] = {"owner": sign(a.bin, url), "stranger": stranger}
+            callers[s.name] = sign(a.bin, url, ["--random", str(CALLERS)]).splitlines()
         t = time.time()
         eid = seed(cur, auth["current"]["owner"], False, 30, 1000, 200, "d" * 5000)
         # A usual one beside it: public, 10 events of 10 members, 10 skills.
@@ -217,8 +238,14 @@ def main():
                        "small skills": "/api/skills?entityID=%s" % small}
         rows = []
         for rnd in range(a.rounds):
-            order = [base, cur] if rnd % 2 == 0 else [cur, base]
-            for svc in order:
+            order = ["base", "current"] if rnd % 2 == 0 else ["current", "base"]
+            for name in order:
+                svc = base if name == "base" else cur
+                # The other build's process is stopped meanwhile and started again on its
+                # port after: its background work (sweeps, leases) would otherwise count in
+                # Redis's time beside reads that cost only a few microseconds each.
+                i = svcs.index(base if svc is cur else cur)
+                svcs[i].stop()
                 who = auth[svc.name]
                 for what, path in paths.items():
                     m = measure(r, svc, path + "&" + who["stranger"], a.reads, 403)
@@ -228,15 +255,42 @@ def main():
                 for what, path in small_paths.items():
                     m = measure(r, svc, path + "&" + who["owner"], a.reads, 200)
                     rows.append((rnd + 1, svc.name, what + " allowed", m))
+                # The read cache on, a new process (its cache empty): the usual entity's skill
+                # tree read by CALLERS signed wallets in turn.
+                svc.stop()
+                on = Service(svc.name, svc.build, svc.redis_port, svc.tmp, svc.port, 64)
+                m = measure(r, on, ["%s&%s" % (small_paths["small skills"], c)
+                                    for c in callers[svc.name]], a.reads, 200)
+                m["cache_bytes"] = on.cache().get("entityd_read_cache_bytes", 0)
+                rows.append((rnd + 1, svc.name, CACHED, m))
+                on.stop()
+                j = svcs.index(svc)
+                svcs[j] = Service(svc.name, svc.build, svc.redis_port, svc.tmp, svc.port)
+                if svc is base:
+                    base = svcs[j]
+                else:
+                    cur = svcs[j]
+                o = svcs[i]
+                svcs[i] = Service(o.name, o.build, o.redis_port, o.tmp, o.port)
+                if o is base:
+                    base = svcs[i]
+                else:
+                    cur = svcs[i]
         print("%-5s %-8s %-22s %12s %12s %8s %12s" % ("round", "build", "read", "Redis CPU us",
                                                        "cmd us", "cmds", "bytes"))
         for rnd, name, what, m in rows:
             print("%-5d %-8s %-22s %12.1f %12.1f %8.1f %12.0f" %
                   (rnd, name, what, m["cpu_us"], m["cmd_us"], m["calls"], m["bytes"]))
+        print("%s: read cache on, %d signed callers in turn; the cache's bytes after:" %
+              (CACHED, CALLERS))
+        for rnd, name, what, m in rows:
+            if what == CACHED:
+                print("  round %d %-8s %10.0f" % (rnd, name, m["cache_bytes"]))
         print("base/current, per round (Redis CPU per read; command time per read):")
         for rnd in range(1, a.rounds + 1):
             for what in ("events refused", "skills refused", "events allowed",
-                         "skills allowed", "small events allowed", "small skills allowed"):
+                         "skills allowed", "small events allowed", "small skills allowed",
+                         CACHED):
                 got = {n: m for r_, n, w, m in rows if r_ == rnd and w == what}
                 print("  round %d %-21s %6.1fx  %6.1fx" % (
                     rnd, what, got["base"]["cpu_us"] / max(got["current"]["cpu_us"], 1e-9),

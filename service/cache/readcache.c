@@ -297,19 +297,15 @@ void readcache_put(readcache *rc, const readcache_ticket *t, const char *read, s
         rc->stats.dropped++;
         return;
     }
-    uint64_t h = slotset_hash(read, len);
-    slotset_head **slot = slotset_claim(&rc->set, h, read, len, same_read, drop, rc);
-    if (!slotset_make_room(&rc->set, &rc->stats.bytes, size, rc->max_bytes, drop, rc)) {
-        rc->stats.dropped++;
-        return;
-    }
+    /* Copied before anything is dropped: the reply may be one this cache handed out (an
+     * answer kept whole, part of which is kept again under another read). */
     entry *e = malloc(size);
     if (!e) {
         rc->stats.dropped++; /* an answer not kept is only a later miss */
         return;
     }
+    uint64_t h = slotset_hash(read, len);
     e->head.hash = h;
-    slotset_touch(&rc->set, &e->head);
     e->gen = t->gen;
     e->nkeys = t->nkeys;
     memcpy(e->slot, t->slot, sizeof e->slot);
@@ -321,6 +317,13 @@ void readcache_put(readcache *rc, const readcache_ticket *t, const char *read, s
     e->reply = flat_copy(reply, &at);
     e->rendered = NULL;
     e->rendered_len = 0;
+    slotset_head **slot = slotset_claim(&rc->set, h, read, len, same_read, drop, rc);
+    if (!slotset_make_room(&rc->set, &rc->stats.bytes, size, rc->max_bytes, drop, rc)) {
+        free(e);
+        rc->stats.dropped++;
+        return;
+    }
+    slotset_touch(&rc->set, &e->head);
     *slot = &e->head;
     rc->stats.bytes += size;
     rc->stats.entries++;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/readcache.h"
 #include "redis/command.h"
 
 struct app;
@@ -90,6 +91,17 @@ bool store_read_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
  * The keys the read depends on are still taken from the commands. */
 bool store_read_exec_as(store *st, int flags, const char *key, size_t key_len, store_cb cb,
                         void *data, int ncmds, const store_cmd *cmds);
+
+/* For a reader that learns a plain read's answer inside a larger read (a gated read whose
+ * first reply is that very HMGET, api/entity.h): the cache's answer to the one command, without
+ * sending anything (NULL when it holds none; valid as readcache_get's); a ticket for it, taken
+ * before the larger read is sent; and the answer kept under the one command's bytes, unless its
+ * key changed since the ticket (readcache_put). store_read of the command then hits it. */
+const redisReply *store_read_peek(store *st, int argc, const char **argv, const size_t *lens);
+void store_read_ticket(store *st, readcache_ticket *t, int argc, const char **argv,
+                       const size_t *lens);
+void store_read_keep(store *st, const readcache_ticket *t, int argc, const char **argv,
+                     const size_t *lens, const redisReply *reply);
 
 /* Where the store connects, for the invalidation connection (tracking.h). */
 typedef struct store_endpoint {

@@ -32,6 +32,41 @@ static void append_list(buf *b, const redisReply *list)
     buf_append(b, "]", 1);
 }
 
+/* A skills read on its way: the entity, and the ticket under which a gated read's answer may
+ * be kept as the plain read's (send_skills_gated). */
+typedef struct skills_read {
+    const char *id;
+    bool seed;
+    readcache_ticket ticket;
+} skills_read;
+
+/* The plain read: {id, isEnabled, public, skilltree} of the entity hash, the same bytes for
+ * every caller. */
+static const char *const tree_fields[] = {"id", "isEnabled", "public", "skilltree"};
+static const size_t tree_flens[] = {2, 9, 6, 9};
+#define TREE_ARGC 6
+
+static void tree_argv(const entity_keys *k, const char *argv[TREE_ARGC], size_t lens[TREE_ARGC])
+{
+    argv[0] = "HMGET";
+    lens[0] = 5;
+    argv[1] = k->entity;
+    lens[1] = k->entity_len;
+    for (int i = 0; i < 4; i++) {
+        argv[2 + i] = tree_fields[i];
+        lens[2 + i] = tree_flens[i];
+    }
+}
+
+/* The plain read's answer says the entity exists, is public and enabled: open to every signed
+ * caller, so its answer depends on no caller. */
+static bool tree_open(const redisReply *f)
+{
+    return f && f->type == REDIS_REPLY_ARRAY && f->elements == 4 &&
+           f->element[0]->type == REDIS_REPLY_STRING && f->element[0]->len > 0 &&
+           entity_flag(f->element[1]) && entity_flag(f->element[2]);
+}
+
 /* {id, isEnabled, public, skilltree} of the entity hash; skilltree is
  * '"skills":[…],"levels":[…]', absent until the first skill. */
 static void send_skills(request *req, const redisReply *f)
@@ -47,42 +82,93 @@ static void send_skills(request *req, const redisReply *f)
                      : (slice){empty, sizeof empty - 1};
     static const char head[] = "{\"success\":true,\"data\":{\"entityID\":\"";
     static const char mid[] = "\",";
-    const char *id = req->state;
+    const skills_read *st = req->state;
     slice parts[5] = {
-        {head, sizeof head - 1}, {id, IDS_SIZE - 1}, {mid, sizeof mid - 1}, tree, {"}}", 2}};
+        {head, sizeof head - 1}, {st->id, IDS_SIZE - 1}, {mid, sizeof mid - 1}, tree, {"}}", 2}};
     request_reply_parts(req, 200, parts, 5);
 }
 
-/* The gated read: {the HMGET, the role lookups}, the tree only where the caller may read it. */
+/* The gated read: {the HMGET, the role lookups}, the tree only where the caller may read it.
+ * An entity found public and enabled has its HMGET kept as the plain read's answer, for every
+ * caller after this one. */
 static void on_skills_read(void *data, int status, redisReply *r)
 {
     request *req = data;
     const redisReply *f;
-    if (entity_read_gated(req, status, r, false, &f) == ENTITY_READ_OK)
-        send_skills(req, f);
+    if (entity_read_gated(req, status, r, false, &f) != ENTITY_READ_OK)
+        return;
+    skills_read *st = req->state;
+    bool seed = st->seed && tree_open(f);
+    readcache_ticket ticket = st->ticket;
+    entity_keys k;
+    keys_entity(&k, st->id);
+    store *db = req->app->store;
+    send_skills(req, f); /* first: keeping may drop the cache entry f lives in */
+    if (seed) {
+        const char *argv[TREE_ARGC];
+        size_t lens[TREE_ARGC];
+        tree_argv(&k, argv, lens);
+        store_read_keep(db, &ticket, TREE_ARGC, argv, lens, f);
+    }
 }
 
-/* One gated read with the caller's role lookups (entity.h), for every caller: a skill tree can
- * be megabytes, so the tree of an entity that is not public leaves Redis only for a caller who
- * may read it, and a private entity is one round trip too. Through the read cache, one entry
- * per caller and entity (as progress and the leaderboards), under a key of about a hundred
- * bytes. */
-static void send_skills_read(request *req)
+/* One gated read with the caller's role lookups (entity.h): a skill tree can be megabytes, so
+ * the tree of an entity that is not public leaves Redis only for a caller who may read it, and
+ * a private entity is one round trip too. Through the read cache, one entry per caller and
+ * entity (as progress and the leaderboards), under a key of about a hundred bytes. */
+static void send_skills_gated(request *req, bool seed)
 {
-    const char *id = req->state;
+    skills_read *st = req->state;
     entity_keys k;
-    keys_entity(&k, id);
-    static const char *const fields[] = {"id", "isEnabled", "public", "skilltree"};
-    static const size_t flens[] = {2, 9, 6, 9};
+    keys_entity(&k, st->id);
     entity_gate g;
     store_cmd cmd;
-    entity_gate_init(&g, req, &k, 'r', 4, fields, flens);
+    entity_gate_init(&g, req, &k, 'r', 4, tree_fields, tree_flens);
     if (!entity_gate_cmd(&g, req, &cmd))
         return;
+    st->seed = seed;
+    if (seed) {
+        const char *argv[TREE_ARGC];
+        size_t lens[TREE_ARGC];
+        tree_argv(&k, argv, lens);
+        store_read_ticket(req->app->store, &st->ticket, TREE_ARGC, argv, lens);
+    }
     reads_desc d = {1, {'K'}};
-    reads_desc_add(&d, id, IDS_SIZE - 1);
+    reads_desc_add(&d, st->id, IDS_SIZE - 1);
     reads_desc_add(&d, req->caller, strlen(req->caller));
     auth_store_exec_as(req, d.s, d.len, on_skills_read, 1, &cmd);
+}
+
+/* The plain read of an entity known open: its flags are judged again, and a private or
+ * disabled entity (changed since) goes through the gate after all. */
+static void on_skills_plain(void *data, int status, redisReply *r)
+{
+    request *req = data;
+    entity_read e = entity_read_fields(req, status, r, false);
+    if (e == ENTITY_READ_OK)
+        send_skills(req, r);
+    else if (e == ENTITY_READ_ASK_ROLES)
+        send_skills_gated(req, false);
+}
+
+/* An entity the read cache knows public and enabled (the plain read's own answer, kept while
+ * Redis has not said the entity changed) is read as before the gate: one plain HMGET, the same
+ * bytes for every caller, kept once in the read cache for all of them. Any other (unknown,
+ * private, disabled) goes through the gate, so a stranger's refusal still costs the gate's
+ * few dozen bytes. */
+static void send_skills_read(request *req)
+{
+    const skills_read *st = req->state;
+    entity_keys k;
+    keys_entity(&k, st->id);
+    const char *argv[TREE_ARGC];
+    size_t lens[TREE_ARGC];
+    tree_argv(&k, argv, lens);
+    if (req->signed_in && tree_open(store_read_peek(req->app->store, TREE_ARGC, argv, lens))) {
+        auth_store_command(req, on_skills_plain, TREE_ARGC, argv, lens);
+        return;
+    }
+    send_skills_gated(req, req->signed_in);
 }
 
 void skills_get(request *req)
@@ -94,7 +180,10 @@ void skills_get(request *req)
                            "entityID must be an entity id (c- followed by a lowercase UUIDv4).");
         return;
     }
-    req->state = (void *)id; /* the decoded parameter lives in the request arena */
+    skills_read *st = request_state(req, sizeof *st);
+    if (!st)
+        return;
+    st->id = id; /* the decoded parameter lives in the request arena */
     send_skills_read(req);
 }
 

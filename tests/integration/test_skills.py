@@ -1317,5 +1317,46 @@ class SkillsTest(harness.ServiceTestCase):
                                  self.ROLES + tree)
 
 
+    def test_public_tree_kept_once_for_all_callers(self):
+        """A public, enabled entity's skill tree is the same for every signed caller: once one
+        caller's gated read found it open, the next caller's read is the plain read kept in the
+        read cache for all, and costs Redis nothing. An entity that is not open (private, or
+        made private since) still goes through the gate, the tree read for no stranger."""
+        harness.wait_for(lambda: harness.read_cache_metrics(self.port).get(
+            'entityd_read_cache_enabled') == 1, scaled(10), what='read cache on')
+        owner, first, second = self.wallets(3)
+        eid = self.create_entity(owner)
+        self.add_skills(owner, eid, ['once0', 'once1'])
+        private = self.create_entity(owner, public=False)
+        self.add_skills(owner, private, ['hidden'])
+        # Each caller's revocation check is kept in the cache too: taken out of the count.
+        other = self.create_entity(owner)
+        for w in (first, second):
+            self.assertOk(self.get_skills(w, other))
+        want = self.assertOk(self.get_skills(first, eid))['data']
+        self.assertEqual(sorted(s['name'] for s in want['skills']), ['once0', 'once1'])
+
+        resp, stats, clients, scripts = self.round_trips(lambda: self.get_skills(second, eid))
+        self.assertEqual(self.assertOk(resp)['data'], want)
+        self.assertEqual((clients, stats, scripts), ([], {}, []), 'a second caller')
+
+        resp, stats, clients, scripts = self.round_trips(
+            lambda: self.get_skills(second, private))
+        self.assertEnvelope(resp, 403, 'forbidden')
+        self.assertIn('evalsha', clients)
+        self.assertNotIn('hmget', clients)
+        self.assertEqual(sorted(scripts), sorted(self.ROLES), 'the tree is not read')
+
+        # Made private: the kept read goes with the change, the stranger meets the gate.
+        body = {'name': 'Now private', 'description': '', 'ownerAddresses': [owner.address],
+                'twitter': '', 'discord': '', 'website': '', 'imageUrl': '', 'public': False}
+        self.assertOk(self.req('POST', '/api/entities?entityID=%s&%s' %
+                               (eid, self.auth(owner)), body))
+        resp, stats, clients, scripts = self.round_trips(lambda: self.get_skills(second, eid))
+        self.assertEnvelope(resp, 403, 'forbidden')
+        self.assertIn('evalsha', clients)
+        self.assertEqual(sorted(scripts), sorted(self.ROLES), 'the tree is not read')
+
+
 if __name__ == '__main__':
     harness.main()
