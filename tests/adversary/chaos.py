@@ -276,7 +276,7 @@ class Chaos:
                 return
             try:
                 text = clients.fetch_metrics(self.svc.port, timeout=scaled(5))
-                v = clients.metric(text, 'entityd_redis_pending_commands')
+                v = harness.sample(text, 'entityd_redis_pending_commands')
                 if v is None:
                     fig.pending_missing += 1
                 else:

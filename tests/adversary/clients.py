@@ -679,19 +679,6 @@ def watch_closed(socks, deadline, interval=0.05):
     return out
 
 
-def metric(text, name):
-    """The value of an unlabelled metric in Prometheus text, or None."""
-    if isinstance(text, bytes):
-        text = text.decode('utf-8', 'replace')
-    for line in text.split('\n'):
-        if line.startswith(name + ' '):
-            try:
-                return float(line.split()[1])
-            except (IndexError, ValueError):
-                return None
-    return None
-
-
 def fetch_metrics(port, timeout=5.0):
     s = connect(port, timeout=timeout)
     try:
