@@ -50,6 +50,7 @@ from support.base import (CLOCK_TOLERANCE, ENTITYD_BIN, ENTITYD_INSTANCES,  # no
                           REPO, SANITIZED, SANITIZER_MARKERS, SERVICE_ENV_KEYS, SLOW, TEST_SECRET,
                           TEST_WORKERS, AbortWait, free_port, port_open, scaled, tmpdir,
                           wait_for)
+from support.faultproxy import FaultProxy  # noqa: E402,F401
 from support.metrics import (commandstats, metric, metrics_text,  # noqa: E402,F401
                              read_cache_metrics, sample, wait_still)
 from support.procs import (Entityd, Redis, one_turn, proc_state, rss_kib)  # noqa: E402,F401
