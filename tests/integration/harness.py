@@ -57,8 +57,9 @@ from support.procs import (Entityd, Redis, one_turn, proc_state, rss_kib)  # noq
 from support.resp import RespError, resp_command  # noqa: E402,F401
 from support.runner import ServiceTestCase, main  # noqa: E402,F401
 from support.wallets import (SECP256K1_N, Signer, Wallet, _parse_sign_line,  # noqa: E402,F401
-                             _run_sign, auth_query, current_message, eip55, high_s, iso_ms,
-                             join_signature, keccak256, signin_message, signin_nonce,
-                             split_signature, to_compact, to_v01)
+                             _run_sign, auth_query, current_message, eip55, fresh_address,
+                             fresh_wallet, high_s, iso_ms, join_signature, keccak256,
+                             personal_hash, probe_path, revoke_path, signin_message,
+                             signin_nonce, split_signature, to_compact, to_v01)
 from support.web import (Client, RawConn, Response, chunked,  # noqa: E402,F401
                          http_request_bytes, read_answers, request)

@@ -4,28 +4,21 @@ writes as an entity's owner; too few or foreign owners are refused; an RPC that 
 stalled answers that sign-in 503 within the timeout while key-signed sign-ins keep their pace;
 the same contract signature flooding in makes one RPC call."""
 
-import http.client
 import os
 import socket
 import sys
 import threading
 import time
 import urllib.parse
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import nodetools  # noqa: E402
-from harness import FaultProxy, auth_query, metric, scaled  # noqa: E402
+from harness import auth_query, FaultProxy, metric, probe_path, scaled  # noqa: E402
 
 STALL_TIMEOUT_MS = 2000
 CALLS, LOOKUPS, REQUEST = rb'"eth_call"', rb'"eth_getCode"', rb'POST /'
-
-
-def probe_path(address, signature):
-    """A signed read of an unknown entity: 404 once signed in, 401/503 otherwise."""
-    return '/api/entities/c-%s?%s' % (uuid.uuid4(), auth_query(address, signature))
 
 
 class StalledListener:

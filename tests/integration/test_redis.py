@@ -7,21 +7,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import RawConn, metric, scaled, http_request_bytes as req_bytes  # noqa: E402
-
-_wallets = []
-
-
-def fresh_wallet():
-    """A wallet never used before in this run (revoke consumes signatures)."""
-    if not _wallets:
-        _wallets.extend(harness.Wallet.random(16))
-    return _wallets.pop()
-
-
-def revoke_path(address, signature):
-    return '/api/auth/revoke?' + harness.auth_query(address, signature)
-
+from harness import (RawConn, fresh_wallet, metric, revoke_path, scaled,  # noqa: E402
+                     http_request_bytes as req_bytes)
 
 class RedisTest(harness.ServiceTestCase):
 

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import os
 import subprocess
+import uuid
 
 from .base import ENTITYD_SIGN_BIN, ISSUED_SIGNATURES, tmpdir
 from .web import request
@@ -143,6 +144,37 @@ class Wallet:
         """'address=..&signature=..' for message (address overridable)."""
         a, s = self.sign(message, **kw)
         return auth_query(address or a, s)
+
+
+_fresh = []  # wallets made ahead for fresh_wallet()
+
+
+def fresh_wallet():
+    """A wallet never used before in this run (revoke consumes signatures)."""
+    if not _fresh:
+        _fresh.extend(Wallet.random(16))
+    return _fresh.pop()
+
+
+def fresh_address():
+    """A random address that no wallet of the run holds (lowercase 0x hex)."""
+    return '0x' + uuid.uuid4().hex + uuid.uuid4().hex[:8]
+
+
+def personal_hash(message):
+    """The EIP-191 hash of message (str), 0x hex."""
+    data = message.encode()
+    return '0x' + keccak256(b'\x19Ethereum Signed Message:\n%d' % len(data) + data).hex()
+
+
+def probe_path(address, signature):
+    """A signed read that does not consume the signature: an unknown entity, 404 once the
+    caller is signed in, 401 (or 503 when a check could not be made) otherwise."""
+    return '/api/entities/c-%s?%s' % (uuid.uuid4(), auth_query(address, signature))
+
+
+def revoke_path(address, signature):
+    return '/api/auth/revoke?' + auth_query(address, signature)
 
 
 def auth_query(address=None, signature=None, **extra):

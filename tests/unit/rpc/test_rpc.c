@@ -46,7 +46,7 @@ enum srv_mode {
     SRV_ANSWER, /* status and body as set */
     SRV_SILENT, /* reads the request, never answers (the connection stays open) */
     SRV_BIG,    /* a 200 whose body is over 1 MiB */
-    SRV_RPC,    /* eth_getCode and eth_call batches, as code and magic_id say */
+    SRV_RPC,    /* eth_getCode and eth_call batches, as code and magic_from say */
 };
 
 #define MAX_HELD 64
@@ -58,8 +58,9 @@ static struct {
     /* set by the test (under mu) */
     int mode, status;
     char body[512];
-    bool code;    /* SRV_RPC: the address holds code */
-    int magic_id; /* SRV_RPC: the batch item answering the magic value, -1 for none */
+    bool code;      /* SRV_RPC: the address holds code */
+    int magic_from; /* SRV_RPC: the first batch item answering the magic value (and every
+                     * one after it), -1 for none */
     /* seen by the server (under mu) */
     int requests, code_requests, batches, batch_items;
     char head[2048];  /* the last request's head */
@@ -167,9 +168,9 @@ static void answer_rpc(int fd, const char *body)
         S.batch_items += items;
         out[len++] = '[';
         for (int i = 0; i < items && len < sizeof out - 200; i++)
-            len += (size_t)snprintf(out + len, sizeof out - len,
-                                    "%s{\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":\"%s\"}",
-                                    i ? "," : "", i, i == S.magic_id ? magic : other);
+            len += (size_t)snprintf(
+                out + len, sizeof out - len, "%s{\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":\"%s\"}",
+                i ? "," : "", i, S.magic_from >= 0 && i >= S.magic_from ? magic : other);
         out[len++] = ']';
     }
     pthread_mutex_unlock(&S.mu);
@@ -306,7 +307,7 @@ static int setup(void **state)
     S.requests = S.code_requests = S.batches = S.batch_items = 0;
     S.head[0] = S.rbody[0] = '\0';
     S.code = true;
-    S.magic_id = -1;
+    S.magic_from = -1;
     pthread_mutex_unlock(&S.mu);
     srv_set(SRV_ANSWER, 200, "{}");
     return uv_loop_init(&loop);
@@ -540,7 +541,7 @@ static void test_batch_accepts_lowest_magic_and_code_is_remembered(void **state)
     (void)state;
     srv_set(SRV_RPC, 0, NULL);
     pthread_mutex_lock(&S.mu);
-    S.magic_id = 1;
+    S.magic_from = 1;
     pthread_mutex_unlock(&S.mu);
     eip1271 *e = checker(5000);
     check k;
@@ -561,6 +562,15 @@ static void test_batch_accepts_lowest_magic_and_code_is_remembered(void **state)
     assert_int_equal(k2.outcome, EIP1271_VALID);
     assert_int_equal(srv_count(&S.code_requests), 1);
     assert_int_equal(srv_count(&S.batches), 2);
+    /* Both hashes answered the magic value: the lower id is the one accepted. */
+    pthread_mutex_lock(&S.mu);
+    S.magic_from = 0;
+    pthread_mutex_unlock(&S.mu);
+    check k3;
+    start_check(e, 3, &k3);
+    assert_true(run_until(&k3.calls, 1, 5000));
+    assert_int_equal(k3.outcome, EIP1271_VALID);
+    assert_int_equal(k3.which, 0);
     checker_done(e);
 }
 

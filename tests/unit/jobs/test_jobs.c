@@ -1,13 +1,18 @@
-/* jobs/erasure: the background erasure of deleted entities against a real redis-server started
- * by the test (support/redis_server.h), with no HTTP: the state a delete leaves (the entity's
- * erasure record, its keys, its entry in the erasures set) is written with a raw connection, the
- * erasure is kicked on its own loop, and the keys are read back.
+/* jobs: the erasure and the sweeper against a real redis-server started by the test
+ * (support/redis_server.h), with no HTTP: the state a delete or a removal leaves is written with
+ * a raw connection, the job is kicked on its own loop, and the keys are read back.
  *
+ * erasure:
  * An erasure unlinks every key of the entity (keys.h: all start "ent:{<id>}") and its record, drops
  * its entry and leaves every other entity's keys alone; the alias claim the record names is
  * released before the record goes, by its exact token (a claim another entity took over stays); an
  * entry whose record is absent is dropped once older than the grace period, never before; a record
- * whose lease another live worker holds is left alone. */
+ * whose lease another live worker holds is left alone.
+ *
+ * sweeper: an entity listed here is not listed again within half the grace period (another
+ * entity, a clock gone back, or half the period past, are); a read's note of waiting work lists
+ * the entity in the sweeps set once; an entry whose entity is gone (deleted) is dropped at once,
+ * one whose entity has nothing left to sweep only a grace period after its listing. */
 #include <stdarg.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -30,6 +35,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "jobs/erasure.h"
+#include "jobs/sweeper.h"
 #include "redis/keys.h"
 #include "redis/store.h"
 #include "loop.h"
@@ -39,6 +45,7 @@ static struct {
     uv_loop_t loop;
     app a;
     erasure *e;
+    sweeper *sw;
     redisContext *raw;
     bool open;
 } T;
@@ -125,6 +132,7 @@ static int setup(void **state)
     setenv("ERASE_POLL_MS", "3600000", 1); /* only kicks start a poll */
     setenv("ERASE_PAUSE_MS", "0", 1);
     setenv("ERASE_STEP_KEYS", "10", 1); /* several steps for the keys below */
+    setenv("SWEEP_POLL_MS", "3600000", 1);
     assert_int_equal(uv_loop_init(&T.loop), 0);
     T.a.loop = &T.loop;
     T.open = true;
@@ -135,6 +143,8 @@ static int setup(void **state)
     assert_true(run_until(store_is_ready, NULL, 10000));
     T.e = erasure_new(&T.a);
     assert_non_null(T.e);
+    T.sw = sweeper_new(&T.a);
+    assert_non_null(T.sw);
     return 0;
 }
 
@@ -144,10 +154,12 @@ static int teardown(void **state)
     int rc = 0;
     if (T.open) {
         erasure_close(T.e);
+        sweeper_close(T.sw);
         store_close(T.a.store);
         if (!loop_drain(&T.loop, 5000))
             rc = -1;
         erasure_free(T.e);
+        sweeper_free(T.sw);
         store_free(T.a.store);
         config_free(&T.a.cfg);
         metrics_reset_sources();
@@ -310,6 +322,60 @@ static void test_lease_of_another_worker_is_left_alone(void **state)
     assert_int_equal(keys_left(&x), 7);
 }
 
+/* --- the sweeper --- */
+
+static bool swept_out(const void *id)
+{
+    redisReply *r = cmd("ZRANK %s %s", KEYS_SWEEPS, (const char *)id);
+    bool out = r->type == REDIS_REPLY_NIL;
+    freeReplyObject(r);
+    return out;
+}
+
+static void test_sweeper_lists_an_entity_once_a_half_grace(void **state)
+{
+    (void)state;
+    char a[IDS_SIZE], b[IDS_SIZE];
+    assert_int_equal(ids_new(a, 'c'), 0);
+    assert_int_equal(ids_new(b, 'c'), 0);
+    int64_t t = 1700000000000, half = 30000; /* the grace period is 60 s at these settings */
+    assert_true(sweeper_must_list(T.sw, a, t));
+    sweeper_listed(T.sw, a, t);
+    assert_false(sweeper_must_list(T.sw, a, t + 1));
+    assert_false(sweeper_must_list(T.sw, a, t + half - 1));
+    assert_true(sweeper_must_list(T.sw, a, t + half));
+    assert_true(sweeper_must_list(T.sw, a, t - 1)); /* the clock went back */
+    assert_true(sweeper_must_list(T.sw, b, t + 1));
+}
+
+static void test_sweeper_note_of_waiting_work_lists_once(void **state)
+{
+    (void)state;
+    char id[IDS_SIZE];
+    assert_int_equal(ids_new(id, 'c'), 0);
+    sweeper_note_waiting(T.sw, id);
+    assert_false(run_until(swept_out, id, 5000)); /* listed */
+    cmd_ok("DEL %s", KEYS_SWEEPS);
+    sweeper_note_waiting(T.sw, id); /* listed lately here: not again */
+    assert_true(run_until(swept_out, id, 300));
+    assert_int_equal(cmd_int("EXISTS %s", KEYS_SWEEPS), 0);
+}
+
+static void test_sweeper_drops_a_deleted_entity_at_once_a_done_one_after_grace(void **state)
+{
+    (void)state;
+    char gone[IDS_SIZE], done[IDS_SIZE];
+    assert_int_equal(ids_new(gone, 'c'), 0);
+    assert_int_equal(ids_new(done, 'c'), 0);
+    cmd_ok("HSET ent:{%s} name done", done); /* nothing of it to sweep */
+    long long now = (long long)isotime_now_ms();
+    cmd_ok("ZADD %s %lld %s %lld %s", KEYS_SWEEPS, now, gone, now, done);
+    sweeper_kick(T.sw);
+    assert_true(run_until(swept_out, gone, 20000));
+    /* Both were stepped in that poll; the done one, listed just now, stays its grace period. */
+    assert_false(run_until(swept_out, done, 500));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +386,12 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_lease_of_another_worker_is_left_alone, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_sweeper_lists_an_entity_once_a_half_grace, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_sweeper_note_of_waiting_work_lists_once, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_sweeper_drops_a_deleted_entity_at_once_a_done_one_after_grace, setup, teardown),
     };
     log_set_level(LOG_ERROR);
     return redis_tests_result(
