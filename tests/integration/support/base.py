@@ -6,6 +6,7 @@ import atexit
 import os
 import shutil
 import socket
+import struct
 import tempfile
 import time
 
@@ -160,6 +161,18 @@ def free_port():
         return s.getsockname()[1]
     finally:
         s.close()
+
+
+def reset_close(s):
+    """Close with SO_LINGER 0: the kernel sends RST, dropping anything unsent or unread."""
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+    except OSError:
+        pass
+    try:
+        s.close()
+    except OSError:
+        pass
 
 
 def port_open(port, host='127.0.0.1'):

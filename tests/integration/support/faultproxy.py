@@ -41,9 +41,10 @@ reading from the upstream beyond that), and stop() ends the thread and closes ev
 import re
 import selectors
 import socket
-import struct
 import threading
 import time
+
+from .base import reset_close
 
 HOST = '127.0.0.1'
 
@@ -333,10 +334,8 @@ class FaultProxy:
             except (KeyError, ValueError, RuntimeError):
                 pass
             if reset:
-                try:
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
-                except OSError:
-                    pass
+                reset_close(s)
+                continue
             try:
                 s.close()
             except OSError:
@@ -375,14 +374,12 @@ class FaultProxy:
                 refuse = time.monotonic() < self.refuse_until or \
                     len(self.links) >= self.max_conns
             if refuse:
-                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
-                c.close()
+                reset_close(c)
                 continue
             try:
                 s = socket.create_connection((HOST, self.upstream_port), timeout=2.0)
             except OSError:
-                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
-                c.close()
+                reset_close(c)
                 continue
             c.setblocking(False)
             s.setblocking(False)

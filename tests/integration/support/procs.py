@@ -21,6 +21,16 @@ def _wait_pid(proc, timeout):
         return None
 
 
+def _kill_now(proc):
+    """SIGKILL by PID unless the process has exited; reaped (10 s at most)."""
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _wait_pid(proc, 10)
+
+
 def rss_kib(pid):
     with open('/proc/%d/status' % pid) as f:
         for line in f:
@@ -137,12 +147,7 @@ class Redis:
     def _force_kill(self):
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            _wait_pid(self.proc, 10)
+        _kill_now(self.proc)
         self.paused = False
         self._reap()
 
@@ -352,12 +357,7 @@ class Entityd:
     def _force_kill(self):
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            _wait_pid(self.proc, 10)
+        _kill_now(self.proc)
         self._reap()
 
     def kill(self):
