@@ -35,7 +35,7 @@ import clients  # noqa: E402
 from clients import Checker, VersionLog, request_bytes  # noqa: E402
 from invariants import check_invariants  # noqa: E402
 from lifecycle import Lifecycles  # noqa: E402
-from resp_proxy import RespProxy  # noqa: E402
+from harness import FaultProxy  # noqa: E402
 from workload import World  # noqa: E402
 
 HEADER_MS, IDLE_MS, WRITE_MS = 2000, 3000, 3000
@@ -89,7 +89,7 @@ class Chaos:
     def start(self):
         self.redis = harness.Redis(extra_args=['--enable-debug-command', 'local'],
                                    appendonly=True, appendfsync='always')
-        self.proxy = RespProxy(self.redis.port).start()
+        self.proxy = FaultProxy(self.redis.port).start()
         env = {'REDIS_URL': 'redis://127.0.0.1:%d/0' % self.proxy.port,
                'REDIS_TIMEOUT_MS': REDIS_TIMEOUT_MS, 'REDIS_MAX_PENDING': MAX_PENDING,
                'HEADER_TIMEOUT_MS': HEADER_MS, 'IDLE_TIMEOUT_MS': IDLE_MS,
@@ -276,7 +276,7 @@ class Chaos:
                 return
             try:
                 text = clients.fetch_metrics(self.svc.port, timeout=scaled(5))
-                v = clients.metric(text, 'entityd_redis_pending_commands')
+                v = harness.sample(text, 'entityd_redis_pending_commands')
                 if v is None:
                     fig.pending_missing += 1
                 else:

@@ -27,10 +27,11 @@ import os
 import random
 import selectors
 import socket
-import struct
 import threading
 import time
 import uuid
+
+from support.base import reset_close
 
 HOST = '127.0.0.1'
 
@@ -49,18 +50,6 @@ def connect(port, timeout=5.0, rcvbuf=None, nodelay=True):
     if nodelay:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
-
-
-def reset_close(s):
-    """Close with SO_LINGER 0: the kernel sends RST, dropping anything unsent or unread."""
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
-    except OSError:
-        pass
-    try:
-        s.close()
-    except OSError:
-        pass
 
 
 def tcp_state(s):
@@ -677,19 +666,6 @@ def watch_closed(socks, deadline, interval=0.05):
                 out[s] = time.monotonic() - t0
         time.sleep(interval)
     return out
-
-
-def metric(text, name):
-    """The value of an unlabelled metric in Prometheus text, or None."""
-    if isinstance(text, bytes):
-        text = text.decode('utf-8', 'replace')
-    for line in text.split('\n'):
-        if line.startswith(name + ' '):
-            try:
-                return float(line.split()[1])
-            except (IndexError, ValueError):
-                return None
-    return None
 
 
 def fetch_metrics(port, timeout=5.0):

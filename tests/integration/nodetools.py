@@ -88,7 +88,4 @@ class SafeChain:
                 pass
 
 
-def personal_hash(message):
-    """The EIP-191 hash of message (str), 0x hex."""
-    data = message.encode()
-    return '0x' + harness.keccak256(b'\x19Ethereum Signed Message:\n%d' % len(data) + data).hex()
+personal_hash = harness.personal_hash  # the EIP-191 hash of a message, 0x hex

@@ -6,8 +6,8 @@ other entity can take the alias while the write may still land; only the holder'
 (the stale-claim check, after the grace period) or an answer that the write did not happen may
 free it.
 
-entityd reaches Redis through a small proxy (local to this file) that acts once, when it sees
-entity A's update script (the only command naming 3 keys, A's first) pass towards Redis:
+entityd reaches Redis through the fault proxy (support/faultproxy.py) armed to act once, when
+it sees entity A's update script (the only command naming 3 keys, A's first) pass towards Redis:
 - 'sleep': DEBUG SLEEP 0.8 on another connection first, so Redis runs the script late, after
   entityd gave up on it (REDIS_TIMEOUT_MS=500) and after everything entityd sent in between;
 - 'hold': the script goes through at once, its answer (and every later one) is held 0.8 s;
@@ -16,144 +16,17 @@ Then entity B asks for the same alias. Afterwards at most one entity names the a
 alias key names that one (the invariant checker of invariants.py over every key)."""
 
 import os
-import socket
+import re
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import scaled  # noqa: E402
+from harness import FaultProxy, scaled  # noqa: E402
 from invariants import check_invariants  # noqa: E402
 
 STALL = 0.8
 TIMEOUT_MS = 500
-
-
-class StallProxy:
-    """Loopback TCP proxy in front of a Redis that acts once on a trigger (see the module
-    docstring). Only what the test needs: bytes are passed through unparsed."""
-
-    def __init__(self, redis):
-        self.redis = redis
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(('127.0.0.1', 0))
-        self.lsock.listen(16)
-        self.port = self.lsock.getsockname()[1]
-        self.trigger = None
-        self.mode = None
-        self.fired = threading.Event()
-        self.hold_until = 0.0
-        self.lock = threading.Lock()
-        self.socks = []
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self):
-        return 'redis://127.0.0.1:%d/0' % self.port
-
-    def arm(self, trigger, mode):
-        with self.lock:
-            self.trigger, self.mode = trigger, mode
-            self.fired.clear()
-
-    def _accept(self):
-        while not self.closed:
-            try:
-                c, _ = self.lsock.accept()
-            except OSError:
-                return
-            try:
-                u = socket.create_connection(('127.0.0.1', self.redis.port), timeout=5)
-                u.settimeout(None)
-            except OSError:
-                c.close()
-                continue
-            for s in (c, u):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self.lock:
-                self.socks += [c, u]
-            threading.Thread(target=self._up, args=(c, u), daemon=True).start()
-            threading.Thread(target=self._down, args=(u, c), daemon=True).start()
-
-    def _take_trigger(self, window):
-        with self.lock:
-            if self.trigger is None or self.trigger not in window:
-                return None
-            mode, self.trigger = self.mode, None
-            return mode
-
-    def _up(self, c, u):
-        tail = b''
-        try:
-            while True:
-                data = c.recv(65536)
-                if not data:
-                    break
-                window = tail + data
-                tail = window[-256:]
-                mode = self._take_trigger(window)
-                if mode == 'sleep':
-                    # Sent from here, not from a thread yet to start: on a loaded machine that
-                    # start alone may take longer than the pause below.
-                    sleeper = socket.create_connection(('127.0.0.1', self.redis.port),
-                                                       timeout=10)
-                    sleeper.sendall(b'*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$%d\r\n%s\r\n' % (
-                        len(str(STALL)), str(STALL).encode()))
-                    threading.Thread(target=self._debug_sleep, args=(sleeper,),
-                                     daemon=True).start()
-                    time.sleep(0.15)  # DEBUG SLEEP is running when the script arrives
-                elif mode == 'hold':
-                    self.hold_until = time.monotonic() + STALL
-                elif mode == 'drop':
-                    self.fired.set()
-                    break
-                u.sendall(data)
-                if mode:
-                    self.fired.set()
-        except OSError:
-            pass
-        self._shut(u)
-        self._shut(c)
-
-    def _debug_sleep(self, sleeper):
-        """Waits for DEBUG SLEEP's answer (sent on sleeper), then closes sleeper."""
-        try:
-            sleeper.recv(64)
-        except OSError:
-            pass
-        sleeper.close()
-
-    def _down(self, u, c):
-        try:
-            while True:
-                data = u.recv(65536)
-                if not data:
-                    break
-                wait = self.hold_until - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-                c.sendall(data)
-        except OSError:
-            pass
-        self._shut(c)
-
-    @staticmethod
-    def _shut(s):
-        try:
-            s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    def close(self):
-        self.closed = True
-        self.lsock.close()
-        with self.lock:
-            for s in self.socks:
-                self._shut(s)
-                s.close()
 
 
 def body(owner, eid=None, **kw):
@@ -180,8 +53,8 @@ class AliasUnknownOutcomeTest(harness.ServiceTestCase):
     def start_redis(self):
         """Sets self.r, self.proxy (the one A's update passes) and self.svc."""
         self.r = self.redis(extra_args=['--enable-debug-command', 'local'])
-        self.proxy = StallProxy(self.r)
-        self.addCleanup(self.proxy.close)
+        self.proxy = FaultProxy(self.r).start()
+        self.addCleanup(self.proxy.stop)
         self.svc = self.entityd(redis=None, env={'REDIS_URL': self.proxy.url,
                                                  'REDIS_TIMEOUT_MS': TIMEOUT_MS,
                                                  'READ_CACHE_MB': '0'})
@@ -215,18 +88,23 @@ class AliasUnknownOutcomeTest(harness.ServiceTestCase):
         Returns (A's status, B's status)."""
         # The update script's keys as sent: 3 keys, A's hash then its owners (the check of the
         # caller's right before it, CONTRACT §12, names 4).
-        a = ('ent:{%s}' % self.ea).encode()
-        self.proxy.arm(b'$1\r\n3\r\n$%d\r\n%s\r\n$%d\r\n%s:owners' % (
-            len(a), a, len(a) + 7, a), mode)
+        a = re.escape(('ent:{%s}' % self.ea).encode())
+        match = rb'(?:^| )3 %s %s:owners(?: |$)' % (a, a)
+        if mode == 'sleep':
+            self.proxy.sleep_upstream(STALL, match=match)
+        elif mode == 'hold':
+            self.proxy.stall(match=match, for_s=STALL)
+        else:
+            self.proxy.cut(match=match, link_only=True)
         sa, _, ba = self.post(self.qa, body(self.wa.address, self.ea, communityURLAlias=alias))
-        self.assertTrue(self.proxy.fired.is_set(), 'the proxy never saw A\'s update')
+        self.assertTrue(self.proxy.triggered.is_set(), 'the proxy never saw A\'s update')
         self.svc.wait_ready()  # after a dropped connection, entityd is connected again
         # B asks once whatever Redis held back has run (a fresh command is answered and the
         # held answers are out): asked sooner, B's own commands would wait behind the stall
         # and, on a loaded machine, past their deadline too.
-        node = self.proxy.redis  # the one A's update went to
+        node = self.proxy.upstream  # the one A's update went to
         harness.wait_for(lambda: node.cli('PING', timeout=scaled(5)) in ('PONG', b'PONG') and
-                         time.monotonic() > self.proxy.hold_until, scaled(10), what='Redis')
+                         time.monotonic() > self.proxy.stall_until, scaled(10), what='Redis')
         sb, _, bb = self.post(self.qb, body(self.wb.address, self.eb, communityURLAlias=alias))
         return (sa, ba), (sb, bb)
 

@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import scaled  # noqa: E402
+from harness import metric, scaled  # noqa: E402
 
 NODE = shutil.which('node') or '/usr/bin/node'
 VERIFY = os.path.join(harness.REPO, 'tests', 'node', 'verify_attest.cjs')
@@ -53,10 +53,6 @@ def verify(config, attestations, recompute_uid=False):
         raise AssertionError('verify_attest.cjs failed: %s' % p.stderr[-2000:])
     out = json.loads(p.stdout)
     return out['results'], out['decoded']
-
-
-def metric(port, name):
-    return harness.metric(port, name) or 0.0
 
 
 class AttestBase(harness.ServiceTestCase):
@@ -271,18 +267,18 @@ class AttestTest(AttestBase):
     def test_a_repeated_read_signs_nothing(self):
         eid, levels = self.five_levels()
         port = self.svcs[1].port
-        before = metric(port, 'entityd_attestations_signed_total')
+        before = metric(port, 'entityd_attestations_signed_total', 0.0)
         first = self.assertOk(self.attestations('m1', eid, 'm1', port=port))['data']
-        mid = metric(port, 'entityd_attestations_signed_total')
+        mid = metric(port, 'entityd_attestations_signed_total', 0.0)
         self.assertEqual(mid - before, len(levels))
         for _ in range(3):
             self.assertEqual(self.assertOk(self.attestations('m1', eid, 'm1', port=port))['data'],
                              first)
-        self.assertEqual(metric(port, 'entityd_attestations_signed_total'), mid)
-        self.assertGreaterEqual(metric(port, 'entityd_attestation_cache_hits_total'), 5)
+        self.assertEqual(metric(port, 'entityd_attestations_signed_total', 0.0), mid)
+        self.assertGreaterEqual(metric(port, 'entityd_attestation_cache_hits_total', 0.0), 5)
         # another caller reading the same member: the same signed facts, nothing signed
         self.assertOk(self.attestations('owner', eid, 'm1', port=port))
-        self.assertEqual(metric(port, 'entityd_attestations_signed_total'), mid)
+        self.assertEqual(metric(port, 'entityd_attestations_signed_total', 0.0), mid)
 
 
 class AttestDisabledTest(AttestBase):
@@ -433,9 +429,9 @@ class AttestLoopTest(AttestBase):
                 base += probe(self.port, entity, 0.6)
                 load.send_signal(signal.SIGCONT)
                 time.sleep(0.2)  # every connection asking again
-                before = metric(self.port, 'entityd_attestations_signed_total')
+                before = metric(self.port, 'entityd_attestations_signed_total', 0.0)
                 loaded += probe(self.port, entity, 0.6)
-                signed += metric(self.port, 'entityd_attestations_signed_total') - before
+                signed += metric(self.port, 'entityd_attestations_signed_total', 0.0) - before
         finally:
             load.kill()
             load.wait(scaled(10))

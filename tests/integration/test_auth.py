@@ -6,36 +6,15 @@ import os
 import re
 import sys
 import time
-import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import auth_query, scaled  # noqa: E402
+from harness import auth_query, fresh_wallet, probe_path, revoke_path, scaled  # noqa: E402
 
 SECRET = 'auth-test-secret-\u00e9-' + 'k' * 20   # non-ASCII: the HMAC key is its UTF-8 bytes
 DOMAIN = 'auth.test.example'
 EPOCH_SECONDS = 3600
 ENV = {'AUTH_DOMAIN': DOMAIN, 'AUTH_EPOCH_SECONDS': EPOCH_SECONDS, 'LOG_LEVEL': 'debug'}
-
-_wallets = []
-
-
-def fresh_wallet():
-    """A wallet never used before in this run (revoke consumes signatures)."""
-    if not _wallets:
-        _wallets.extend(harness.Wallet.random(32))
-    return _wallets.pop()
-
-
-def revoke_path(address, signature):
-    return '/api/auth/revoke?' + auth_query(address, signature)
-
-
-def probe_path(address, signature):
-    """A signed read that doesn't consume the signature: an unknown entity, 404 once the
-    caller is authenticated, 401 otherwise."""
-    return '/api/entities/c-%s?%s' % (uuid.uuid4(), auth_query(address, signature))
-
 
 class AuthTest(harness.ServiceTestCase):
     """Two instances (A, B) with the same secret sharing one Redis."""

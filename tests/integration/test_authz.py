@@ -30,6 +30,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+from harness import fresh_address  # noqa: E402
 
 ROLES = ['anon', 'unsigned', 'unsig-owner', 'badsig', 'stranger', 'member', 'admin', 'owner',
          'platform']
@@ -175,10 +176,6 @@ def routes_in_source():
     with open(path) as f:
         src = f.read()
     return set(re.findall(r'\{\s*HTTP_([A-Z]+)\s*,\s*"([^"]+)"', src))
-
-
-def fresh_address():
-    return '0x' + uuid.uuid4().hex + uuid.uuid4().hex[:8]
 
 
 class AuthzTest(harness.ServiceTestCase):

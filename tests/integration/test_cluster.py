@@ -5,7 +5,6 @@ only 503/504 until its replica is promoted, full service soon after, no acknowle
 """
 
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -14,24 +13,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import rcluster  # noqa: E402
-from harness import scaled  # noqa: E402
+from harness import metric, scaled  # noqa: E402
 from invariants import check_invariants  # noqa: E402
 from test_entities import EntityCase, make_callers, ekey, rand_tag  # noqa: E402
 
 # The service's promise after a primary's replica is promoted (issue #19): full service within
 # this many seconds.
 RECOVERY_S = 5.0
-
-
-def metric_sum(port, name):
-    """The sum of every sample of a metric family (labelled or not)."""
-    _, _, body = harness.request(port, 'GET', '/metrics', timeout=scaled(10))
-    total = 0.0
-    for line in body.decode().splitlines():
-        m = re.match(r'^%s(\{[^}]*\})? (\S+)$' % re.escape(name), line)
-        if m:
-            total += float(m.group(2))
-    return total
 
 
 class ClusterCase(EntityCase):
@@ -47,7 +35,7 @@ class ClusterCase(EntityCase):
         return self.assertOk(resp)['data']['name']
 
     def redirects(self):
-        return metric_sum(self.port, 'entityd_redis_node_redirects_total')
+        return metric(self.port, 'entityd_redis_node_redirects_total', 0.0)
 
     def other_primary(self, cluster, node):
         return next(p for p in cluster.primaries() if p is not node)
@@ -68,7 +56,7 @@ class ClusterRoutingTest(ClusterCase):
         slot = rcluster.key_slot(eid)
         src = self.cl.primary_of(ekey(eid))
         dst = self.other_primary(self.cl, src)
-        refreshes = metric_sum(self.port, 'entityd_redis_cluster_refreshes_total')
+        refreshes = metric(self.port, 'entityd_redis_cluster_refreshes_total', 0.0)
         self.cl.migrate_slot(slot, dst)
         self.assertIs(self.cl.primary_of(ekey(eid)), dst)
         before = self.redirects()
@@ -81,7 +69,7 @@ class ClusterRoutingTest(ClusterCase):
         self.assertEqual(up['__v'], 1)
         self.assertEqual(self.entity_name(eid), up['name'])
         if self.redirects() == before:
-            self.assertGreater(metric_sum(self.port, 'entityd_redis_cluster_refreshes_total'),
+            self.assertGreater(metric(self.port, 'entityd_redis_cluster_refreshes_total', 0.0),
                                refreshes, 'neither a MOVED nor a refresh learnt the move')
         # The map learnt it: later requests go straight to the new owner.
         settled = self.redirects()
@@ -151,10 +139,10 @@ class ClusterReadinessTest(ClusterCase):
         svc = self.entityd(redis=cl, wait_ready=False)
         time.sleep(scaled(1.5))
         self.assertEnvelope(svc.request('GET', '/readyz'), 503, 'unavailable')
-        self.assertEqual(metric_sum(svc.port, 'entityd_redis_cluster_slots_covered'), 0)
+        self.assertEqual(metric(svc.port, 'entityd_redis_cluster_slots_covered', 0.0), 0)
         cl.create()
         svc.wait_ready(scaled(10))
-        self.assertEqual(metric_sum(svc.port, 'entityd_redis_cluster_slots_covered'), 16384)
+        self.assertEqual(metric(svc.port, 'entityd_redis_cluster_slots_covered', 0.0), 16384)
         self.port = svc.port
         self.c = make_callers(self.port, ('owner',))
         ent = self.create(self.c['owner'])

@@ -1,5 +1,5 @@
 """The unknown-outcome alias races of test_alias_unknown.py in cluster mode, on a cluster of
-three primaries each behind that file's StallProxy and announcing it (test_cluster_redis_faults
+three primaries each behind a fault proxy and announcing it (test_cluster_redis_faults
 .ProxiedCluster). Entity A's update meets the proxy of the primary holding A (a late script
 after DEBUG SLEEP, a late answer, a dropped link) while the alias's claim lives on another
 primary, which answered it: the claim must outlive the unknown outcome there, and only A's own
@@ -11,27 +11,15 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import test_alias_unknown  # noqa: E402
-from test_alias_unknown import StallProxy, TIMEOUT_MS  # noqa: E402
-from test_cluster_redis_faults import ProxiedCluster  # noqa: E402
+from test_alias_unknown import TIMEOUT_MS  # noqa: E402
+from test_cluster_redis_faults import OnProxiedCluster  # noqa: E402
 
 
-class ClusterAliasUnknownOutcomeTest(test_alias_unknown.AliasUnknownOutcomeTest):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.cluster = ProxiedCluster(proxy=StallProxy)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cluster.close()
-        super().tearDownClass()
+class ClusterAliasUnknownOutcomeTest(OnProxiedCluster, test_alias_unknown.AliasUnknownOutcomeTest):
 
     def start_redis(self):
         self.r = self.cluster
-        self.r.reset()
-        for p in self.r.proxies:
-            p.arm(None, None)
+        self.r.reset()  # every proxy released and disarmed
         self.svc = self.entityd(redis=self.r, env={'REDIS_TIMEOUT_MS': TIMEOUT_MS,
                                                    'READ_CACHE_MB': '0'})
 

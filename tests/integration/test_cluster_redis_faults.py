@@ -1,5 +1,5 @@
 """The Redis fault suite of test_redis_faults.py against a service in cluster mode, on a local
-Redis Cluster whose every node sits behind a RESP fault proxy (tests/adversary/resp_proxy.py).
+Redis Cluster whose every node sits behind a fault proxy (support/faultproxy.py).
 
 Each node announces its proxy's port (cluster-announce-port; the bus keeps the node's own port
 + 10000), so CLUSTER SLOTS and every MOVED name proxies and every command entityd sends to a
@@ -35,8 +35,7 @@ import harness  # noqa: E402
 import rcluster  # noqa: E402
 import test_redis_faults  # noqa: E402
 import clients  # noqa: E402
-from harness import scaled  # noqa: E402
-from resp_proxy import RespProxy  # noqa: E402
+from harness import FaultProxy, scaled  # noqa: E402
 from workload import World  # noqa: E402
 
 setUpModule = test_redis_faults.setUpModule
@@ -47,10 +46,10 @@ NODE_TIMEOUT_MS = 15000
 
 class ProxiedCluster(rcluster.RedisCluster):
     """Three primaries, appendonly, each behind its own proxy (proxy(node) makes one with a
-    .port; RespProxy by default) and announcing it. The test's own commands (cli, invariants)
+    .port; FaultProxy by default) and announcing it. The test's own commands (cli, invariants)
     go to the nodes directly."""
 
-    def __init__(self, proxy=lambda node: RespProxy(node.port).start()):
+    def __init__(self, proxy=lambda node: FaultProxy(node).start()):
         self.proxies = []
         for attempt in range(3):
             super().__init__(primaries=3, replicas=0, start=False,
@@ -135,12 +134,8 @@ class ProxiedCluster(rcluster.RedisCluster):
         self.proxies = []
 
 
-class ClusterRedisFaultsTest(test_redis_faults.RedisFaultsTest):
-
-    # Five seconds of pause piled up about 340 commands here (every primary paused, each
-    # client held up to REDIS_TIMEOUT_MS by each request), fewer than with one Redis: the cap
-    # stays above what 64 clients keep in flight when the nodes answer, and below the pile-up.
-    pause_max_pending = 256
+class OnProxiedCluster:
+    """One ProxiedCluster for the test class (cls.cluster), closed after it."""
 
     @classmethod
     def setUpClass(cls):
@@ -151,6 +146,14 @@ class ClusterRedisFaultsTest(test_redis_faults.RedisFaultsTest):
     def tearDownClass(cls):
         cls.cluster.close()
         super().tearDownClass()
+
+
+class ClusterRedisFaultsTest(OnProxiedCluster, test_redis_faults.RedisFaultsTest):
+
+    # Five seconds of pause piled up about 340 commands here (every primary paused, each
+    # client held up to REDIS_TIMEOUT_MS by each request), fewer than with one Redis: the cap
+    # stays above what 64 clients keep in flight when the nodes answer, and below the pile-up.
+    pause_max_pending = 256
 
     def setup(self, env=None, appendonly=False, proxy=False):
         """As in single mode, on the shared cluster; the proxy given back is the one in front
@@ -195,7 +198,7 @@ class ClusterRedisFaultsTest(test_redis_faults.RedisFaultsTest):
             # The fault is over once the service is connected again: its reconnects back off
             # to one every 2 s, and a cluster node takes a while to start (its data and then
             # the cluster's agreement), so a retry may fall just before the node is back.
-            harness.wait_for(lambda: clients.metric(clients.fetch_metrics(svc.port), up) == 1,
+            harness.wait_for(lambda: harness.sample(clients.fetch_metrics(svc.port), up) == 1,
                              scaled(5), interval=0.05, what='the restarted node connected')
         self.run_fault(r, svc, world, fault, what='one primary SIGKILLed, restarted 1 s later')
 

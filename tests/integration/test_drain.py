@@ -58,14 +58,7 @@ http {{
 
 def answered(port, route):
     """Requests the instance at port answered on route (any status), from its /metrics."""
-    st, _, body = harness.request(port, 'GET', '/metrics', timeout=scaled(10))
-    assert st == 200, st
-    text = body if isinstance(body, str) else body.decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith('entityd_http_requests_total{') and 'route="%s"' % route in line:
-            total += float(line.rsplit(' ', 1)[1])
-    return total
+    return harness.metric(port, 'entityd_http_requests_total', 0.0, route=route)
 
 
 @unittest.skipUnless(os.path.exists(NGINX) and os.path.exists(WRK), 'needs nginx and wrk')

@@ -6,7 +6,6 @@ import http.client
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -15,7 +14,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import scaled  # noqa: E402
+from harness import FaultProxy, scaled  # noqa: E402
 
 # Exactly the fields of an Entity in a response: the seed's (CONTRACT §3.1). The creator is
 # stored (STORED_FIELDS) but never returned.
@@ -264,140 +263,6 @@ def run_parallel(fns, timeout):
     alive = [t for t in threads if t.is_alive()]
     assert not alive, '%d threads still running after %.0fs' % (len(alive), timeout)
     return results
-
-
-# --------------------------------------------------------------------------------------------
-# a Redis proxy that records the commands the service sends and can hold back replies
-
-def _parse_commands(buf):
-    """Complete RESP arrays of bulk strings at the start of buf: (commands, rest)."""
-    cmds = []
-    while True:
-        if not buf.startswith(b'*'):
-            return cmds, buf
-        i = buf.find(b'\r\n')
-        if i < 0:
-            return cmds, buf
-        n = int(buf[1:i])
-        pos = i + 2
-        args = []
-        for _ in range(n):
-            j = buf.find(b'\r\n', pos)
-            if j < 0:
-                return cmds, buf
-            ln = int(buf[pos + 1:j])
-            if len(buf) < j + 2 + ln + 2:
-                return cmds, buf
-            args.append(buf[j + 2:j + 2 + ln])
-            pos = j + 2 + ln + 2
-        cmds.append(args)
-        buf = buf[pos:]
-
-
-class RedisProxy:
-    """Loopback TCP proxy in front of a Redis. Records (time, 'cmd', [args]) for each command
-    from the client and (time, 'reply') right before each reply chunk is passed on; with
-    delay > 0 every reply chunk is held back that long."""
-
-    def __init__(self, target_port):
-        self.target_port = target_port
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(('127.0.0.1', 0))
-        self.lsock.listen(16)
-        self.port = self.lsock.getsockname()[1]
-        self.delay = 0.0
-        self.events = []
-        self.lock = threading.Lock()
-        self.socks = []
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self):
-        return 'redis://127.0.0.1:%d/0' % self.port
-
-    def _accept(self):
-        while not self.closed:
-            try:
-                c, _ = self.lsock.accept()
-            except OSError:
-                return
-            try:
-                u = socket.create_connection(('127.0.0.1', self.target_port), timeout=5)
-                u.settimeout(None)
-            except OSError:
-                c.close()
-                continue
-            for s in (c, u):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self.lock:
-                self.socks += [c, u]
-            threading.Thread(target=self._up, args=(c, u), daemon=True).start()
-            threading.Thread(target=self._down, args=(u, c), daemon=True).start()
-
-    def _up(self, c, u):
-        buf = b''
-        try:
-            while True:
-                data = c.recv(65536)
-                if not data:
-                    break
-                buf += data
-                cmds, buf = _parse_commands(buf)
-                now = time.monotonic()
-                with self.lock:
-                    for cmd in cmds:
-                        self.events.append((now, 'cmd', cmd))
-                u.sendall(data)
-        except OSError:
-            pass
-        self._shut(u)
-
-    def _down(self, u, c):
-        try:
-            while True:
-                data = u.recv(65536)
-                if not data:
-                    break
-                if self.delay:
-                    time.sleep(self.delay)
-                with self.lock:
-                    self.events.append((time.monotonic(), 'reply', None))
-                c.sendall(data)
-        except OSError:
-            pass
-        self._shut(c)
-
-    @staticmethod
-    def _shut(s):
-        try:
-            s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    def mark(self):
-        with self.lock:
-            return len(self.events)
-
-    def since(self, mark):
-        with self.lock:
-            return list(self.events[mark:])
-
-    def close(self):
-        self.closed = True
-        try:
-            self.lsock.close()
-        except OSError:
-            pass
-        with self.lock:
-            socks, self.socks = self.socks, []
-        for s in socks:
-            self._shut(s)
-            try:
-                s.close()
-            except OSError:
-                pass
 
 
 # --------------------------------------------------------------------------------------------
@@ -1601,8 +1466,8 @@ class RoundTripProxyTest(EntityCase):
     def setUp(self):
         super().setUp()
         self.r = self.redis()
-        self.proxy = RedisProxy(self.r.port)
-        self.addCleanup(self.proxy.close)
+        self.proxy = FaultProxy(self.r, record=True).start()
+        self.addCleanup(self.proxy.stop)
         # The read cache off: its heartbeats and tracking commands would be in every count
         # (test_read_cache_* pin what it changes).
         self.svc = self.entityd(redis=None, env={'REDIS_URL': self.proxy.url,
@@ -1613,11 +1478,11 @@ class RoundTripProxyTest(EntityCase):
     def measure(self, fn):
         """(response, units, round trips, raw commands) of one request, replies held back."""
         m = self.proxy.mark()
-        self.proxy.delay = scaled(0.25)
+        self.proxy.delay(scaled(250))
         try:
             resp = fn()
         finally:
-            self.proxy.delay = 0
+            self.proxy.release()
         events = self.proxy.since(m)
         cmds = [e[2] for e in events if e[1] == 'cmd']
         return resp, command_units(cmds), round_trips(events), cmds
@@ -1831,16 +1696,16 @@ class ReadCacheTest(EntityCase):
         """Connections that stay open but deliver nothing (a proxy holding every reply back
         4.5 s): the heartbeat stops coming back within 3 s and the cache goes off; once
         replies flow again it comes back on."""
-        proxy = RedisProxy(self.r.port)
-        self.addCleanup(proxy.close)
+        proxy = FaultProxy(self.r).start()
+        self.addCleanup(proxy.stop)
         svc = self.entityd(redis=None, env={'REDIS_URL': proxy.url})
         enabled = lambda: read_cache_metrics(svc.port).get('entityd_read_cache_enabled')
         harness.wait_for(lambda: enabled() == 1, scaled(10), what='read cache on')
-        proxy.delay = 4.5
+        proxy.delay(4500)
         try:
             harness.wait_for(lambda: enabled() == 0, scaled(15), what='read cache off')
         finally:
-            proxy.delay = 0
+            proxy.release()
         self.assertTrue(any(l.get('msg') == 'read cache off' and 'silent' in l.get('detail', '')
                             for l in svc.logs()), svc.stdout()[-2000:])
         harness.wait_for(lambda: enabled() == 1, scaled(30), what='read cache on again')
@@ -1854,8 +1719,8 @@ class AliasRaceAcrossInstancesTest(EntityCase):
     def setUp(self):
         super().setUp()
         self.r = self.redis()
-        self.proxy = RedisProxy(self.r.port)
-        self.addCleanup(self.proxy.close)
+        self.proxy = FaultProxy(self.r, record=True).start()
+        self.addCleanup(self.proxy.stop)
         # The read cache off behind the proxy: it holds back every reply chunk in turn, and the
         # cache's heartbeat replies would queue ahead of the claim's.
         self.slow = self.entityd(redis=None, env={'REDIS_URL': self.proxy.url,
@@ -1873,7 +1738,7 @@ class AliasRaceAcrossInstancesTest(EntityCase):
         instance B. Returns (slow response, fast response)."""
         key = alias_key(alias).encode()
         m = self.proxy.mark()
-        self.proxy.delay = scaled(0.5)
+        self.proxy.delay(scaled(500))
         out = {}
 
         def run_slow():
@@ -1888,7 +1753,7 @@ class AliasRaceAcrossInstancesTest(EntityCase):
             out['fast'] = fast_call()
         finally:
             t.join(scaled(30))
-            self.proxy.delay = 0
+            self.proxy.release()
         self.assertFalse(t.is_alive())
         return out['slow'], out['fast']
 

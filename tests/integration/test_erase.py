@@ -376,8 +376,8 @@ class EraseTest(harness.ServiceTestCase):
             self.skipTest('a cluster without proxies (test_cluster_erase.py has one with)')
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
             os.path.abspath(__file__))), 'adversary'))
-        from resp_proxy import RespProxy
-        p = RespProxy(self.r.port).start()
+        from harness import FaultProxy
+        p = FaultProxy(self.r.port).start()
         self.addCleanup(p.stop)
         return [p], {'REDIS_URL': 'redis://127.0.0.1:%d/0' % p.port}
 

@@ -12,7 +12,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import scaled  # noqa: E402
+from harness import metrics_text, sample, scaled  # noqa: E402
 
 DEFAULTS = {'RATE_WRITES_PER_MINUTE': '120', 'ENTITY_CREATE_PER_DAY': '20'}
 
@@ -265,22 +265,10 @@ class WriteBudgetTest(LimitsBase):
         self.assertEqual(self.skill_count(r, eid), len(ok))
 
 
-def metric(text, name):
-    """The value of an unlabelled sample in an exposition text."""
-    for line in text.splitlines():
-        if line.startswith(name + ' '):
-            return float(line.split()[1])
-    raise AssertionError('no sample %s' % name)
-
-
 class LeaseTest(LimitsBase):
     """The write budget taken ahead in leases (RATE_LEASE_MS): a busy address's writes share one
     charge, no instance is ever granted more than the budget holds, and units a process has not
     spent go back to Redis when its lease is held out or the process stops."""
-
-    def metrics(self, svc):
-        _, _, body = self.req(svc, 'GET', '/metrics')
-        return body.decode()
 
     def tat(self, r, w):
         """The write budget's theoretical arrival time (µs of Redis's clock) of an address."""
@@ -295,7 +283,7 @@ class LeaseTest(LimitsBase):
                 self.assertOk(self.add_skill(svc, w, eid, client=c), 201)
         finally:
             c.close()
-        return int(metric(self.metrics(svc), 'entityd_rate_lease_units'))
+        return int(sample(metrics_text(svc), 'entityd_rate_lease_units'))
 
     def held_lease(self, r, hold_ms):
         """An instance holding part of a lease after a burst of 31 writes, with the address's
@@ -309,15 +297,15 @@ class LeaseTest(LimitsBase):
         eid = self.assertOk(self.create(a, w), 201)['data']['id']
         held = self.burst_then_hold(a, w, eid, 30)
         before = self.tat(r, w)
-        text = self.metrics(a)
-        if (metric(text, 'entityd_rate_lease_returned_units_total') > 0 or held == 0 or
-                metric(text, 'entityd_rate_budget_charges_total') > 10):
+        text = metrics_text(a)
+        if (sample(text, 'entityd_rate_lease_returned_units_total') > 0 or held == 0 or
+                sample(text, 'entityd_rate_budget_charges_total') > 10):
             a.stop()
             return None
         # 31 writes, a handful of charges: each asked for twice as many units as the last.
-        self.assertEqual(metric(text, 'entityd_rate_lease_writes_total') +
-                         metric(text, 'entityd_rate_budget_charges_total'), 31)
-        self.assertLessEqual(metric(text, 'entityd_rate_budget_charges_total'), 10, text)
+        self.assertEqual(sample(text, 'entityd_rate_lease_writes_total') +
+                         sample(text, 'entityd_rate_budget_charges_total'), 31)
+        self.assertLessEqual(sample(text, 'entityd_rate_budget_charges_total'), 10, text)
         self.assertGreater(held, 0, text)
         self.assertLessEqual(held, 10)
         return a, w, eid, held, before, started
@@ -334,11 +322,11 @@ class LeaseTest(LimitsBase):
                 break
         self.assertIsNotNone(got, 'no try read the budget while the lease was held')
         a, w, eid, held, before, started = got
-        harness.wait_for(lambda: metric(self.metrics(a), 'entityd_rate_lease_units') == 0,
+        harness.wait_for(lambda: sample(metrics_text(a), 'entityd_rate_lease_units') == 0,
                          scaled(10) + hold_ms / 1000, interval=0.1, what='the lease handed back')
         # Exactly the held units came back to the shared budget; nothing else was charged.
         self.assertEqual(before - self.tat(r, w), held * 375000)
-        self.assertEqual(metric(self.metrics(a), 'entityd_rate_lease_returned_units_total'), held)
+        self.assertEqual(sample(metrics_text(a), 'entityd_rate_lease_returned_units_total'), held)
         # The other instance spends them: it gets all that is left, never more.
         b = self.entityd(redis=r, env={'RATE_WRITES_PER_MINUTE': '160', 'RATE_LEASE_MS': '250'})
         ok, limited = self.skills_until_limited(b, w, eid, 300)
@@ -400,11 +388,11 @@ class LeaseTest(LimitsBase):
         wallets = [self.pool.pop() for _ in range(12)]
         for w in wallets:
             self.assertOk(self.create(svc, w), 201)
-        text = self.metrics(svc)
+        text = metrics_text(svc)
         # Four addresses hold a lease; the other eight were charged one write at a time, and
         # were limited all the same.
-        self.assertEqual(metric(text, 'entityd_rate_leases'), 4)
-        self.assertEqual(metric(text, 'entityd_rate_lease_full_total'), 8)
+        self.assertEqual(sample(text, 'entityd_rate_leases'), 4)
+        self.assertEqual(sample(text, 'entityd_rate_lease_full_total'), 8)
         for w in wallets[-2:]:
             # Until refused, not a fixed 120: the budget refills one write every 0.5 s, and on
             # a loaded machine the 120 writes may take seconds. The refusal is the point.
@@ -416,7 +404,7 @@ class LeaseTest(LimitsBase):
                     break
             self.assertIsNotNone(limited, 'never limited')
             self.assertLimited(limited)
-        self.assertLessEqual(metric(self.metrics(svc), 'entityd_rate_leases'), 4)
+        self.assertLessEqual(sample(metrics_text(svc), 'entityd_rate_leases'), 4)
 
 
 class CreationQuotaTest(LimitsBase):

@@ -69,13 +69,9 @@ class LogStallTest(harness.ServiceTestCase):
             c.close()
 
     def dropped(self, port):
-        st, _, body = harness.request(port, 'GET', '/metrics')
-        self.assertEqual(st, 200)
-        text = body.decode() if isinstance(body, bytes) else body
-        for line in text.splitlines():
-            if line.startswith('entityd_log_lines_dropped_total '):
-                return int(line.split()[1])
-        self.fail('no entityd_log_lines_dropped_total in /metrics')
+        v = harness.metric(port, 'entityd_log_lines_dropped_total')
+        self.assertIsNotNone(v, 'no entityd_log_lines_dropped_total in /metrics')
+        return int(v)
 
     def test_unread_stdout_never_stalls_requests(self):
         r = self.redis()

@@ -12,16 +12,13 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+from harness import fresh_address  # noqa: E402
 
 NINES = 9999999999999999
 
 
 def inv(value):
     return '%016d' % (NINES - value)
-
-
-def fresh_address():
-    return '0x' + uuid.uuid4().hex + uuid.uuid4().hex[:8]
 
 
 class Seed:

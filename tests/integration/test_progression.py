@@ -1440,10 +1440,10 @@ class FaultTest(ProgressionBase):
         key then find it applied exactly once."""
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
             os.path.abspath(__file__))), 'adversary'))
-        from resp_proxy import RespProxy
+        from harness import FaultProxy
         self.pool = harness.Wallet.random(4)
         r = self.redis()
-        p = RespProxy(r.port).start()
+        p = FaultProxy(r.port).start()
         self.addCleanup(p.stop)
         svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': '300',
                                          'REDIS_URL': 'redis://127.0.0.1:%d/0' % p.port})
@@ -1485,10 +1485,10 @@ class RoundTripTest(ProgressionBase):
     def test_progress_one_round_trip(self):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
             os.path.abspath(__file__))), 'adversary'))
-        from resp_proxy import RespProxy
+        from harness import FaultProxy
         self.pool = harness.Wallet.random(4)
         r = self.redis()
-        p = RespProxy(r.port).start()
+        p = FaultProxy(r.port).start()
         self.addCleanup(p.stop)
         svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': '5000', 'READ_CACHE_MB': '0',
                                          'REDIS_URL': 'redis://127.0.0.1:%d/0' % p.port})

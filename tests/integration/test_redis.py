@@ -7,21 +7,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import RawConn, scaled, http_request_bytes as req_bytes  # noqa: E402
-
-_wallets = []
-
-
-def fresh_wallet():
-    """A wallet never used before in this run (revoke consumes signatures)."""
-    if not _wallets:
-        _wallets.extend(harness.Wallet.random(16))
-    return _wallets.pop()
-
-
-def revoke_path(address, signature):
-    return '/api/auth/revoke?' + harness.auth_query(address, signature)
-
+from harness import (RawConn, fresh_wallet, metric, revoke_path, scaled,  # noqa: E402
+                     http_request_bytes as req_bytes)
 
 class RedisTest(harness.ServiceTestCase):
 
@@ -283,13 +270,6 @@ class RedisTest(harness.ServiceTestCase):
         self.assertEqual(resp[0], 201, resp)
         return resp[2]['data']['id'], address
 
-    def metric(self, svc, name):
-        """A metric's value from /metrics, which needs no Redis."""
-        for line in svc.request('GET', '/metrics', timeout=scaled(5))[2].decode().splitlines():
-            if line.startswith(name + ' '):
-                return float(line.split()[1])
-        self.fail('no metric ' + name)
-
     def shed_under_pause(self, cap, workers=160, pause_s=2.5):
         """Redis paused while `workers` connections read an entity in a loop (every read goes
         to Redis): returns (answers before resume, highest pending gauge seen, shed total,
@@ -337,7 +317,7 @@ class RedisTest(harness.ServiceTestCase):
             highest = 0.0
             end = time.monotonic() + pause_s
             while time.monotonic() < end:
-                highest = max(highest, self.metric(svc, 'entityd_redis_pending_commands'))
+                highest = max(highest, metric(svc, 'entityd_redis_pending_commands'))
                 time.sleep(0.02)
         finally:
             with lock:
@@ -348,8 +328,8 @@ class RedisTest(harness.ServiceTestCase):
             t.join(scaled(15))
         self.assertEqual(errors, [])
         self.assertTrue(all(not t.is_alive() for t in ts), 'a worker never got its 200')
-        shed = self.metric(svc, 'entityd_redis_shed_total')
-        self.assertEqual(self.metric(svc, 'entityd_redis_pending_commands'), 0)
+        shed = metric(svc, 'entityd_redis_shed_total')
+        self.assertEqual(metric(svc, 'entityd_redis_pending_commands'), 0)
         return before, highest, shed, max(recovered)
 
     def test_paused_redis_sheds_load_past_max_pending(self):

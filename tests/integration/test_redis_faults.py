@@ -5,8 +5,8 @@ answer is checked (tests/adversary/workload.py):
 - CLIENT PAUSE 5000 under 64 connections: only 503/504 for requests needing Redis, the
   entityd_redis_pending_commands gauge never above REDIS_MAX_PENDING, RSS bounded;
 - Redis killed with SIGKILL and restarted (appendfsync always: no acknowledged write lost);
-- a RESP fault proxy (tests/adversary/resp_proxy.py) between entityd and Redis delaying replies
-  (under and over REDIS_TIMEOUT_MS), stalling them from the first EVALSHA, cutting the link at
+- the fault proxy (support/faultproxy.py) between entityd and Redis delaying replies (under
+  and over REDIS_TIMEOUT_MS), stalling them from the first EVALSHA, cutting the link at
   the Nth command or at an EVALSHA.
 
 During a fault a request needing Redis may be answered 503 unavailable (with Retry-After) or
@@ -30,7 +30,7 @@ from harness import scaled  # noqa: E402
 import clients  # noqa: E402
 from clients import Checker, VersionLog  # noqa: E402
 from invariants import check_invariants  # noqa: E402
-from resp_proxy import RespProxy  # noqa: E402
+from harness import FaultProxy  # noqa: E402
 from workload import World  # noqa: E402
 
 MIB = 1024
@@ -70,7 +70,7 @@ class Monitor:
                 return
             try:
                 text = clients.fetch_metrics(self.svc.port, timeout=scaled(5))
-                self.pending.append(clients.metric(text, PENDING))
+                self.pending.append(harness.sample(text, PENDING))
             except (OSError, ConnectionError):
                 self.metrics_errors += 1
             self.stop_ev.wait(self.interval)
@@ -107,7 +107,7 @@ class RedisFaultsTest(harness.ServiceTestCase):
                                  ':quarantine_size_mb=16').lstrip(':')
         p = None
         if proxy:
-            p = RespProxy(r.port).start()
+            p = FaultProxy(r.port).start()
             self.addCleanup(p.stop)
             e['REDIS_URL'] = 'redis://127.0.0.1:%d/0' % p.port
         e.update(env or {})
@@ -199,14 +199,14 @@ class RedisFaultsTest(harness.ServiceTestCase):
         max_pending = self.pause_max_pending
         r, svc, world, _ = self.setup(env={'REDIS_MAX_PENDING': max_pending,
                                            'REDIS_TIMEOUT_MS': 1000})
-        shed0 = clients.metric(clients.fetch_metrics(svc.port), SHED)
+        shed0 = harness.sample(clients.fetch_metrics(svc.port), SHED)
 
         def fault():
             self.assertEqual(r.cli('CLIENT', 'PAUSE', '5000'), 'OK')
             time.sleep(5.0)
         during = self.run_fault(r, svc, world, fault, clients_n=64, max_pending=max_pending,
                                 rss_bound_mib=64, what='CLIENT PAUSE 5000, 64 connections')
-        shed1 = clients.metric(clients.fetch_metrics(svc.port), SHED)
+        shed1 = harness.sample(clients.fetch_metrics(svc.port), SHED)
         log('shed: %s -> %s' % (shed0, shed1))
         self.assertIsNotNone(shed1, '%s missing from /metrics' % SHED)
         # 64 connections piling up commands for 5 s: some requests were turned away.

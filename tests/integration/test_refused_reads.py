@@ -12,15 +12,12 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+from harness import fresh_address  # noqa: E402
 from test_attest import key_file, KEY  # noqa: E402
 
 NINES = 9999999999999999
 # What the role lookups and a refusal may cost Redis, in bytes of answer.
 REFUSAL_BUDGET = 1000
-
-
-def fresh_address():
-    return '0x' + uuid.uuid4().hex + uuid.uuid4().hex[:8]
 
 
 def output_bytes(redis):

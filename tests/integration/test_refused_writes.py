@@ -331,9 +331,9 @@ class RefusedAfterCheckTest(EntityCase):
     def setUpClass(cls):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..',
                                         'adversary'))
-        from resp_proxy import RespProxy
+        from harness import FaultProxy
         cls.r = cls.class_redis()
-        cls.proxy = RespProxy(cls.r.port).start()
+        cls.proxy = FaultProxy(cls.r.port).start()
         wallets = harness.Wallet.random(len(cls.ROLES))
         env = {'REDIS_URL': 'redis://127.0.0.1:%d/0' % cls.proxy.port,
                'REDIS_TIMEOUT_MS': '30000', 'RATE_WRITES_PER_MINUTE': '0'}

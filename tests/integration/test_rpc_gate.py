@@ -33,11 +33,6 @@ NOT_MAGIC = '0x' + 'ff' * 32
 CAP = 5
 
 
-def personal_hash(message):
-    data = message.encode()
-    return harness.keccak256(b'\x19Ethereum Signed Message:\n%d' % len(data) + data).hex()
-
-
 class RpcStandIn:
     """A JSON-RPC endpoint on loopback that counts calls by method. `contract` holds code;
     `accept` maps a message hash (hex, no 0x) to the signature prefixes (bytes) the contract
@@ -142,7 +137,7 @@ class RpcGateTest(harness.ServiceTestCase):
 
     def accept(self, message, prefix):
         """The contract accepts signatures starting with prefix over message."""
-        self.rpc.accept.setdefault(personal_hash(message), []).append(prefix)
+        self.rpc.accept.setdefault(harness.personal_hash(message)[2:], []).append(prefix)
 
     def siwe_message(self, svc, address):
         st, _, b = svc.request('GET', '/api/auth/message?address=' + address)

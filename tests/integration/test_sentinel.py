@@ -14,7 +14,7 @@ import harness  # noqa: E402
 import rcluster  # noqa: E402
 from harness import scaled  # noqa: E402
 from invariants import check_invariants  # noqa: E402
-from test_cluster import ClusterCase, RECOVERY_S, metric_sum  # noqa: E402
+from test_cluster import ClusterCase, RECOVERY_S  # noqa: E402
 from test_entities import ekey  # noqa: E402
 
 
@@ -28,7 +28,7 @@ class SentinelTest(ClusterCase):
         first = ss.primary()
         ents = [self.create(owner) for _ in range(6)]
         self.assertEqual(rcluster._decode(first.cli('HGET', ekey(ents[0]['id']), '__v')), '0')
-        harness.wait_for(lambda: metric_sum(self.port, 'entityd_read_cache_enabled') == 1,
+        harness.wait_for(lambda: harness.metric(self.port, 'entityd_read_cache_enabled', 0.0) == 1,
                          scaled(10), what='the read cache on')
         lock = threading.Lock()
         log = []
@@ -70,7 +70,7 @@ class SentinelTest(ClusterCase):
         self.assertEqual(late, [])
         self.assertTrue(any(t > t_switch and s == 200 for t, _, s, _ in log))
         self.assertIn('redis primary switched', [r.get('msg') for r in svc.logs()])
-        self.assertEqual(metric_sum(self.port, 'entityd_redis_primary_switches_total'), 1)
+        self.assertEqual(harness.metric(self.port, 'entityd_redis_primary_switches_total', 0.0), 1)
         bad = [t for t, _, s, _ in log if s != 200]
         print('sentinel failover: %d requests, %d not 200 (%.2fs from the first to the last)' %
               (len(log), len(bad), (max(bad) - min(bad)) if bad else 0.0))
@@ -84,7 +84,7 @@ class SentinelTest(ClusterCase):
             self.assertIn(self.entity_name(e['id']), allowed, e['id'])
         self.assertEqual(check_invariants(ss), [])
         # The read cache followed the primary: on again, its invalidations from the new one.
-        harness.wait_for(lambda: metric_sum(self.port, 'entityd_read_cache_enabled') == 1,
+        harness.wait_for(lambda: harness.metric(self.port, 'entityd_read_cache_enabled', 0.0) == 1,
                          scaled(10), what='the read cache on again')
         e = ents[0]
         self.entity_name(e['id'])

@@ -8,20 +8,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import RawConn, scaled, http_request_bytes as req_bytes  # noqa: E402
-
-_wallets = []
-
-
-def fresh_wallet():
-    if not _wallets:
-        _wallets.extend(harness.Wallet.random(8))
-    return _wallets.pop()
-
-
-def revoke_path(creds):
-    return '/api/auth/revoke?' + harness.auth_query(*creds)
-
+from harness import (RawConn, fresh_wallet, revoke_path, scaled,  # noqa: E402
+                     http_request_bytes as req_bytes)
 
 def refused(port):
     try:
@@ -71,7 +59,7 @@ class ShutdownTest(harness.ServiceTestCase):
         r.pause()
         busy = self.raw(svc)
         t_sent = time.monotonic()  # the Redis op's deadline starts after this
-        busy.send(req_bytes('POST', revoke_path(creds), {'X-Request-Id': 'in-flight'}))
+        busy.send(req_bytes('POST', revoke_path(*creds), {'X-Request-Id': 'in-flight'}))
         self.in_flight(svc, 1)
         self.assertEqual(busy.read_available(0.3), b'', 'answered while Redis is paused')
 
@@ -186,7 +174,7 @@ class ShutdownTest(harness.ServiceTestCase):
         conns = []
         for i, cr in enumerate(creds):
             c = self.raw(svc)
-            c.send(req_bytes('POST', revoke_path(cr), {'X-Request-Id': 'stuck-%d' % i}))
+            c.send(req_bytes('POST', revoke_path(*cr), {'X-Request-Id': 'stuck-%d' % i}))
             conns.append(c)
         self.in_flight(svc, 2)
         t0 = time.monotonic()
@@ -215,7 +203,7 @@ class ShutdownTest(harness.ServiceTestCase):
         creds = self.signed(svc)
         r.pause()
         c = self.raw(svc)
-        c.send(req_bytes('POST', revoke_path(creds), {'X-Request-Id': 'first'}) +
+        c.send(req_bytes('POST', revoke_path(*creds), {'X-Request-Id': 'first'}) +
                req_bytes('GET', '/healthz', {'X-Request-Id': 'second'}))
         self.in_flight(svc, 1)
         self.assertEqual(c.read_available(0.3), b'')

@@ -6,12 +6,11 @@ import math
 import os
 import sys
 import time
-import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import nodetools  # noqa: E402
-from harness import auth_query  # noqa: E402
+from harness import auth_query, metric, probe_path  # noqa: E402
 
 SECRET = 'siwe-test-secret-0123456789abcdef'
 DOMAIN = 'siwe.test.example'
@@ -38,21 +37,6 @@ def siwe_message(address, epoch, domain=DOMAIN, uri=URI, chain_id=CHAIN_ID,
         'Issued At: %s' % harness.iso_ms(epoch * epoch_seconds * 1000),
         'Expiration Time: %s' % harness.iso_ms((epoch + 2) * epoch_seconds * 1000),
     ])
-
-
-def probe_path(address, signature):
-    """A signed read of an unknown entity: 404 once signed in, 401 otherwise."""
-    return '/api/entities/c-%s?%s' % (uuid.uuid4(), auth_query(address, signature))
-
-
-def metric(svc, name):
-    st, _, body = svc.request('GET', '/metrics')
-    assert st == 200
-    text = body if isinstance(body, str) else body.decode()
-    for line in text.splitlines():
-        if line.startswith(name + ' '):
-            return float(line.split()[1])
-    raise AssertionError('no metric %s' % name)
 
 
 @harness.unittest.skipUnless(nodetools.available(), 'tests/node tools are not installed')

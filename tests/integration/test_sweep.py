@@ -555,7 +555,7 @@ class SweepTest(harness.ServiceTestCase):
                           'cluster)')
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
             os.path.abspath(__file__))), 'adversary'))
-        from resp_proxy import RespProxy
+        from harness import FaultProxy
         n = 300
         ms = addresses(n + 4)
         eid, (a,) = self.entity(ms)
@@ -567,7 +567,7 @@ class SweepTest(harness.ServiceTestCase):
         def tombstones():
             return len(self.gone(eid)) + len(self.waiting(eid, a))
 
-        p = RespProxy(self.r.port).start()
+        p = FaultProxy(self.r.port).start()
         self.addCleanup(p.stop)
         sw = self.sweeper(REDIS_URL='redis://127.0.0.1:%d/0' % p.port, REDIS_TIMEOUT_MS='300',
                           SWEEP_STEP_ENTRIES='8', SWEEP_PAUSE_MS='10')
