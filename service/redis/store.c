@@ -19,11 +19,11 @@
 #include <string.h>
 
 #include "core/app.h"
-#include "core/backoff.h"
 #include "core/buf.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "redis/cluster.h"
+#include "redis/link.h"
 #include "redis/lua_scripts.h"
 #include "cache/readcache.h"
 #include "redis/reply.h"
@@ -35,11 +35,10 @@
 enum state { ST_DOWN, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_CLOSED };
 
 typedef struct store_op {
-    struct store_op *prev, *next; /* deadline list, while unanswered */
+    link_entry le; /* in the deadline list while unanswered; first, so a cast finds the op */
     store *st;
     store_cb cb; /* NULL once answered */
     void *data;
-    uint64_t deadline_ms;
     int script; /* -1, or the script to resend with EVAL on NOSCRIPT */
     int nkeys;  /* a script's keys, argv[3..]: invalidated in the read cache on its answer */
     int cmds;   /* commands this op accounts for in the store's `pending` until its answer */
@@ -57,38 +56,12 @@ static int op_cached;
 static void op_free(store_op *op)
 {
     if (op->extra == 0 && op_cached < OP_CACHE_MAX) {
-        op->next = op_cache;
+        op->le.next = (link_entry *)op_cache; /* le is first: NULL stays NULL */
         op_cache = op;
         op_cached++;
         return;
     }
     free(op);
-}
-
-/* RESP framing done here rather than by hiredis's printf-style formatter, which cost more
- * than the rest of a read's handling. */
-static buf resp = BUF_INIT;
-
-static void frame(buf *b, int argc, const char **argv, const size_t *lens)
-{
-    buf_append(b, "*", 1);
-    buf_append_uint(b, (unsigned long long)argc);
-    buf_append(b, "\r\n", 2);
-    for (int i = 0; i < argc; i++) {
-        buf_append(b, "$", 1);
-        buf_append_uint(b, lens[i]);
-        buf_append(b, "\r\n", 2);
-        buf_append(b, argv[i], lens[i]);
-        buf_append(b, "\r\n", 2);
-    }
-}
-
-static int send_command(redisAsyncContext *ac, redisCallbackFn *fn, void *priv, int argc,
-                        const char **argv, const size_t *lens)
-{
-    buf_reset(&resp, 1 << 20);
-    frame(&resp, argc, argv, lens);
-    return redisAsyncFormattedCommand(ac, fn, priv, resp.data, resp.len);
 }
 
 /* In OPTIN tracking, the command right after this one is tracked (for MULTI: the whole
@@ -110,12 +83,11 @@ struct store {
     int port;
     char user[128], password[256];
     int db;
-    store_op *head, *tail;
+    link_list ops; /* the deadline list */
     uv_timer_t tick;
-    uv_timer_t reconnect;
+    link_retry retry;
     resolver resolver;    /* the host, before each connect */
     bool resolve_failing; /* the last resolution failed: logged once until one succeeds */
-    backoff backoff;
     uint64_t last_progress_ms;
     size_t outstanding; /* ops handed to hiredis and not yet called back */
     size_t pending;     /* commands handed to hiredis and not yet answered (see the top) */
@@ -127,47 +99,14 @@ struct store {
     int handles_open;
 };
 
-#define TICK_MS        20
-#define BACKOFF_MIN_MS 50
-#define BACKOFF_MAX_MS 2000
-
 static void start_connect(store *st);
-
-static uint64_t now_ms(store *st)
-{
-    return uv_now(st->app->loop);
-}
-
-static void list_unlink(store *st, store_op *op)
-{
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        st->head = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-    else
-        st->tail = op->prev;
-    op->prev = op->next = NULL;
-}
-
-static void list_push(store *st, store_op *op)
-{
-    op->prev = st->tail;
-    op->next = NULL;
-    if (st->tail)
-        st->tail->next = op;
-    else
-        st->head = op;
-    st->tail = op;
-}
 
 /* Answers an op once; hiredis may still hold it. */
 static void op_answer(store_op *op, int status, redisReply *reply)
 {
     store_cb cb = op->cb;
     op->cb = NULL;
-    list_unlink(op->st, op);
+    link_list_unlink(&op->st->ops, &op->le);
     if (status == STORE_TIMEOUT)
         op->st->stats.timeouts++;
     if (reply && reply->type == REDIS_REPLY_ERROR)
@@ -178,14 +117,10 @@ static void op_answer(store_op *op, int status, redisReply *reply)
 static void on_tick(uv_timer_t *t)
 {
     store *st = t->data;
-    uint64_t now = now_ms(st);
-    while (st->head && st->head->deadline_ms <= now)
-        op_answer(st->head, STORE_TIMEOUT, NULL);
-    /* A connection that answers nothing for long is as good as dead (a silent network). */
-    uint64_t stall = (uint64_t)st->app->cfg.redis_timeout_ms * 2;
-    if (stall < 5000)
-        stall = 5000;
-    if (st->outstanding && st->ac && now - st->last_progress_ms > stall) {
+    uint64_t now = uv_now(st->app->loop);
+    for (link_entry *e; (e = link_list_expired(&st->ops, now));)
+        op_answer((store_op *)e, STORE_TIMEOUT, NULL);
+    if (st->ac && link_stalled(st->app, st->outstanding, st->last_progress_ms, now)) {
         /* Free, not disconnect: hiredis's disconnect waits for every pending reply, and a
          * silent server sends none. Freeing answers them all (NULL) and the reconnect begins. */
         log_event(LOG_WARN, "redis stalled: reconnecting", NULL);
@@ -195,11 +130,9 @@ static void on_tick(uv_timer_t *t)
         st->state = ST_DOWN;
         redisAsyncFree(ac); /* on_disconnect schedules the reconnect */
     }
-    if (!st->head && !st->outstanding)
+    if (!st->ops.head && !st->outstanding)
         uv_timer_stop(&st->tick);
 }
-
-static void reload_scripts(store *st);
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 {
@@ -211,7 +144,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
     st->pending -= (size_t)op->cmds;
     op->cmds = 0;
     if (reply)
-        st->last_progress_ms = now_ms(st);
+        st->last_progress_ms = uv_now(st->app->loop);
     if (reply && op->nkeys > 0 && readcache_enabled(st->app->reads))
         for (int i = 0; i < op->nkeys; i++)
             readcache_invalidate(st->app->reads, op->argv[3 + i], op->lens[3 + i]);
@@ -220,7 +153,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
             !strncmp(reply->str, "NOSCRIPT", 8) && ac == st->ac && st->state == ST_READY) {
             /* Redis lost its script cache (restart, flush, failover): send the source, and
              * load every script again for the transactions that run one (and cannot). */
-            reload_scripts(st);
+            link_reload_scripts(ac);
             const char **argv = (const char **)op->argv;
             argv[0] = "EVAL";
             argv[1] = lua_scripts[op->script].source;
@@ -246,7 +179,7 @@ static store_op *op_new(store *st, store_cb cb, void *data, size_t extra)
     store_op *op;
     if (extra == 0 && op_cache) {
         op = op_cache;
-        op_cache = op->next;
+        op_cache = (store_op *)op->le.next;
         op_cached--;
     } else if (!(op = malloc(sizeof *op + extra))) {
         return NULL;
@@ -257,7 +190,7 @@ static store_op *op_new(store *st, store_cb cb, void *data, size_t extra)
     op->cb = cb;
     op->data = data;
     op->script = -1;
-    op->deadline_ms = now_ms(st) + (uint64_t)st->app->cfg.redis_timeout_ms;
+    op->le.deadline_ms = uv_now(st->app->loop) + (uint64_t)st->app->cfg.redis_timeout_ms;
     return op;
 }
 
@@ -266,7 +199,7 @@ static store_op *op_new(store *st, store_cb cb, void *data, size_t extra)
 static bool submit(store *st, store_op *op, int cmds, int argc, const char **argv,
                    const size_t *lens)
 {
-    if (send_command(st->ac, on_reply, op, argc, argv, lens) != REDIS_OK) {
+    if (link_send(st->ac, on_reply, op, argc, argv, lens) != REDIS_OK) {
         store_cb cb = op->cb;
         void *data = op->data;
         op_free(op);
@@ -275,12 +208,12 @@ static bool submit(store *st, store_op *op, int cmds, int argc, const char **arg
     }
     st->stats.commands++;
     if (st->outstanding++ == 0)
-        st->last_progress_ms = now_ms(st);
+        st->last_progress_ms = uv_now(st->app->loop);
     op->cmds = cmds;
     st->pending += (size_t)cmds;
-    list_push(st, op);
+    link_list_push(&st->ops, &op->le);
     if (!uv_is_active((uv_handle_t *)&st->tick))
-        uv_timer_start(&st->tick, on_tick, TICK_MS, TICK_MS);
+        uv_timer_start(&st->tick, on_tick, LINK_TICK_MS, LINK_TICK_MS);
     return false;
 }
 
@@ -336,29 +269,12 @@ const char *store_script_sha(const store *st, int script)
     return st->shas[script];
 }
 
-/* Loads every script again, answers unheard: after a NOSCRIPT seen where EVALSHA cannot be
- * retried with the source (inside a transaction). */
-static void reload_scripts(store *st)
-{
-    for (int i = 0; i < LUA_SCRIPT_COUNT; i++) {
-        const char *argv[] = {"SCRIPT", "LOAD", lua_scripts[i].source};
-        size_t lens[] = {6, 4, strlen(lua_scripts[i].source)};
-        send_command(st->ac, NULL, NULL, 3, argv, lens);
-    }
-}
-
 static void on_exec_reply(void *data, int status, redisReply *reply)
 {
     store_op *inner = data; /* carries the caller's callback */
     store *st = inner->st;
-    if (status == STORE_OK && reply->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i < reply->elements; i++)
-            if (reply->element[i]->type == REDIS_REPLY_ERROR &&
-                !strncmp(reply->element[i]->str, "NOSCRIPT", 8) && st->ac) {
-                reload_scripts(st);
-                break;
-            }
-    }
+    if (status == STORE_OK && st->ac && link_exec_lost_script(reply))
+        link_reload_scripts(st->ac);
     store_cb cb = inner->cb;
     void *cb_data = inner->data;
     op_free(inner);
@@ -392,9 +308,9 @@ static bool exec(store *st, int flags, store_cb cb, void *data, int ncmds, const
     static const size_t multi_len[] = {5};
     int rc = track ? send_caching_yes(st->ac) : REDIS_OK;
     if (rc == REDIS_OK)
-        rc = send_command(st->ac, NULL, NULL, 1, multi, multi_len);
+        rc = link_send(st->ac, NULL, NULL, 1, multi, multi_len);
     for (int i = 0; rc == REDIS_OK && i < ncmds; i++)
-        rc = send_command(st->ac, NULL, NULL, cmds[i].argc, cmds[i].argv, cmds[i].lens);
+        rc = link_send(st->ac, NULL, NULL, cmds[i].argc, cmds[i].argv, cmds[i].lens);
     if (rc != REDIS_OK) {
         op_free(op);
         op_free(inner);
@@ -439,21 +355,12 @@ static void on_read_reply(void *data, int status, redisReply *reply)
 /* The read's bytes, as the cache knows it: the commands framed, a transaction marked. */
 static buf read_key = BUF_INIT;
 
-/* The keys a read command reads, into its ticket: argv[1], or a read script's declared KEYS
- * (EVALSHA sha numkeys key...). Redis tracks exactly a script's declared keys, so a read script
- * must declare every key it reads. */
+/* The keys a read command reads (link_cmd_keys), into its ticket. */
 static void ticket_keys(const readcache *rc, readcache_ticket *t, const store_cmd *c)
 {
-    if (c->argc >= 3 && c->lens[0] == 7 && !memcmp(c->argv[0], "EVALSHA", 7)) {
-        int nkeys = 0;
-        for (size_t i = 0; i < c->lens[2] && i < 3; i++)
-            nkeys = nkeys * 10 + (c->argv[2][i] - '0');
-        for (int k = 0; k < nkeys && 3 + k < c->argc; k++)
-            readcache_ticket_key(rc, t, c->argv[3 + k], c->lens[3 + k]);
-        return;
-    }
-    if (c->argc >= 2)
-        readcache_ticket_key(rc, t, c->argv[1], c->lens[1]);
+    int first, n = link_cmd_keys(c, &first);
+    for (int k = 0; k < n; k++)
+        readcache_ticket_key(rc, t, c->argv[first + k], c->lens[first + k]);
 }
 
 /* The read itself, to Redis: one command or a transaction, with SEND_* flags. */
@@ -481,7 +388,7 @@ static bool read_through(store *st, int flags, const char *key, size_t key_len, 
         if (transaction)
             buf_append_str(&read_key, "MULTI\r\n");
         for (int i = 0; i < ncmds; i++)
-            frame(&read_key, cmds[i].argc, cmds[i].argv, cmds[i].lens);
+            link_frame(&read_key, cmds[i].argc, cmds[i].argv, cmds[i].lens);
         key = read_key.data;
         key_len = read_key.len;
     }
@@ -638,7 +545,7 @@ static void schedule_reconnect(store *st)
     if (st->state == ST_CLOSED)
         return;
     st->state = ST_DOWN;
-    uv_timer_start(&st->reconnect, on_reconnect_timer, backoff_next(&st->backoff), 0);
+    link_retry_schedule(&st->retry, on_reconnect_timer);
 }
 
 static void on_handshake_reply(void *data, int status, redisReply *reply)
@@ -660,7 +567,7 @@ static void on_handshake_reply(void *data, int status, redisReply *reply)
     }
     if (--st->handshake_left == 0) {
         st->state = ST_READY;
-        backoff_reset(&st->backoff);
+        link_retry_reset(&st->retry);
         log_event(LOG_INFO, "redis ready", NULL);
         if (st->listener)
             st->listener(st->listener_ctx, true);
@@ -693,16 +600,8 @@ static void handshake(store *st)
     const char *argv[3];
     size_t lens[3];
     store_op *op;
-    if (st->password[0]) {
-        int argc = 0;
-        argv[argc] = "AUTH";
-        lens[argc++] = 4;
-        if (st->user[0]) {
-            argv[argc] = st->user;
-            lens[argc++] = strlen(st->user);
-        }
-        argv[argc] = st->password;
-        lens[argc++] = strlen(st->password);
+    int argc = link_auth_argv(st->user, st->password, argv, lens);
+    if (argc) {
         if ((op = op_new(st, on_handshake_reply, st, 0))) {
             st->handshake_left++;
             submit(st, op, 1, argc, argv, lens);
@@ -996,9 +895,8 @@ int store_new(store **out, app *a, char *err, size_t err_len)
     for (int i = 0; i < LUA_SCRIPT_COUNT; i++)
         memcpy(st->shas[i], lua_scripts[i].sha1, 41);
     uv_timer_init(a->loop, &st->tick);
-    uv_timer_init(a->loop, &st->reconnect);
-    st->tick.data = st->reconnect.data = st;
-    backoff_init(&st->backoff, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
+    st->tick.data = st;
+    link_retry_init(&st->retry, a->loop, st);
     st->state = ST_DOWN;
     start_connect(st);
     metrics_register(store_render_metrics, st);
@@ -1031,11 +929,11 @@ void store_close(store *st)
         /* Runs every pending callback with NULL, then on_disconnect. */
         redisAsyncFree(ac);
     }
-    while (st->head)
-        op_answer(st->head, STORE_UNAVAILABLE, NULL);
+    while (st->ops.head)
+        op_answer((store_op *)st->ops.head, STORE_UNAVAILABLE, NULL);
     st->handles_open = 2;
     uv_close((uv_handle_t *)&st->tick, on_timer_closed);
-    uv_close((uv_handle_t *)&st->reconnect, on_timer_closed);
+    uv_close((uv_handle_t *)&st->retry.timer, on_timer_closed);
 }
 
 void store_free(store *st)
