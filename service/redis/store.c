@@ -1,4 +1,5 @@
-/* store: the one pipelined Redis connection: deadlines, reconnects, Lua scripts by SHA.
+/* store: the one pipelined Redis connection: deadlines, reconnects, Lua scripts by SHA. Reads
+ * through the read cache are store_read.c's; framing, keys and backoff link.c's.
  *
  * Every command is an op: hiredis owns the op as privdata until its callback runs (with a reply,
  * or NULL when the connection goes), and always runs it exactly once. The deadline list holds
@@ -12,6 +13,7 @@
  * connection goes. Past REDIS_MAX_PENDING a new unit is refused with STORE_UNAVAILABLE before
  * anything is sent, so memory toward a slow or paused Redis stays bounded. */
 #include "redis/store.h"
+#include "redis/store_int.h"
 
 #include <hiredis/async.h>
 #include <stdio.h>
@@ -79,11 +81,8 @@ struct store {
     uint64_t switches;
     redisAsyncContext *ac;
     int state;
-    char host[256];
-    int port;
-    char user[128], password[256];
-    int db;
-    link_list ops; /* the deadline list */
+    resolve_url at; /* where to connect: REDIS_URL, or the primary the sentinels name */
+    link_list ops;  /* the deadline list */
     uv_timer_t tick;
     link_retry retry;
     resolver resolver;    /* the host, before each connect */
@@ -227,8 +226,8 @@ static bool shed(store *st, int flags, size_t n)
 }
 
 /* store_command with SEND_* flags; returns true when cb has already run. */
-static bool command(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
-                    const size_t *lens)
+bool store_send_command(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
+                        const size_t *lens)
 {
     if (st->cl) {
         store_cmd one = {argc, argv, lens};
@@ -255,13 +254,13 @@ static bool command(store *st, int flags, store_cb cb, void *data, int argc, con
 void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens)
 {
-    command(st, 0, cb, data, argc, argv, lens);
+    store_send_command(st, 0, cb, data, argc, argv, lens);
 }
 
 void store_control(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens)
 {
-    command(st, SEND_CONTROL, cb, data, argc, argv, lens);
+    store_send_command(st, SEND_CONTROL, cb, data, argc, argv, lens);
 }
 
 const char *store_script_sha(const store *st, int script)
@@ -282,7 +281,8 @@ static void on_exec_reply(void *data, int status, redisReply *reply)
 }
 
 /* store_exec with SEND_* flags; returns true when cb has already run. */
-static bool exec(store *st, int flags, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
+bool store_send_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
+                     const store_cmd *cmds)
 {
     if (st->cl)
         return cluster_send(st->cl, flags, cb, data, CLUSTER_EXEC, -1, 0, ncmds, cmds);
@@ -325,122 +325,22 @@ static bool exec(store *st, int flags, store_cb cb, void *data, int ncmds, const
 
 void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
 {
-    exec(st, 0, cb, data, ncmds, cmds);
+    store_send_exec(st, 0, cb, data, ncmds, cmds);
 }
 
-/* --- reads through the read cache --- */
-
-/* A read sent tracked: its answer goes to the cache, then to the caller. One allocation: this,
- * then the read's bytes (the cache's key). */
-typedef struct read_op {
-    store *st;
-    store_cb cb;
-    void *data;
-    readcache_ticket ticket;
-    size_t len;
-    char read[];
-} read_op;
-
-static void on_read_reply(void *data, int status, redisReply *reply)
+bool store_link_ready(const store *st)
 {
-    read_op *ro = data;
-    if (status == STORE_OK)
-        readcache_put(ro->st->app->reads, &ro->ticket, ro->read, ro->len, reply);
-    store_cb cb = ro->cb;
-    void *cb_data = ro->data;
-    free(ro);
-    cb(cb_data, status, reply);
+    return st->state == ST_READY;
 }
 
-/* The read's bytes, as the cache knows it: the commands framed, a transaction marked. */
-static buf read_key = BUF_INIT;
-
-/* The keys a read command reads (link_cmd_keys), into its ticket. */
-static void ticket_keys(const readcache *rc, readcache_ticket *t, const store_cmd *c)
+struct app *store_app(const store *st)
 {
-    int first, n = link_cmd_keys(c, &first);
-    for (int k = 0; k < n; k++)
-        readcache_ticket_key(rc, t, c->argv[first + k], c->lens[first + k]);
-}
-
-/* The read itself, to Redis: one command or a transaction, with SEND_* flags. */
-static bool send_read(store *st, int send, store_cb cb, void *data, int ncmds,
-                      const store_cmd *cmds, bool transaction)
-{
-    return transaction ? exec(st, send, cb, data, ncmds, cmds)
-                       : command(st, send, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
-}
-
-static bool read_through(store *st, int flags, const char *key, size_t key_len, store_cb cb,
-                         void *data, int ncmds, const store_cmd *cmds, bool transaction)
-{
-    readcache *rc = st->app->reads;
-    /* A NO_HIT read follows a command of the same request already sent (its revocation
-     * check), which must be answered first: shedding the read alone would answer the
-     * request while that command is still out. That command kept room for it (RESERVE). */
-    int send = (flags & STORE_READ_NO_HIT) ? SEND_ANY_CAP : 0;
-    if (flags & STORE_READ_RESERVE)
-        send |= SEND_RESERVE;
-    if (!readcache_enabled(rc) || st->state != ST_READY)
-        return send_read(st, send, cb, data, ncmds, cmds, transaction);
-    if (!key) {
-        buf_reset(&read_key, 1 << 20);
-        if (transaction)
-            buf_append_str(&read_key, "MULTI\r\n");
-        for (int i = 0; i < ncmds; i++)
-            link_frame(&read_key, cmds[i].argc, cmds[i].argv, cmds[i].lens);
-        key = read_key.data;
-        key_len = read_key.len;
-    }
-    if (!(flags & STORE_READ_NO_HIT)) {
-        const redisReply *hit = readcache_get(rc, key, key_len);
-        if (hit) {
-            /* Handed out read-only: store callbacks only read replies. */
-            cb(data, STORE_OK, (redisReply *)hit);
-            return true;
-        }
-    }
-    read_op *ro = malloc(sizeof *ro + key_len);
-    if (!ro) {
-        /* Sent untracked, its keys' changes would go unheard: nothing read before may be
-         * trusted past it (a find page marks its keys as it reads, cache/findcache.h). */
-        readcache_flush(rc);
-        return send_read(st, send, cb, data, ncmds, cmds, transaction);
-    }
-    ro->st = st;
-    ro->cb = cb;
-    ro->data = data;
-    ro->len = key_len;
-    memcpy(ro->read, key, key_len);
-    readcache_ticket_begin(rc, &ro->ticket);
-    for (int i = 0; i < ncmds; i++)
-        ticket_keys(rc, &ro->ticket, &cmds[i]);
-    /* The caller learns only whether its callback ran; on_read_reply runs exactly once. */
-    return send_read(st, send | SEND_TRACK, on_read_reply, ro, ncmds, cmds, transaction);
-}
-
-bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
-                const size_t *lens)
-{
-    store_cmd one = {argc, argv, lens};
-    return read_through(st, flags, NULL, 0, cb, data, 1, &one, false);
-}
-
-bool store_read_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
-                     const store_cmd *cmds)
-{
-    return read_through(st, flags, NULL, 0, cb, data, ncmds, cmds, true);
-}
-
-bool store_read_exec_as(store *st, int flags, const char *key, size_t key_len, store_cb cb,
-                        void *data, int ncmds, const store_cmd *cmds)
-{
-    return read_through(st, flags, key, key_len, cb, data, ncmds, cmds, true);
+    return st->app;
 }
 
 store_endpoint store_get_endpoint(const store *st)
 {
-    return (store_endpoint){st->host, st->user, st->password, st->port};
+    return (store_endpoint){st->at.host, st->at.user, st->at.password, st->at.port};
 }
 
 static void send_script(store *st, int send, int script, store_cb cb, void *data, int nkeys,
@@ -600,7 +500,7 @@ static void handshake(store *st)
     const char *argv[3];
     size_t lens[3];
     store_op *op;
-    int argc = link_auth_argv(st->user, st->password, argv, lens);
+    int argc = link_auth_argv(st->at.user, st->at.password, argv, lens);
     if (argc) {
         if ((op = op_new(st, on_handshake_reply, st, 0))) {
             st->handshake_left++;
@@ -614,7 +514,7 @@ static void handshake(store *st)
         submit(st, op, 1, 1, argv, lens);
     }
     char dbs[16];
-    snprintf(dbs, sizeof dbs, "%d", st->db);
+    snprintf(dbs, sizeof dbs, "%d", st->at.db);
     argv[0] = "SELECT";
     lens[0] = 6;
     argv[1] = dbs;
@@ -681,7 +581,7 @@ static void on_resolved(void *data, int status, const char *numeric)
             buf *l =
                 log_begin(st->resolve_failing ? LOG_DEBUG : LOG_WARN, "redis host not resolved");
             if (l) {
-                log_str(l, "host", st->host);
+                log_str(l, "host", st->at.host);
                 log_str(l, "detail", uv_strerror(status));
                 log_end(l);
             }
@@ -691,7 +591,7 @@ static void on_resolved(void *data, int status, const char *numeric)
         return;
     }
     st->resolve_failing = false;
-    st->ac = redis_uv_connect(st->app->loop, numeric, st->port, st, &redis_reply_functions,
+    st->ac = redis_uv_connect(st->app->loop, numeric, st->at.port, st, &redis_reply_functions,
                               on_connect, on_disconnect);
     if (!st->ac)
         schedule_reconnect(st);
@@ -710,17 +610,17 @@ static void on_primary_found(void *ctx, int status, const char *host, int port)
         schedule_reconnect(st);
         return;
     }
-    if (strcmp(host, st->host) || port != st->port) {
+    if (strcmp(host, st->at.host) || port != st->at.port) {
         buf *l = log_begin(LOG_INFO, "redis primary");
         if (l) {
             log_str(l, "host", host);
             log_int(l, "port", port);
             log_end(l);
         }
-        snprintf(st->host, sizeof st->host, "%s", host);
-        st->port = port;
+        snprintf(st->at.host, sizeof st->at.host, "%s", host);
+        st->at.port = port;
     }
-    resolve_start(&st->resolver, st->app->loop, st->host, on_resolved, st);
+    resolve_start(&st->resolver, st->app->loop, st->at.host, on_resolved, st);
 }
 
 /* A sentinel announced a new primary: the connection to the old one goes (its pending
@@ -749,79 +649,7 @@ static void start_connect(store *st)
         return;
     }
     /* Resolved again before every attempt: the host may have moved (a failover by DNS). */
-    resolve_start(&st->resolver, st->app->loop, st->host, on_resolved, st);
-}
-
-static int parse_url(store *st, const char *url, char *err, size_t err_len)
-{
-    const char *p = url;
-    if (!strncmp(p, "redis://", 8))
-        p += 8;
-    else {
-        snprintf(err, err_len, "REDIS_URL must start with redis://");
-        return -1;
-    }
-    const char *at = strrchr(p, '@');
-    if (at) {
-        const char *colon = memchr(p, ':', (size_t)(at - p));
-        const char *pw = colon ? colon + 1 : p;
-        size_t ulen = colon ? (size_t)(colon - p) : 0;
-        size_t plen = (size_t)(at - pw);
-        if (ulen >= sizeof st->user || plen >= sizeof st->password) {
-            snprintf(err, err_len, "REDIS_URL credentials are too long");
-            return -1;
-        }
-        memcpy(st->user, p, ulen);
-        st->user[ulen] = '\0';
-        memcpy(st->password, pw, plen);
-        st->password[plen] = '\0';
-        p = at + 1;
-    }
-    const char *slash = strchr(p, '/');
-    size_t hostport = slash ? (size_t)(slash - p) : strlen(p);
-    const char *host = p, *colon;
-    size_t hlen;
-    if (*p == '[') {
-        /* An IPv6 address in brackets, as in URLs: [::1]:6379. */
-        const char *close = memchr(p, ']', hostport);
-        if (!close || (close + 1 != p + hostport && close[1] != ':')) {
-            snprintf(err, err_len, "REDIS_URL has a malformed [IPv6] host");
-            return -1;
-        }
-        host = p + 1;
-        hlen = (size_t)(close - host);
-        colon = close + 1 != p + hostport ? close + 1 : NULL;
-    } else {
-        colon = memchr(p, ':', hostport);
-        hlen = colon ? (size_t)(colon - p) : hostport;
-    }
-    if (hlen == 0 || hlen >= sizeof st->host) {
-        snprintf(err, err_len, "REDIS_URL has no valid host");
-        return -1;
-    }
-    memcpy(st->host, host, hlen);
-    st->host[hlen] = '\0';
-    st->port = 6379;
-    if (colon) {
-        char *end;
-        long port = strtol(colon + 1, &end, 10);
-        if (end != p + hostport || port < 1 || port > 65535) {
-            snprintf(err, err_len, "REDIS_URL has an invalid port");
-            return -1;
-        }
-        st->port = (int)port;
-    }
-    st->db = 0;
-    if (slash && slash[1]) {
-        char *end;
-        long db = strtol(slash + 1, &end, 10);
-        if (*end || db < 0 || db > 100000) {
-            snprintf(err, err_len, "REDIS_URL has an invalid database number");
-            return -1;
-        }
-        st->db = (int)db;
-    }
-    return 0;
+    resolve_start(&st->resolver, st->app->loop, st->at.host, on_resolved, st);
 }
 
 /* The metrics source (core/metrics.h) of the Redis connection. */
@@ -886,9 +714,9 @@ int store_new(store **out, app *a, char *err, size_t err_len)
             free(st);
             return -1;
         }
-        snprintf(st->user, sizeof st->user, "%s", a->cfg.redis_username);
-        snprintf(st->password, sizeof st->password, "%s", a->cfg.redis_password);
-    } else if (parse_url(st, a->cfg.redis_url, err, err_len) != 0) {
+        snprintf(st->at.user, sizeof st->at.user, "%s", a->cfg.redis_username);
+        snprintf(st->at.password, sizeof st->at.password, "%s", a->cfg.redis_password);
+    } else if (resolve_parse_url(a->cfg.redis_url, &st->at, err, err_len) != 0) {
         free(st);
         return -1;
     }
