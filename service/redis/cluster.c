@@ -589,6 +589,42 @@ void cluster_close(cluster *cl)
     uv_close((uv_handle_t *)&cl->tick, NULL);
 }
 
+static bool transport_send(void *ctx, int flags, store_cb cb, void *data, int kind, int script,
+                           int nkeys, int ncmds, const store_cmd *cmds)
+{
+    return cluster_send(ctx, flags, cb, data, kind, script, nkeys, ncmds, cmds);
+}
+
+static bool transport_ready(const void *ctx)
+{
+    return cluster_ready(ctx);
+}
+
+static size_t transport_pending(const void *ctx)
+{
+    return cluster_pending(ctx);
+}
+
+static const store_stats *transport_stats(const void *ctx)
+{
+    return cluster_stats(ctx);
+}
+
+static void transport_close(void *ctx)
+{
+    cluster_close(ctx);
+}
+
+static void transport_free(void *ctx)
+{
+    cluster_free(ctx);
+}
+
+/* Connected means ready here: a cluster is of use only once every slot has its node. */
+const store_transport cluster_transport = {transport_send,    transport_ready, transport_ready,
+                                           transport_pending, transport_stats, transport_close,
+                                           transport_free};
+
 void cluster_free(cluster *cl)
 {
     if (!cl)

@@ -14,6 +14,7 @@
  * anything is sent, so memory toward a slow or paused Redis stays bounded. */
 #include "redis/store.h"
 #include "redis/store_int.h"
+#include "redis/transport.h"
 
 #include <hiredis/async.h>
 #include <stdio.h>
@@ -76,7 +77,9 @@ static int send_caching_yes(redisAsyncContext *ac)
 
 struct store {
     app *app;
-    cluster *cl;   /* cluster mode: every unit goes there instead (cluster.h) */
+    const store_transport *tp; /* where every unit goes: single_transport, or the cluster's */
+    void *tp_ctx;
+    cluster *cl;   /* cluster mode: the transport's ctx, for the tracking's per-node view */
     sentinel *sen; /* sentinel mode: where to connect is asked before each connect */
     uint64_t switches;
     redisAsyncContext *ac;
@@ -229,10 +232,14 @@ static bool shed(store *st, int flags, size_t n)
 bool store_send_command(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
                         const size_t *lens)
 {
-    if (st->cl) {
-        store_cmd one = {argc, argv, lens};
-        return cluster_send(st->cl, flags, cb, data, CLUSTER_COMMAND, -1, 0, 1, &one);
-    }
+    store_cmd one = {argc, argv, lens};
+    return st->tp->send(st->tp_ctx, flags, cb, data, TRANSPORT_COMMAND, -1, 0, 1, &one);
+}
+
+/* The single connection's unit of one command. */
+static bool single_command(store *st, int flags, store_cb cb, void *data, int argc,
+                           const char **argv, const size_t *lens)
+{
     bool track = flags & SEND_TRACK;
     if (st->state != ST_READY || shed(st, flags, track ? 2 : 1)) {
         cb(data, STORE_UNAVAILABLE, NULL);
@@ -284,8 +291,13 @@ static void on_exec_reply(void *data, int status, redisReply *reply)
 bool store_send_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
                      const store_cmd *cmds)
 {
-    if (st->cl)
-        return cluster_send(st->cl, flags, cb, data, CLUSTER_EXEC, -1, 0, ncmds, cmds);
+    return st->tp->send(st->tp_ctx, flags, cb, data, TRANSPORT_EXEC, -1, 0, ncmds, cmds);
+}
+
+/* The single connection's transaction. */
+static bool single_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
+                        const store_cmd *cmds)
+{
     bool track = flags & SEND_TRACK;
     /* MULTI, the commands, EXEC, and CLIENT CACHING when tracked. */
     int total = ncmds + 2 + (track ? 1 : 0);
@@ -343,18 +355,14 @@ store_endpoint store_get_endpoint(const store *st)
     return (store_endpoint){st->at.host, st->at.user, st->at.password, st->at.port};
 }
 
-static void send_script(store *st, int send, int script, store_cb cb, void *data, int nkeys,
-                        int argc, const char **argv, const size_t *lens, bool writes)
+/* The single connection's script: EVALSHA, resent with the source on NOSCRIPT. */
+static bool single_script(store *st, int send, int script, store_cb cb, void *data, int nkeys,
+                          int argc, const char **argv, const size_t *lens)
 {
-    if (st->cl) {
-        store_cmd one = {argc, argv, lens};
-        cluster_send(st->cl, send | (writes ? SEND_WRITES : 0), cb, data, CLUSTER_SCRIPT, script,
-                     nkeys, 1, &one);
-        return;
-    }
+    bool writes = send & SEND_WRITES;
     if (st->state != ST_READY || shed(st, send, 1)) {
         cb(data, STORE_UNAVAILABLE, NULL);
-        return;
+        return true;
     }
     /* One allocation: the op, then argv pointers, lengths and the bytes, kept for a resend. */
     int total = argc + 3;
@@ -365,7 +373,7 @@ static void send_script(store *st, int send, int script, store_cb cb, void *data
     store_op *op = op_new(st, cb, data, extra);
     if (!op) {
         cb(data, STORE_UNAVAILABLE, NULL);
-        return;
+        return true;
     }
     op->argv = (char **)(op + 1);
     op->lens = (size_t *)(op->argv + total);
@@ -387,7 +395,15 @@ static void send_script(store *st, int send, int script, store_cb cb, void *data
     op->argc = total;
     op->script = script;
     op->nkeys = !writes ? 0 : nkeys < argc ? nkeys : argc;
-    submit(st, op, 1, total, (const char **)op->argv, op->lens);
+    return submit(st, op, 1, total, (const char **)op->argv, op->lens);
+}
+
+static void send_script(store *st, int send, int script, store_cb cb, void *data, int nkeys,
+                        int argc, const char **argv, const size_t *lens, bool writes)
+{
+    store_cmd one = {argc, argv, lens};
+    st->tp->send(st->tp_ctx, send | (writes ? SEND_WRITES : 0), cb, data, TRANSPORT_SCRIPT, script,
+                 nkeys, 1, &one);
 }
 
 void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
@@ -405,12 +421,12 @@ void store_script_read(store *st, int flags, int script, store_cb cb, void *data
 
 bool store_ready(const store *st)
 {
-    return st->cl ? cluster_ready(st->cl) : st->state == ST_READY;
+    return st->tp->ready(st->tp_ctx);
 }
 
 bool store_connected(const store *st)
 {
-    return st->cl ? cluster_ready(st->cl) : st->state == ST_HANDSHAKE || st->state == ST_READY;
+    return st->tp->connected(st->tp_ctx);
 }
 
 bool store_cluster_mode(const store *st)
@@ -425,13 +441,63 @@ cluster *store_cluster(const store *st)
 
 const store_stats *store_get_stats(const store *st)
 {
-    return st->cl ? cluster_stats(st->cl) : &st->stats;
+    return st->tp->stats(st->tp_ctx);
 }
 
 size_t store_pending(const store *st)
 {
-    return st->cl ? cluster_pending(st->cl) : st->pending;
+    return st->tp->pending(st->tp_ctx);
 }
+
+/* --- the single connection as a transport (transport.h); its ctx is the store --- */
+
+static bool single_send(void *ctx, int flags, store_cb cb, void *data, int kind, int script,
+                        int nkeys, int ncmds, const store_cmd *cmds)
+{
+    store *st = ctx;
+    if (kind == TRANSPORT_EXEC)
+        return single_exec(st, flags, cb, data, ncmds, cmds);
+    if (kind == TRANSPORT_SCRIPT)
+        return single_script(st, flags, script, cb, data, nkeys, cmds[0].argc, cmds[0].argv,
+                             cmds[0].lens);
+    return single_command(st, flags, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
+}
+
+static bool single_ready(const void *ctx)
+{
+    const store *st = ctx;
+    return st->state == ST_READY;
+}
+
+static bool single_connected(const void *ctx)
+{
+    const store *st = ctx;
+    return st->state == ST_HANDSHAKE || st->state == ST_READY;
+}
+
+static size_t single_pending(const void *ctx)
+{
+    const store *st = ctx;
+    return st->pending;
+}
+
+static const store_stats *single_stats(const void *ctx)
+{
+    const store *st = ctx;
+    return &st->stats;
+}
+
+static void single_close(void *ctx);
+
+static void single_free(void *ctx)
+{
+    store *st = ctx;
+    sentinel_free(st->sen);
+}
+
+static const store_transport single_transport = {single_send,    single_ready, single_connected,
+                                                 single_pending, single_stats, single_close,
+                                                 single_free};
 
 /* --- connection life --- */
 
@@ -694,12 +760,16 @@ int store_new(store **out, app *a, char *err, size_t err_len)
         return -1;
     }
     st->app = a;
+    st->tp = &single_transport;
+    st->tp_ctx = st;
     if (a->cfg.redis_cluster_nodes && a->cfg.redis_cluster_nodes[0]) {
         /* Cluster mode: REDIS_URL is not used; the cluster owns every connection. */
         if (cluster_new(&st->cl, a, err, err_len) != 0) {
             free(st);
             return -1;
         }
+        st->tp = &cluster_transport;
+        st->tp_ctx = st->cl;
         for (int i = 0; i < LUA_SCRIPT_COUNT; i++)
             memcpy(st->shas[i], lua_scripts[i].sha1, 41);
         st->state = ST_READY; /* the store's own connection is unused: readiness is the cluster's */
@@ -743,10 +813,12 @@ void store_close(store *st)
     if (st->state == ST_CLOSED)
         return;
     st->state = ST_CLOSED;
-    if (st->cl) {
-        cluster_close(st->cl);
-        return;
-    }
+    st->tp->close(st->tp_ctx);
+}
+
+static void single_close(void *ctx)
+{
+    store *st = ctx;
     /* A resolution under way still calls back (on_resolved sees ST_CLOSED); the loop runs
      * until it has, before store_free. */
     resolve_cancel(&st->resolver);
@@ -767,8 +839,7 @@ void store_close(store *st)
 void store_free(store *st)
 {
     if (st) {
-        cluster_free(st->cl);
-        sentinel_free(st->sen);
+        st->tp->free(st->tp_ctx);
         free(st);
     }
     redis_reply_release_cache();
