@@ -35,8 +35,6 @@
 #include "redis/send.h"
 #include "redis/sentinel.h"
 
-enum state { ST_DOWN, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_CLOSED };
-
 typedef struct store_op {
     link_entry le; /* in the deadline list while unanswered; first, so a cast finds the op */
     store *st;
@@ -74,32 +72,6 @@ static int send_caching_yes(redisAsyncContext *ac)
     static const char caching[] = "*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nyes\r\n";
     return redisAsyncFormattedCommand(ac, NULL, NULL, caching, sizeof caching - 1);
 }
-
-struct store {
-    app *app;
-    const store_transport *tp; /* where every unit goes: single_transport, or the cluster's */
-    void *tp_ctx;
-    cluster *cl;   /* cluster mode: the transport's ctx, for the tracking's per-node view */
-    sentinel *sen; /* sentinel mode: where to connect is asked before each connect */
-    uint64_t switches;
-    redisAsyncContext *ac;
-    int state;
-    resolve_url at; /* where to connect: REDIS_URL, or the primary the sentinels name */
-    link_list ops;  /* the deadline list */
-    uv_timer_t tick;
-    link_retry retry;
-    resolver resolver;    /* the host, before each connect */
-    bool resolve_failing; /* the last resolution failed: logged once until one succeeds */
-    uint64_t last_progress_ms;
-    size_t outstanding; /* ops handed to hiredis and not yet called back */
-    size_t pending;     /* commands handed to hiredis and not yet answered (see the top) */
-    int handshake_left;
-    char shas[LUA_SCRIPT_COUNT][41];
-    store_stats stats;
-    store_listener listener;
-    void *listener_ctx;
-    int handles_open;
-};
 
 static void start_connect(store *st);
 
@@ -228,14 +200,6 @@ static bool shed(store *st, int flags, size_t n)
     return true;
 }
 
-/* store_command with SEND_* flags; returns true when cb has already run. */
-bool store_send_command(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
-                        const size_t *lens)
-{
-    store_cmd one = {argc, argv, lens};
-    return st->tp->send(st->tp_ctx, flags, cb, data, TRANSPORT_COMMAND, -1, 0, 1, &one);
-}
-
 /* The single connection's unit of one command. */
 static bool single_command(store *st, int flags, store_cb cb, void *data, int argc,
                            const char **argv, const size_t *lens)
@@ -258,23 +222,6 @@ static bool single_command(store *st, int flags, store_cb cb, void *data, int ar
     return submit(st, op, cmds, argc, argv, lens);
 }
 
-void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
-                   const size_t *lens)
-{
-    store_send_command(st, 0, cb, data, argc, argv, lens);
-}
-
-void store_control(store *st, store_cb cb, void *data, int argc, const char **argv,
-                   const size_t *lens)
-{
-    store_send_command(st, SEND_CONTROL, cb, data, argc, argv, lens);
-}
-
-const char *store_script_sha(const store *st, int script)
-{
-    return st->shas[script];
-}
-
 static void on_exec_reply(void *data, int status, redisReply *reply)
 {
     store_op *inner = data; /* carries the caller's callback */
@@ -285,13 +232,6 @@ static void on_exec_reply(void *data, int status, redisReply *reply)
     void *cb_data = inner->data;
     op_free(inner);
     cb(cb_data, status, reply);
-}
-
-/* store_exec with SEND_* flags; returns true when cb has already run. */
-bool store_send_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
-                     const store_cmd *cmds)
-{
-    return st->tp->send(st->tp_ctx, flags, cb, data, TRANSPORT_EXEC, -1, 0, ncmds, cmds);
 }
 
 /* The single connection's transaction. */
@@ -333,11 +273,6 @@ static bool single_exec(store *st, int flags, store_cb cb, void *data, int ncmds
     static const char *exec_cmd[] = {"EXEC"};
     static const size_t exec_len[] = {4};
     return submit(st, op, total, 1, exec_cmd, exec_len);
-}
-
-void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
-{
-    store_send_exec(st, 0, cb, data, ncmds, cmds);
 }
 
 bool store_link_ready(const store *st)
@@ -398,57 +333,6 @@ static bool single_script(store *st, int send, int script, store_cb cb, void *da
     return submit(st, op, 1, total, (const char **)op->argv, op->lens);
 }
 
-static void send_script(store *st, int send, int script, store_cb cb, void *data, int nkeys,
-                        int argc, const char **argv, const size_t *lens, bool writes)
-{
-    store_cmd one = {argc, argv, lens};
-    st->tp->send(st->tp_ctx, send | (writes ? SEND_WRITES : 0), cb, data, TRANSPORT_SCRIPT, script,
-                 nkeys, 1, &one);
-}
-
-void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
-                  const char **argv, const size_t *lens)
-{
-    send_script(st, 0, script, cb, data, nkeys, argc, argv, lens, true);
-}
-
-void store_script_read(store *st, int flags, int script, store_cb cb, void *data, int nkeys,
-                       int argc, const char **argv, const size_t *lens)
-{
-    int send = (flags & STORE_READ_NO_HIT) ? SEND_ANY_CAP : 0;
-    send_script(st, send, script, cb, data, nkeys, argc, argv, lens, false);
-}
-
-bool store_ready(const store *st)
-{
-    return st->tp->ready(st->tp_ctx);
-}
-
-bool store_connected(const store *st)
-{
-    return st->tp->connected(st->tp_ctx);
-}
-
-bool store_cluster_mode(const store *st)
-{
-    return st->cl != NULL;
-}
-
-cluster *store_cluster(const store *st)
-{
-    return st->cl;
-}
-
-const store_stats *store_get_stats(const store *st)
-{
-    return st->tp->stats(st->tp_ctx);
-}
-
-size_t store_pending(const store *st)
-{
-    return st->tp->pending(st->tp_ctx);
-}
-
 /* --- the single connection as a transport (transport.h); its ctx is the store --- */
 
 static bool single_send(void *ctx, int flags, store_cb cb, void *data, int kind, int script,
@@ -495,9 +379,9 @@ static void single_free(void *ctx)
     sentinel_free(st->sen);
 }
 
-static const store_transport single_transport = {single_send,    single_ready, single_connected,
-                                                 single_pending, single_stats, single_close,
-                                                 single_free};
+const store_transport store_single_transport = {single_send,    single_ready, single_connected,
+                                                single_pending, single_stats, single_close,
+                                                single_free};
 
 /* --- connection life --- */
 
@@ -718,38 +602,10 @@ static void start_connect(store *st)
     resolve_start(&st->resolver, st->app->loop, st->at.host, on_resolved, st);
 }
 
-/* The metrics source (core/metrics.h) of the Redis connection. */
 void store_set_listener(store *st, store_listener fn, void *ctx)
 {
     st->listener = fn;
     st->listener_ctx = ctx;
-}
-
-static void store_render_metrics(buf *out, void *ctx)
-{
-    const store *st = ctx;
-    metrics_gauge(out, "entityd_redis_connected",
-                  "1 when Redis is connected and the scripts are loaded.", store_ready(st) ? 1 : 0);
-    const store_stats *s = store_get_stats(st);
-    metrics_counter(out, "entityd_redis_commands_total", "Commands sent to Redis.", s->commands);
-    metrics_counter(out, "entityd_redis_errors_total", "Error replies from Redis.", s->errors);
-    metrics_counter(out, "entityd_redis_timeouts_total", "Commands past REDIS_TIMEOUT_MS.",
-                    s->timeouts);
-    metrics_counter(out, "entityd_redis_connects_total", "Connection attempts to Redis.",
-                    s->reconnects);
-    metrics_counter(out, "entityd_redis_disconnects_total", "Redis connections lost.",
-                    s->disconnects);
-    metrics_gauge(out, "entityd_redis_pending_commands",
-                  "Commands sent to Redis and not yet answered (capped by REDIS_MAX_PENDING).",
-                  (double)store_pending(st));
-    if (st->sen)
-        metrics_counter(out, "entityd_redis_primary_switches_total",
-                        "Sentinel mode: +switch-master announcements for the primary.",
-                        st->switches);
-    metrics_counter(
-        out, "entityd_redis_shed_total",
-        "Commands or transactions refused at once (503) for REDIS_MAX_PENDING; nothing sent.",
-        s->shed);
 }
 
 int store_new(store **out, app *a, char *err, size_t err_len)
@@ -760,7 +616,7 @@ int store_new(store **out, app *a, char *err, size_t err_len)
         return -1;
     }
     st->app = a;
-    st->tp = &single_transport;
+    st->tp = &store_single_transport;
     st->tp_ctx = st;
     if (a->cfg.redis_cluster_nodes && a->cfg.redis_cluster_nodes[0]) {
         /* Cluster mode: REDIS_URL is not used; the cluster owns every connection. */
