@@ -1,4 +1,4 @@
-/* cluster: the store's units over a Redis Cluster: slot map, one connection per node, redirects.
+/* cluster: the store's units over a Redis Cluster: routing by slot, redirects, retries.
  *
  * Ownership: a unit is an op holding a private copy of its commands (a redirect resends them).
  * hiredis holds the op through `holds` callbacks (the unit's last reply, and in a transaction
@@ -7,9 +7,7 @@
  * oldest first (a resend keeps its place: the deadline is the first one); an op waiting for a
  * retry is in that list with `retry_at` set and no hold.
  *
- * Nodes are created from the seeds and from what CLUSTER SLOTS and redirects name, and live
- * until cluster_free: a pointer to one stays valid, and an old primary that comes back as a
- * replica is simply connected and unused. */
+ * Nodes and the slot map are cluster_node.c's. */
 #include "redis/cluster.h"
 
 #include <hiredis/async.h>
@@ -18,11 +16,12 @@
 #include <string.h>
 
 #include "core/app.h"
-#include "core/backoff.h"
 #include "core/buf.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "cache/readcache.h"
+#include "redis/cluster_int.h"
+#include "redis/link.h"
 #include "redis/lua_scripts.h"
 #include "redis/redis_uv.h"
 #include "redis/reply.h"
@@ -30,98 +29,7 @@
 #include "redis/send.h"
 #include "redis/slot.h"
 
-#define TICK_MS          20
-#define BACKOFF_MIN_MS   50
-#define BACKOFF_MAX_MS   2000
-#define HOST_SIZE        64
-#define MAX_TRIES        6    /* retries of CLUSTERDOWN or a primary not connected */
-#define MAX_MOVING_TRIES 64   /* of TRYAGAIN: the unit's deadline bounds them first */
-#define RETRY_BASE_MS    10   /* the first retry's wait, doubled for each one after */
-#define RETRY_MAX_MS     200  /* so six retries wait about 0.6 s in all */
-#define REFRESH_MIN_MS   100  /* between two CLUSTER SLOTS: a burst of MOVED asks once */
-#define REFRESH_IDLE_MS  1000 /* while the map is incomplete or a primary is down */
-#define REFRESH_LIMIT_MS 2000 /* a CLUSTER SLOTS unanswered this long is given up */
-#define NO_NODE          -1
-
-enum nstate { N_DOWN, N_CONNECTING, N_HANDSHAKE, N_READY, N_CLOSED };
-
-typedef struct cl_node {
-    cluster *cl;
-    int idx;
-    char host[HOST_SIZE];
-    int port;
-    char name[HOST_SIZE + 8]; /* host:port, for logs and metrics */
-    redisAsyncContext *ac;
-    int state;
-    int handshake_left;
-    resolver resolver;
-    bool resolver_used;
-    uv_timer_t reconnect;
-    backoff backoff;
-    size_t outstanding; /* callbacks hiredis holds on this connection */
-    uint64_t last_progress_ms;
-    uint64_t redirects, reconnects, disconnects;
-    bool tracked; /* this connection's CLIENT TRACKING is confirmed (cluster_node_set_tracked) */
-    uint64_t scripts_stopped; /* scripts Redis stopped midway (script_stopped_midway) */
-} cl_node;
-
-typedef struct cl_op {
-    struct cl_op *prev, *next; /* deadline list, while unanswered */
-    struct cl_op *due;         /* retries collected by the tick */
-    cluster *cl;
-    store_cb cb; /* NULL once answered */
-    void *data;
-    uint64_t deadline_ms, retry_at;
-    int kind, script, nkeys, slot;
-    int flags;      /* SEND_* */
-    int fixed_node; /* NO_NODE, or the node an upkeep command goes to (cluster_node_control) */
-    int hops, tries;
-    int node;     /* the node holding it (holds > 0) */
-    int ask_node; /* NO_NODE, or the ASK target it goes to behind ASKING */
-    bool reload;  /* SCRIPT LOAD goes first (after NOSCRIPT) */
-    int holds;    /* hiredis callbacks that name this op */
-    int cmds;     /* commands it accounts for in `pending` while held */
-    int redirect; /* SLOT_ERR_* a queued command of the transaction answered */
-    int r_slot, r_port;
-    char r_host[HOST_SIZE];
-    int ncmds;
-    store_cmd *cmds_copy;
-} cl_op;
-
-struct cluster {
-    app *app;
-    bool closed;
-    cl_node *nodes[CLUSTER_MAX_NODES];
-    int nnodes;
-    int16_t map[SLOT_COUNT]; /* slot -> node index, or NO_NODE */
-    int covered;             /* slots with a node */
-    cl_op *head, *tail;
-    int parked; /* ops waiting for a retry */
-    uv_timer_t tick;
-    bool refresh_busy, refresh_again;
-    uint64_t refresh_started_ms, refresh_last_ms;
-    int refresh_rr;
-    size_t pending;
-    uint64_t refreshes, redirects;
-    store_stats stats;
-    int handles_open;
-    cluster_listener listener;
-    void *listener_ctx;
-};
-
-static void node_connect(cl_node *n);
 static void dispatch(cl_op *op);
-
-static uint64_t now_ms(const cluster *cl)
-{
-    return uv_now(cl->app->loop);
-}
-
-static void notify(cluster *cl, int event, int node)
-{
-    if (cl->listener && !cl->closed)
-        cl->listener(cl->listener_ctx, event, node);
-}
 
 /* The keys a unit names, as the read cache's tickets take them (store.c's ticket_keys):
  * argv[1], or a script's declared keys. Voids every kept answer that read one, and every read
@@ -133,78 +41,19 @@ static void forget_keys(const cl_op *op)
         return;
     for (int i = 0; i < op->ncmds; i++) {
         const store_cmd *c = &op->cmds_copy[i];
-        if (c->argc >= 3 && c->lens[0] == 7 && !memcmp(c->argv[0], "EVALSHA", 7)) {
-            int nkeys = 0;
-            for (size_t k = 0; k < c->lens[2] && k < 3; k++)
-                nkeys = nkeys * 10 + (c->argv[2][k] - '0');
-            for (int k = 0; k < nkeys && 3 + k < c->argc; k++)
-                readcache_invalidate(rc, c->argv[3 + k], c->lens[3 + k]);
-        } else if (c->argc >= 2) {
-            readcache_invalidate(rc, c->argv[1], c->lens[1]);
-        }
+        int first, n = link_cmd_keys(c, &first);
+        for (int k = 0; k < n; k++)
+            readcache_invalidate(rc, c->argv[first + k], c->lens[first + k]);
     }
-}
-
-/* RESP framing, as store.c does it (hiredis's formatter costs more). */
-static buf resp = BUF_INIT;
-
-static int send_argv(redisAsyncContext *ac, redisCallbackFn *fn, void *priv, int argc,
-                     const char **argv, const size_t *lens)
-{
-    buf_reset(&resp, 1 << 20);
-    buf_append(&resp, "*", 1);
-    buf_append_uint(&resp, (unsigned long long)argc);
-    buf_append(&resp, "\r\n", 2);
-    for (int i = 0; i < argc; i++) {
-        buf_append(&resp, "$", 1);
-        buf_append_uint(&resp, lens[i]);
-        buf_append(&resp, "\r\n", 2);
-        buf_append(&resp, argv[i], lens[i]);
-        buf_append(&resp, "\r\n", 2);
-    }
-    return redisAsyncFormattedCommand(ac, fn, priv, resp.data, resp.len);
-}
-
-static int send_script_load(redisAsyncContext *ac, redisCallbackFn *fn, void *priv, int script)
-{
-    const char *argv[] = {"SCRIPT", "LOAD", lua_scripts[script].source};
-    size_t lens[] = {6, 4, strlen(lua_scripts[script].source)};
-    return send_argv(ac, fn, priv, 3, argv, lens);
-}
-
-/* --- the deadline list --- */
-
-static void list_unlink(cluster *cl, cl_op *op)
-{
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        cl->head = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-    else
-        cl->tail = op->prev;
-    op->prev = op->next = NULL;
-}
-
-static void list_push(cluster *cl, cl_op *op)
-{
-    op->prev = cl->tail;
-    op->next = NULL;
-    if (cl->tail)
-        cl->tail->next = op;
-    else
-        cl->head = op;
-    cl->tail = op;
 }
 
 /* Answers an op once; it is freed when nothing holds it any more. */
-static void op_answer(cl_op *op, int status, redisReply *reply)
+static void unit_answer(cl_op *op, int status, redisReply *reply)
 {
     cluster *cl = op->cl;
     store_cb cb = op->cb;
     op->cb = NULL;
-    list_unlink(cl, op);
+    link_list_unlink(&cl->ops, &op->le);
     if (op->retry_at) {
         op->retry_at = 0;
         cl->parked--;
@@ -217,155 +66,6 @@ static void op_answer(cl_op *op, int status, redisReply *reply)
     if (!op->holds)
         free(op);
     cb(data, status, reply);
-}
-
-/* --- the slot map --- */
-
-static cl_node *node_find(cluster *cl, const char *host, int port)
-{
-    for (int i = 0; i < cl->nnodes; i++)
-        if (cl->nodes[i]->port == port && !strcmp(cl->nodes[i]->host, host))
-            return cl->nodes[i];
-    return NULL;
-}
-
-static void on_reconnect_timer(uv_timer_t *t)
-{
-    node_connect(t->data);
-}
-
-/* The node at host:port, made and connecting when new; NULL when the table is full. */
-static cl_node *node_get(cluster *cl, const char *host, int port)
-{
-    cl_node *n = node_find(cl, host, port);
-    if (n || cl->nnodes == CLUSTER_MAX_NODES || strlen(host) >= HOST_SIZE || cl->closed)
-        return n;
-    if (!(n = calloc(1, sizeof *n)))
-        return NULL;
-    n->cl = cl;
-    n->idx = cl->nnodes;
-    snprintf(n->host, sizeof n->host, "%s", host);
-    n->port = port;
-    snprintf(n->name, sizeof n->name, "%s:%d", host, port);
-    n->state = N_DOWN;
-    backoff_init(&n->backoff, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
-    uv_timer_init(cl->app->loop, &n->reconnect);
-    n->reconnect.data = n;
-    cl->nodes[cl->nnodes++] = n;
-    node_connect(n);
-    return n;
-}
-
-static void on_slots(redisAsyncContext *ac, void *r, void *privdata);
-
-/* Asks a connected node for the slot map; one question at a time, and at most one per
- * REFRESH_MIN_MS: the MOVED answers of a burst ask once, and one more after it. */
-static void refresh(cluster *cl)
-{
-    if (cl->closed)
-        return;
-    uint64_t now = now_ms(cl);
-    if (cl->refresh_busy || now - cl->refresh_last_ms < REFRESH_MIN_MS) {
-        cl->refresh_again = true; /* the tick asks when the time has come */
-        return;
-    }
-    /* Primaries of the current map first: a replica learns of a moved slot by gossip, later,
-     * and its answer could undo what a MOVED just taught. Any connected node otherwise. */
-    bool primary[CLUSTER_MAX_NODES] = {false};
-    for (int s = 0; s < SLOT_COUNT; s++)
-        if (cl->map[s] != NO_NODE)
-            primary[cl->map[s]] = true;
-    for (int k = 0; k < 2 * cl->nnodes; k++) {
-        cl_node *n = cl->nodes[(cl->refresh_rr + k) % cl->nnodes];
-        if (n->state != N_READY || (k < cl->nnodes && cl->covered && !primary[n->idx]))
-            continue;
-        static const char *argv[] = {"CLUSTER", "SLOTS"};
-        static const size_t lens[] = {7, 5};
-        if (send_argv(n->ac, on_slots, n, 2, argv, lens) != REDIS_OK)
-            continue;
-        if (!n->outstanding++)
-            n->last_progress_ms = now;
-        cl->refresh_rr = n->idx + 1;
-        cl->refresh_busy = true;
-        cl->refresh_again = false;
-        cl->refresh_started_ms = cl->refresh_last_ms = now;
-        cl->refreshes++;
-        return;
-    }
-    cl->refresh_again = true; /* no node connected: asked when one is */
-}
-
-static bool element_is(const redisReply *r, int type)
-{
-    return r && r->type == type;
-}
-
-/* CLUSTER SLOTS: [[start, end, [host, port, id...], replicas...]...]. The map is replaced
- * only by a well-formed answer. */
-static void apply_slots(cluster *cl, const cl_node *from, const redisReply *reply)
-{
-    if (!element_is(reply, REDIS_REPLY_ARRAY))
-        return;
-    static int16_t map[SLOT_COUNT];
-    for (int s = 0; s < SLOT_COUNT; s++)
-        map[s] = NO_NODE;
-    for (size_t i = 0; i < reply->elements; i++) {
-        const redisReply *e = reply->element[i];
-        if (!element_is(e, REDIS_REPLY_ARRAY) || e->elements < 3 ||
-            !element_is(e->element[0], REDIS_REPLY_INTEGER) ||
-            !element_is(e->element[1], REDIS_REPLY_INTEGER) ||
-            !element_is(e->element[2], REDIS_REPLY_ARRAY) || e->element[2]->elements < 2 ||
-            !element_is(e->element[2]->element[0], REDIS_REPLY_STRING) ||
-            !element_is(e->element[2]->element[1], REDIS_REPLY_INTEGER))
-            return;
-        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
-        const redisReply *h = e->element[2]->element[0];
-        long long port = e->element[2]->element[1]->integer;
-        if (lo < 0 || hi >= SLOT_COUNT || lo > hi || port < 1 || port > 65535 ||
-            h->len >= HOST_SIZE)
-            return;
-        char host[HOST_SIZE];
-        /* An empty or "?" host: the node asked is the one to use with that port. */
-        if (h->len == 0 || (h->len == 1 && h->str[0] == '?'))
-            snprintf(host, sizeof host, "%s", from->host);
-        else {
-            memcpy(host, h->str, h->len);
-            host[h->len] = '\0';
-        }
-        cl_node *n = node_get(cl, host, (int)port);
-        if (!n)
-            return;
-        for (long long s = lo; s <= hi; s++)
-            map[s] = (int16_t)n->idx;
-    }
-    int covered = 0;
-    for (int s = 0; s < SLOT_COUNT; s++)
-        covered += map[s] != NO_NODE;
-    bool changed = memcmp(cl->map, map, sizeof map) != 0;
-    memcpy(cl->map, map, sizeof map);
-    if (covered != cl->covered) {
-        buf *l = log_begin(covered == SLOT_COUNT ? LOG_INFO : LOG_WARN, "redis cluster slot map");
-        if (l) {
-            log_int(l, "covered", covered);
-            log_end(l);
-        }
-    }
-    cl->covered = covered;
-    if (changed)
-        notify(cl, CLUSTER_MAP_CHANGED, NO_NODE);
-}
-
-static void on_slots(redisAsyncContext *ac, void *r, void *privdata)
-{
-    (void)ac;
-    cl_node *n = privdata;
-    cluster *cl = n->cl;
-    n->outstanding--;
-    if (r)
-        n->last_progress_ms = now_ms(cl);
-    cl->refresh_busy = false;
-    if (!cl->closed && r)
-        apply_slots(cl, n, r);
 }
 
 /* --- sending --- */
@@ -390,8 +90,8 @@ static bool park(cl_op *op, bool slot_moving)
     if (op->tries >= (slot_moving ? MAX_MOVING_TRIES : MAX_TRIES))
         return false;
     unsigned wait = op->tries < 8 ? RETRY_BASE_MS << op->tries : RETRY_MAX_MS;
-    uint64_t at = now_ms(cl) + (wait < RETRY_MAX_MS ? wait : RETRY_MAX_MS);
-    if (slot_moving && at >= op->deadline_ms)
+    uint64_t at = uv_now(cl->app->loop) + (wait < RETRY_MAX_MS ? wait : RETRY_MAX_MS);
+    if (slot_moving && at >= op->le.deadline_ms)
         return false;
     op->tries++;
     op->retry_at = at;
@@ -452,7 +152,7 @@ static bool follow(cl_op *op, cl_node *from)
         cl->redirects++;
         if (++op->hops > CLUSTER_MAX_HOPS)
             return false;
-        cl_node *to = node_get(cl, op->r_host, op->r_port);
+        cl_node *to = cluster_node_get(cl, op->r_host, op->r_port);
         if (!to)
             return false;
         if (op->redirect == SLOT_ERR_ASK && ask_must_wait(op)) {
@@ -468,8 +168,8 @@ static bool follow(cl_op *op, cl_node *from)
             cl->map[op->r_slot] = (int16_t)to->idx;
             op->ask_node = NO_NODE;
             if (was != to->idx)
-                notify(cl, CLUSTER_MAP_CHANGED, to->idx);
-            refresh(cl);
+                cluster_notify(cl, CLUSTER_MAP_CHANGED, to->idx);
+            cluster_refresh(cl);
         } else {
             op->ask_node = to->idx;
         }
@@ -481,7 +181,7 @@ static bool follow(cl_op *op, cl_node *from)
     case SLOT_ERR_DOWN:
         if (op->redirect == SLOT_ERR_DOWN) {
             op->ask_node = NO_NODE;
-            refresh(cl);
+            cluster_refresh(cl);
         }
         if (!park(op, op->redirect == SLOT_ERR_TRYAGAIN))
             return false;
@@ -491,7 +191,7 @@ static bool follow(cl_op *op, cl_node *from)
     return false;
 }
 
-static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
+static void on_unit_reply(redisAsyncContext *ac, void *r, void *privdata)
 {
     cl_op *op = privdata;
     cl_node *n = ac->data;
@@ -499,7 +199,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
     redisReply *reply = r;
     release(op, n);
     if (reply)
-        n->last_progress_ms = now_ms(cl);
+        n->last_progress_ms = uv_now(cl->app->loop);
     if (reply && (op->flags & SEND_WRITES))
         forget_keys(op); /* the write's own caller never reads what it replaced */
     if (!op->cb) {
@@ -509,8 +209,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
     }
     if (!reply) {
         /* The link went with the unit on it: whether Redis ran it is unknown. */
-        refresh(cl);
-        op_answer(op, STORE_UNAVAILABLE, NULL);
+        cluster_refresh(cl);
+        unit_answer(op, STORE_UNAVAILABLE, NULL);
         return;
     }
     if (!cl->closed && reply->type == REDIS_REPLY_ERROR) {
@@ -525,26 +225,19 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
         }
         if (op->redirect) {
             /* A redirect or retry past its bound: 503. */
-            op_answer(op, STORE_UNAVAILABLE, NULL);
+            unit_answer(op, STORE_UNAVAILABLE, NULL);
             return;
         }
         if (op->kind == CLUSTER_SCRIPT && script_stopped_midway(reply)) {
             n->scripts_stopped++;
-            refresh(cl);
-            op_answer(op, STORE_UNAVAILABLE, NULL);
+            cluster_refresh(cl);
+            unit_answer(op, STORE_UNAVAILABLE, NULL);
             return;
         }
     }
-    if (op->kind == CLUSTER_EXEC && reply->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i < reply->elements; i++)
-            if (reply->element[i]->type == REDIS_REPLY_ERROR &&
-                !strncmp(reply->element[i]->str, "NOSCRIPT", 8) && n->ac) {
-                for (int s = 0; s < LUA_SCRIPT_COUNT; s++)
-                    send_script_load(n->ac, NULL, NULL, s);
-                break;
-            }
-    }
-    op_answer(op, STORE_OK, reply);
+    if (op->kind == CLUSTER_EXEC && n->ac && link_exec_lost_script(reply))
+        link_reload_scripts(n->ac);
+    unit_answer(op, STORE_OK, reply);
 }
 
 static int any_ready(const cluster *cl)
@@ -565,31 +258,31 @@ static void dispatch(cl_op *op)
                                        : any_ready(cl);
     cl_node *n = ni != NO_NODE ? cl->nodes[ni] : NULL;
     if (op->fixed_node != NO_NODE && n->state != N_READY) {
-        op_answer(op, STORE_UNAVAILABLE, NULL);
+        unit_answer(op, STORE_UNAVAILABLE, NULL);
         return;
     }
     if (!n || n->state != N_READY) {
         if (!n)
-            refresh(cl);
+            cluster_refresh(cl);
         if (!park(op, false))
-            op_answer(op, STORE_UNAVAILABLE, NULL);
+            unit_answer(op, STORE_UNAVAILABLE, NULL);
         return;
     }
     redisAsyncContext *ac = n->ac;
     static const char *asking[] = {"ASKING"};
     static const size_t asking_len[] = {6};
     int cmds = 0, held = 0, rc = REDIS_OK;
-    if (op->ask_node != NO_NODE && (rc = send_argv(ac, NULL, NULL, 1, asking, asking_len)) == 0)
+    if (op->ask_node != NO_NODE && (rc = link_send(ac, NULL, NULL, 1, asking, asking_len)) == 0)
         cmds++;
     /* After NOSCRIPT: every script, not only this one, so that the transactions that run one
      * on this node (and cannot be resent with a source) find theirs too. */
     for (int s = 0; rc == REDIS_OK && op->reload && s < LUA_SCRIPT_COUNT; s++)
-        if ((rc = send_script_load(ac, NULL, NULL, s)) == 0)
+        if ((rc = link_send_script_load(ac, NULL, NULL, s)) == 0)
             cmds++;
     op->reload = false;
     op->redirect = 0;
     if (!n->outstanding)
-        n->last_progress_ms = now_ms(cl);
+        n->last_progress_ms = uv_now(cl->app->loop);
     if (op->flags & SEND_TRACK) {
         /* Behind ASKING the slot is moving and the answer comes from a node that may not own
          * it; and a node whose tracking is not confirmed would never say the keys changed. */
@@ -599,29 +292,29 @@ static void dispatch(cl_op *op)
             op->flags &= ~SEND_TRACK;
             forget_keys(op);
         } else if (rc == REDIS_OK &&
-                   (rc = send_argv(ac, NULL, NULL, 3, caching, caching_len)) == 0) {
+                   (rc = link_send(ac, NULL, NULL, 3, caching, caching_len)) == 0) {
             cmds++;
         }
     }
     if (op->kind == CLUSTER_EXEC) {
         static const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
         static const size_t multi_len[] = {5}, exec_len[] = {4};
-        if (rc == REDIS_OK && (rc = send_argv(ac, NULL, NULL, 1, multi, multi_len)) == 0)
+        if (rc == REDIS_OK && (rc = link_send(ac, NULL, NULL, 1, multi, multi_len)) == 0)
             cmds++;
         for (int i = 0; rc == REDIS_OK && i < op->ncmds; i++) {
             const store_cmd *c = &op->cmds_copy[i];
-            if ((rc = send_argv(ac, on_queued, op, c->argc, c->argv, c->lens)) == 0) {
+            if ((rc = link_send(ac, on_queued, op, c->argc, c->argv, c->lens)) == 0) {
                 cmds++;
                 held++;
             }
         }
-        if (rc == REDIS_OK && (rc = send_argv(ac, on_reply, op, 1, exec, exec_len)) == 0) {
+        if (rc == REDIS_OK && (rc = link_send(ac, on_unit_reply, op, 1, exec, exec_len)) == 0) {
             cmds++;
             held++;
         }
     } else if (rc == REDIS_OK) {
         const store_cmd *c = &op->cmds_copy[0];
-        if ((rc = send_argv(ac, on_reply, op, c->argc, c->argv, c->lens)) == 0) {
+        if ((rc = link_send(ac, on_unit_reply, op, c->argc, c->argv, c->lens)) == 0) {
             cmds++;
             held++;
         }
@@ -635,16 +328,7 @@ static void dispatch(cl_op *op)
         n->outstanding++;
     }
     if (rc != REDIS_OK)
-        op_answer(op, STORE_UNAVAILABLE, NULL); /* freed by its last hold, if any */
-}
-
-/* Where a command's key is: argv[1], or for a script run as a plain command (EVALSHA sha
- * numkeys key...) its first declared key; -1 when it has none. */
-static int cmd_key(const store_cmd *c)
-{
-    if (c->argc >= 3 && c->lens[0] == 7 && !memcmp(c->argv[0], "EVALSHA", 7))
-        return c->argc >= 4 && !(c->lens[2] == 1 && c->argv[2][0] == '0') ? 3 : -1;
-    return c->argc >= 2 ? 1 : -1;
+        unit_answer(op, STORE_UNAVAILABLE, NULL); /* freed by its last hold, if any */
 }
 
 /* The slot of a unit's keys, or -1 when they span slots (a bug of the caller). */
@@ -661,8 +345,9 @@ static int unit_slot(int kind, int nkeys, int ncmds, const store_cmd *cmds)
     }
     int s = -2;
     for (int i = 0; i < ncmds; i++) {
-        int k = cmd_key(&cmds[i]);
-        if (k < 0)
+        /* A command's first key: argv[1], or a script's first declared key. */
+        int k;
+        if (link_cmd_keys(&cmds[i], &k) < 1)
             continue;
         int ks = slot_of(cmds[i].argv[k], cmds[i].lens[k]);
         if (s == -2)
@@ -675,8 +360,8 @@ static int unit_slot(int kind, int nkeys, int ncmds, const store_cmd *cmds)
 
 /* One allocation: the op, the commands, then each command's argv, lens and bytes. A script's
  * command is stored as EVALSHA <sha> <nkeys> followed by the caller's words. */
-static cl_op *op_new(cluster *cl, store_cb cb, void *data, int kind, int script, int nkeys,
-                     int ncmds, const store_cmd *cmds)
+static cl_op *unit_new(cluster *cl, store_cb cb, void *data, int kind, int script, int nkeys,
+                       int ncmds, const store_cmd *cmds)
 {
     int pre = kind == CLUSTER_SCRIPT ? 3 : 0;
     size_t size = sizeof(cl_op) + (size_t)ncmds * sizeof(store_cmd) + 32;
@@ -745,15 +430,15 @@ bool cluster_send(cluster *cl, int flags, store_cb cb, void *data, int kind, int
         cb(data, STORE_UNAVAILABLE, NULL);
         return true;
     }
-    cl_op *op = op_new(cl, cb, data, kind, script, nkeys, ncmds, cmds);
+    cl_op *op = unit_new(cl, cb, data, kind, script, nkeys, ncmds, cmds);
     if (!op) {
         cb(data, STORE_UNAVAILABLE, NULL);
         return true;
     }
     op->slot = slot;
     op->flags = flags;
-    op->deadline_ms = now_ms(cl) + (uint64_t)cl->app->cfg.redis_timeout_ms;
-    list_push(cl, op);
+    op->le.deadline_ms = uv_now(cl->app->loop) + (uint64_t)cl->app->cfg.redis_timeout_ms;
+    link_list_push(&cl->ops, &op->le);
     /* Held across the dispatch, which may answer it, to tell the caller whether cb ran. */
     op->holds++;
     dispatch(op);
@@ -765,15 +450,15 @@ bool cluster_send(cluster *cl, int flags, store_cb cb, void *data, int kind, int
 
 /* --- the tick: deadlines, retries, refreshes, silent links --- */
 
-static void on_tick(uv_timer_t *t)
+static void cluster_tick(uv_timer_t *t)
 {
     cluster *cl = t->data;
-    uint64_t now = now_ms(cl);
-    while (cl->head && cl->head->deadline_ms <= now)
-        op_answer(cl->head, STORE_TIMEOUT, NULL);
+    uint64_t now = uv_now(cl->app->loop);
+    for (link_entry *e; (e = link_list_expired(&cl->ops, now));)
+        unit_answer((cl_op *)e, STORE_TIMEOUT, NULL);
     if (cl->parked) {
         cl_op *due = NULL;
-        for (cl_op *op = cl->head; op; op = op->next)
+        for (cl_op *op = (cl_op *)cl->ops.head; op; op = (cl_op *)op->le.next)
             if (op->retry_at && op->retry_at <= now) {
                 op->retry_at = 0;
                 cl->parked--;
@@ -792,13 +477,10 @@ static void on_tick(uv_timer_t *t)
     /* cluster_ready walks the map: only asked once a periodic refresh would be due. */
     if ((cl->refresh_again && now - cl->refresh_last_ms >= REFRESH_MIN_MS) ||
         (now - cl->refresh_last_ms >= REFRESH_IDLE_MS && (cl->listener || !cluster_ready(cl))))
-        refresh(cl);
-    uint64_t stall = (uint64_t)cl->app->cfg.redis_timeout_ms * 2;
-    if (stall < 5000)
-        stall = 5000;
+        cluster_refresh(cl);
     for (int i = 0; i < cl->nnodes; i++) {
         cl_node *n = cl->nodes[i];
-        if (n->outstanding && n->ac && now - n->last_progress_ms > stall) {
+        if (n->ac && link_stalled(cl->app, n->outstanding, n->last_progress_ms, now)) {
             /* Freed, not disconnected: a silent node would never let a disconnect finish. */
             buf *l = log_begin(LOG_WARN, "redis node stalled: reconnecting");
             if (l) {
@@ -814,198 +496,7 @@ static void on_tick(uv_timer_t *t)
     }
 }
 
-/* --- a node's connection --- */
-
-static void schedule_reconnect(cl_node *n)
-{
-    if (n->cl->closed)
-        return;
-    n->state = N_DOWN;
-    uv_timer_start(&n->reconnect, on_reconnect_timer, backoff_next(&n->backoff), 0);
-}
-
-static void on_handshake(redisAsyncContext *ac, void *r, void *privdata)
-{
-    cl_node *n = privdata;
-    redisReply *reply = r;
-    n->outstanding--;
-    if (!reply || n->state != N_HANDSHAKE)
-        return;
-    n->last_progress_ms = now_ms(n->cl);
-    if (reply->type == REDIS_REPLY_ERROR) {
-        buf *l = log_begin(LOG_ERROR, "redis node handshake failed");
-        if (l) {
-            log_str(l, "node", n->name);
-            log_str(l, "detail", reply->str);
-            log_end(l);
-        }
-        redisAsyncDisconnect(ac);
-        return;
-    }
-    if (--n->handshake_left)
-        return;
-    n->state = N_READY;
-    backoff_reset(&n->backoff);
-    buf *l = log_begin(LOG_INFO, "redis node ready");
-    if (l) {
-        log_str(l, "node", n->name);
-        log_end(l);
-    }
-    if (n->cl->refresh_again || n->cl->covered < SLOT_COUNT)
-        refresh(n->cl);
-    notify(n->cl, CLUSTER_NODE_READY, n->idx);
-}
-
-/* AUTH with REDIS_USERNAME/REDIS_PASSWORD, and SCRIPT LOAD of every script; no SELECT (a
- * cluster has database 0 only). Ready after the last answer. */
-static void handshake(cl_node *n)
-{
-    const config *cfg = &n->cl->app->cfg;
-    n->state = N_HANDSHAKE;
-    n->handshake_left = 0;
-    n->last_progress_ms = now_ms(n->cl);
-    if (cfg->redis_password && cfg->redis_password[0]) {
-        const char *argv[3];
-        size_t lens[3];
-        int argc = 0;
-        argv[argc] = "AUTH";
-        lens[argc++] = 4;
-        if (cfg->redis_username && cfg->redis_username[0]) {
-            argv[argc] = cfg->redis_username;
-            lens[argc++] = strlen(cfg->redis_username);
-        }
-        argv[argc] = cfg->redis_password;
-        lens[argc++] = strlen(cfg->redis_password);
-        if (send_argv(n->ac, on_handshake, n, argc, argv, lens) == REDIS_OK) {
-            n->handshake_left++;
-            n->outstanding++;
-        }
-    }
-    for (int s = 0; s < LUA_SCRIPT_COUNT; s++)
-        if (send_script_load(n->ac, on_handshake, n, s) == REDIS_OK) {
-            n->handshake_left++;
-            n->outstanding++;
-        }
-}
-
-static void node_on_connect(const redisAsyncContext *ac, int status)
-{
-    cl_node *n = ac->data;
-    if (status != REDIS_OK) {
-        n->ac = NULL; /* hiredis frees the context after this callback */
-        schedule_reconnect(n);
-        return;
-    }
-    handshake(n);
-}
-
-static void node_on_disconnect(const redisAsyncContext *ac, int status)
-{
-    cl_node *n = ac->data;
-    bool was_ready = n->state == N_READY;
-    n->ac = NULL;
-    n->tracked = false;
-    n->disconnects++;
-    n->cl->stats.disconnects++;
-    n->outstanding = 0;
-    if (n->cl->closed) {
-        n->state = N_CLOSED;
-        return;
-    }
-    if (was_ready) {
-        buf *l = log_begin(LOG_WARN, "redis node disconnected");
-        if (l) {
-            log_str(l, "node", n->name);
-            if (status != REDIS_OK)
-                log_str(l, "detail", ac->errstr);
-            log_end(l);
-        }
-    }
-    schedule_reconnect(n);
-    refresh(n->cl);
-    notify(n->cl, CLUSTER_NODE_DOWN, n->idx);
-}
-
-static void node_on_resolved(void *data, int status, const char *numeric)
-{
-    cl_node *n = data;
-    if (n->cl->closed)
-        return;
-    if (status != 0) {
-        schedule_reconnect(n);
-        return;
-    }
-    n->ac = redis_uv_connect(n->cl->app->loop, numeric, n->port, n, &redis_reply_functions,
-                             node_on_connect, node_on_disconnect);
-    if (!n->ac)
-        schedule_reconnect(n);
-}
-
-static void node_connect(cl_node *n)
-{
-    if (n->cl->closed)
-        return;
-    n->state = N_CONNECTING;
-    n->reconnects++;
-    n->cl->stats.reconnects++;
-    n->resolver_used = true;
-    resolve_start(&n->resolver, n->cl->app->loop, n->host, node_on_resolved, n);
-}
-
 /* --- life --- */
-
-bool cluster_ready(const cluster *cl)
-{
-    if (cl->covered != SLOT_COUNT)
-        return false;
-    bool used[CLUSTER_MAX_NODES] = {false};
-    for (int s = 0; s < SLOT_COUNT; s++)
-        used[cl->map[s]] = true;
-    for (int i = 0; i < cl->nnodes; i++)
-        if (used[i] && cl->nodes[i]->state != N_READY)
-            return false;
-    return true;
-}
-
-void cluster_set_listener(cluster *cl, cluster_listener fn, void *ctx)
-{
-    cl->listener = fn;
-    cl->listener_ctx = ctx;
-}
-
-int cluster_node_count(const cluster *cl)
-{
-    return cl->nnodes;
-}
-
-bool cluster_node_ready(const cluster *cl, int node)
-{
-    return cl->nodes[node]->state == N_READY;
-}
-
-const char *cluster_node_host(const cluster *cl, int node)
-{
-    return cl->nodes[node]->host;
-}
-
-int cluster_node_port(const cluster *cl, int node)
-{
-    return cl->nodes[node]->port;
-}
-
-bool cluster_owners(const cluster *cl, bool owns[CLUSTER_MAX_NODES])
-{
-    memset(owns, 0, CLUSTER_MAX_NODES * sizeof *owns);
-    for (int s = 0; s < SLOT_COUNT; s++)
-        if (cl->map[s] != NO_NODE)
-            owns[cl->map[s]] = true;
-    return cl->covered == SLOT_COUNT;
-}
-
-void cluster_node_set_tracked(cluster *cl, int node, bool tracked)
-{
-    cl->nodes[node]->tracked = tracked && cl->nodes[node]->state == N_READY;
-}
 
 void cluster_node_control(cluster *cl, int node, store_cb cb, void *data, int argc,
                           const char **argv, const size_t *lens)
@@ -1016,7 +507,7 @@ void cluster_node_control(cluster *cl, int node, store_cb cb, void *data, int ar
         cb(data, STORE_UNAVAILABLE, NULL);
         return;
     }
-    cl_op *op = op_new(cl, cb, data, CLUSTER_COMMAND, -1, 0, 1, &one);
+    cl_op *op = unit_new(cl, cb, data, CLUSTER_COMMAND, -1, 0, 1, &one);
     if (!op) {
         cb(data, STORE_UNAVAILABLE, NULL);
         return;
@@ -1024,8 +515,8 @@ void cluster_node_control(cluster *cl, int node, store_cb cb, void *data, int ar
     op->slot = -2;
     op->fixed_node = node;
     op->flags = SEND_CONTROL;
-    op->deadline_ms = now_ms(cl) + (uint64_t)cl->app->cfg.redis_timeout_ms;
-    list_push(cl, op);
+    op->le.deadline_ms = uv_now(cl->app->loop) + (uint64_t)cl->app->cfg.redis_timeout_ms;
+    link_list_push(&cl->ops, &op->le);
     op->holds++;
     dispatch(op);
     if (!--op->holds && !op->cb)
@@ -1040,37 +531,6 @@ size_t cluster_pending(const cluster *cl)
 const store_stats *cluster_stats(const cluster *cl)
 {
     return &cl->stats;
-}
-
-static void render_metrics(buf *out, void *ctx)
-{
-    const cluster *cl = ctx;
-    metrics_gauge(out, "entityd_redis_cluster_slots_covered",
-                  "Hash slots the cluster slot map assigns to a primary (ready at 16384).",
-                  cl->covered);
-    metrics_counter(out, "entityd_redis_cluster_refreshes_total",
-                    "Slot map refreshes asked of the cluster (CLUSTER SLOTS).", cl->refreshes);
-    metrics_family(out, "entityd_redis_node_up", "gauge",
-                   "1 when the connection to this cluster node is ready.");
-    for (int i = 0; i < cl->nnodes; i++)
-        buf_printf(out, "entityd_redis_node_up{node=\"%s\"} %d\n", cl->nodes[i]->name,
-                   cl->nodes[i]->state == N_READY);
-    metrics_family(out, "entityd_redis_node_redirects_total", "counter",
-                   "MOVED and ASK answers from this cluster node, followed.");
-    for (int i = 0; i < cl->nnodes; i++)
-        buf_printf(out, "entityd_redis_node_redirects_total{node=\"%s\"} %llu\n",
-                   cl->nodes[i]->name, (unsigned long long)cl->nodes[i]->redirects);
-    metrics_family(out, "entityd_redis_node_connects_total", "counter",
-                   "Connection attempts to this cluster node.");
-    for (int i = 0; i < cl->nnodes; i++)
-        buf_printf(out, "entityd_redis_node_connects_total{node=\"%s\"} %llu\n", cl->nodes[i]->name,
-                   (unsigned long long)cl->nodes[i]->reconnects);
-    metrics_family(out, "entityd_redis_node_scripts_stopped_total", "counter",
-                   "Scripts this cluster node stopped midway, a slot moving (should stay 0: "
-                   "their outcome is unknown).");
-    for (int i = 0; i < cl->nnodes; i++)
-        buf_printf(out, "entityd_redis_node_scripts_stopped_total{node=\"%s\"} %llu\n",
-                   cl->nodes[i]->name, (unsigned long long)cl->nodes[i]->scripts_stopped);
 }
 
 int cluster_new(cluster **out, app *a, char *err, size_t err_len)
@@ -1098,11 +558,11 @@ int cluster_new(cluster **out, app *a, char *err, size_t err_len)
         cl->map[s] = NO_NODE;
     uv_timer_init(a->loop, &cl->tick);
     cl->tick.data = cl;
-    uv_timer_start(&cl->tick, on_tick, TICK_MS, TICK_MS);
+    uv_timer_start(&cl->tick, cluster_tick, LINK_TICK_MS, LINK_TICK_MS);
     /* A node the table has no room for is only a seed fewer: the others still find the map. */
     for (int i = 0; i < count; i++)
-        node_get(cl, seeds[i].host, seeds[i].port);
-    metrics_register(render_metrics, cl);
+        cluster_node_get(cl, seeds[i].host, seeds[i].port);
+    metrics_register(cluster_render_metrics, cl);
     *out = cl;
     return 0;
 }
@@ -1122,12 +582,48 @@ void cluster_close(cluster *cl)
             redisAsyncFree(ac); /* answers the ops it holds, STORE_UNAVAILABLE */
         }
         n->state = N_CLOSED;
-        uv_close((uv_handle_t *)&n->reconnect, NULL);
+        uv_close((uv_handle_t *)&n->retry.timer, NULL);
     }
-    while (cl->head)
-        op_answer(cl->head, STORE_UNAVAILABLE, NULL);
+    while (cl->ops.head)
+        unit_answer((cl_op *)cl->ops.head, STORE_UNAVAILABLE, NULL);
     uv_close((uv_handle_t *)&cl->tick, NULL);
 }
+
+static bool transport_send(void *ctx, int flags, store_cb cb, void *data, int kind, int script,
+                           int nkeys, int ncmds, const store_cmd *cmds)
+{
+    return cluster_send(ctx, flags, cb, data, kind, script, nkeys, ncmds, cmds);
+}
+
+static bool transport_ready(const void *ctx)
+{
+    return cluster_ready(ctx);
+}
+
+static size_t transport_pending(const void *ctx)
+{
+    return cluster_pending(ctx);
+}
+
+static const store_stats *transport_stats(const void *ctx)
+{
+    return cluster_stats(ctx);
+}
+
+static void transport_close(void *ctx)
+{
+    cluster_close(ctx);
+}
+
+static void transport_free(void *ctx)
+{
+    cluster_free(ctx);
+}
+
+/* Connected means ready here: a cluster is of use only once every slot has its node. */
+const store_transport cluster_transport = {transport_send,    transport_ready, transport_ready,
+                                           transport_pending, transport_stats, transport_close,
+                                           transport_free};
 
 void cluster_free(cluster *cl)
 {

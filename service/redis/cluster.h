@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "redis/command.h"
+#include "redis/transport.h"
 
 struct app;
 typedef struct cluster cluster;
@@ -24,7 +25,11 @@ typedef struct cluster cluster;
 #define CLUSTER_MAX_HOPS  5
 #define CLUSTER_MAX_NODES 64
 
-enum cluster_kind { CLUSTER_COMMAND, CLUSTER_EXEC, CLUSTER_SCRIPT };
+enum cluster_kind {
+    CLUSTER_COMMAND = TRANSPORT_COMMAND,
+    CLUSTER_EXEC = TRANSPORT_EXEC,
+    CLUSTER_SCRIPT = TRANSPORT_SCRIPT
+};
 
 /* Parses the seeds (a->cfg.redis_cluster_nodes) and starts connecting to them. Returns 0, or
  * -1 with a sentence in err when the list is malformed. */
@@ -33,6 +38,8 @@ int cluster_new(cluster **out, struct app *a, char *err, size_t err_len);
 void cluster_close(cluster *cl);
 /* After the loop has stopped. */
 void cluster_free(cluster *cl);
+/* The store's transport (transport.h) over a cluster; its ctx is the cluster. */
+extern const store_transport cluster_transport;
 /* The slot map covers all 16384 slots and every primary in it is connected with its scripts. */
 bool cluster_ready(const cluster *cl);
 size_t cluster_pending(const cluster *cl);

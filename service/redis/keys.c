@@ -112,22 +112,25 @@ size_t keys_prog(char out[KEYS_PROG_SIZE], const char *entity_id, const char *ad
     return put(out, KEYS_PROG_SIZE, prefix, address, "");
 }
 
-size_t keys_board(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by)
+/* A leaderboard key and its ":gone" companion: one shape, two suffixes. */
+static size_t board(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by,
+                    const char *suffix)
 {
     char prefix[KEYS_ENTITY_SIZE];
     bool xp = !strcmp(by, "xp");
     if (!put(prefix, sizeof prefix, "ent:{", entity_id, xp ? "}:lb:" : "}:lb:s:"))
         return 0;
-    return put(out, KEYS_BOARD_SIZE, prefix, by, "");
+    return put(out, KEYS_BOARD_SIZE, prefix, by, suffix);
+}
+
+size_t keys_board(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by)
+{
+    return board(out, entity_id, by, "");
 }
 
 size_t keys_board_gone(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by)
 {
-    char prefix[KEYS_ENTITY_SIZE];
-    bool xp = !strcmp(by, "xp");
-    if (!put(prefix, sizeof prefix, "ent:{", entity_id, xp ? "}:lb:" : "}:lb:s:"))
-        return 0;
-    return put(out, KEYS_BOARD_SIZE, prefix, by, ":gone");
+    return board(out, entity_id, by, ":gone");
 }
 
 size_t keys_unswept(char out[KEYS_ENTITY_SIZE], const char *entity_id)

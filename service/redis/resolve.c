@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -98,4 +99,76 @@ int resolve_parse_list(const char *list, resolve_endpoint *out, int max)
         p = end ? end + 1 : p + len;
     }
     return count ? count : -1;
+}
+
+int resolve_parse_url(const char *url, resolve_url *out, char *err, size_t err_len)
+{
+    const char *p = url;
+    if (!strncmp(p, "redis://", 8))
+        p += 8;
+    else {
+        snprintf(err, err_len, "REDIS_URL must start with redis://");
+        return -1;
+    }
+    const char *at = strrchr(p, '@');
+    if (at) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        const char *pw = colon ? colon + 1 : p;
+        size_t ulen = colon ? (size_t)(colon - p) : 0;
+        size_t plen = (size_t)(at - pw);
+        if (ulen >= sizeof out->user || plen >= sizeof out->password) {
+            snprintf(err, err_len, "REDIS_URL credentials are too long");
+            return -1;
+        }
+        memcpy(out->user, p, ulen);
+        out->user[ulen] = '\0';
+        memcpy(out->password, pw, plen);
+        out->password[plen] = '\0';
+        p = at + 1;
+    }
+    const char *slash = strchr(p, '/');
+    size_t hostport = slash ? (size_t)(slash - p) : strlen(p);
+    const char *host = p, *colon;
+    size_t hlen;
+    if (*p == '[') {
+        /* An IPv6 address in brackets, as in URLs: [::1]:6379. */
+        const char *close = memchr(p, ']', hostport);
+        if (!close || (close + 1 != p + hostport && close[1] != ':')) {
+            snprintf(err, err_len, "REDIS_URL has a malformed [IPv6] host");
+            return -1;
+        }
+        host = p + 1;
+        hlen = (size_t)(close - host);
+        colon = close + 1 != p + hostport ? close + 1 : NULL;
+    } else {
+        colon = memchr(p, ':', hostport);
+        hlen = colon ? (size_t)(colon - p) : hostport;
+    }
+    if (hlen == 0 || hlen >= sizeof out->host) {
+        snprintf(err, err_len, "REDIS_URL has no valid host");
+        return -1;
+    }
+    memcpy(out->host, host, hlen);
+    out->host[hlen] = '\0';
+    out->port = 6379;
+    if (colon) {
+        char *end;
+        long port = strtol(colon + 1, &end, 10);
+        if (end != p + hostport || port < 1 || port > 65535) {
+            snprintf(err, err_len, "REDIS_URL has an invalid port");
+            return -1;
+        }
+        out->port = (int)port;
+    }
+    out->db = 0;
+    if (slash && slash[1]) {
+        char *end;
+        long db = strtol(slash + 1, &end, 10);
+        if (*end || db < 0 || db > 100000) {
+            snprintf(err, err_len, "REDIS_URL has an invalid database number");
+            return -1;
+        }
+        out->db = (int)db;
+    }
+    return 0;
 }

@@ -8,6 +8,7 @@
 
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <uv.h>
 
 /* status: 0 with `numeric` the address (valid during the call only), or a libuv error
@@ -44,5 +45,16 @@ typedef struct resolve_endpoint {
 /* Parses "host:port[,host:port...]" into out, at most max. Returns the count (at least 1), -1
  * when the list is empty or an item is malformed, -2 when it holds more than max. */
 int resolve_parse_list(const char *list, resolve_endpoint *out, int max);
+
+/* A REDIS_URL: redis://[[user]:password@]host[:port][/db], the host maybe an [IPv6] one. */
+typedef struct resolve_url {
+    char host[RESOLVE_HOST_SIZE];
+    int port; /* 6379 when not given */
+    char user[128], password[256];
+    int db;
+} resolve_url;
+
+/* Parses a REDIS_URL into out. Returns 0, or -1 with a sentence in err. */
+int resolve_parse_url(const char *url, resolve_url *out, char *err, size_t err_len);
 
 #endif

@@ -1,4 +1,5 @@
-/* store: the one pipelined Redis connection: deadlines, reconnects, Lua scripts by SHA.
+/* store: the one pipelined Redis connection: deadlines, reconnects, Lua scripts by SHA. Reads
+ * through the read cache are store_read.c's; framing, keys and backoff link.c's.
  *
  * Every command is an op: hiredis owns the op as privdata until its callback runs (with a reply,
  * or NULL when the connection goes), and always runs it exactly once. The deadline list holds
@@ -12,6 +13,8 @@
  * connection goes. Past REDIS_MAX_PENDING a new unit is refused with STORE_UNAVAILABLE before
  * anything is sent, so memory toward a slow or paused Redis stays bounded. */
 #include "redis/store.h"
+#include "redis/store_int.h"
+#include "redis/transport.h"
 
 #include <hiredis/async.h>
 #include <stdio.h>
@@ -19,11 +22,11 @@
 #include <string.h>
 
 #include "core/app.h"
-#include "core/backoff.h"
 #include "core/buf.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "redis/cluster.h"
+#include "redis/link.h"
 #include "redis/lua_scripts.h"
 #include "cache/readcache.h"
 #include "redis/reply.h"
@@ -32,14 +35,11 @@
 #include "redis/send.h"
 #include "redis/sentinel.h"
 
-enum state { ST_DOWN, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_CLOSED };
-
 typedef struct store_op {
-    struct store_op *prev, *next; /* deadline list, while unanswered */
+    link_entry le; /* in the deadline list while unanswered; first, so a cast finds the op */
     store *st;
     store_cb cb; /* NULL once answered */
     void *data;
-    uint64_t deadline_ms;
     int script; /* -1, or the script to resend with EVAL on NOSCRIPT */
     int nkeys;  /* a script's keys, argv[3..]: invalidated in the read cache on its answer */
     int cmds;   /* commands this op accounts for in the store's `pending` until its answer */
@@ -57,38 +57,12 @@ static int op_cached;
 static void op_free(store_op *op)
 {
     if (op->extra == 0 && op_cached < OP_CACHE_MAX) {
-        op->next = op_cache;
+        op->le.next = (link_entry *)op_cache; /* le is first: NULL stays NULL */
         op_cache = op;
         op_cached++;
         return;
     }
     free(op);
-}
-
-/* RESP framing done here rather than by hiredis's printf-style formatter, which cost more
- * than the rest of a read's handling. */
-static buf resp = BUF_INIT;
-
-static void frame(buf *b, int argc, const char **argv, const size_t *lens)
-{
-    buf_append(b, "*", 1);
-    buf_append_uint(b, (unsigned long long)argc);
-    buf_append(b, "\r\n", 2);
-    for (int i = 0; i < argc; i++) {
-        buf_append(b, "$", 1);
-        buf_append_uint(b, lens[i]);
-        buf_append(b, "\r\n", 2);
-        buf_append(b, argv[i], lens[i]);
-        buf_append(b, "\r\n", 2);
-    }
-}
-
-static int send_command(redisAsyncContext *ac, redisCallbackFn *fn, void *priv, int argc,
-                        const char **argv, const size_t *lens)
-{
-    buf_reset(&resp, 1 << 20);
-    frame(&resp, argc, argv, lens);
-    return redisAsyncFormattedCommand(ac, fn, priv, resp.data, resp.len);
 }
 
 /* In OPTIN tracking, the command right after this one is tracked (for MULTI: the whole
@@ -99,75 +73,14 @@ static int send_caching_yes(redisAsyncContext *ac)
     return redisAsyncFormattedCommand(ac, NULL, NULL, caching, sizeof caching - 1);
 }
 
-struct store {
-    app *app;
-    cluster *cl;   /* cluster mode: every unit goes there instead (cluster.h) */
-    sentinel *sen; /* sentinel mode: where to connect is asked before each connect */
-    uint64_t switches;
-    redisAsyncContext *ac;
-    int state;
-    char host[256];
-    int port;
-    char user[128], password[256];
-    int db;
-    store_op *head, *tail;
-    uv_timer_t tick;
-    uv_timer_t reconnect;
-    resolver resolver;    /* the host, before each connect */
-    bool resolve_failing; /* the last resolution failed: logged once until one succeeds */
-    backoff backoff;
-    uint64_t last_progress_ms;
-    size_t outstanding; /* ops handed to hiredis and not yet called back */
-    size_t pending;     /* commands handed to hiredis and not yet answered (see the top) */
-    int handshake_left;
-    char shas[LUA_SCRIPT_COUNT][41];
-    store_stats stats;
-    store_listener listener;
-    void *listener_ctx;
-    int handles_open;
-};
-
-#define TICK_MS        20
-#define BACKOFF_MIN_MS 50
-#define BACKOFF_MAX_MS 2000
-
 static void start_connect(store *st);
-
-static uint64_t now_ms(store *st)
-{
-    return uv_now(st->app->loop);
-}
-
-static void list_unlink(store *st, store_op *op)
-{
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        st->head = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-    else
-        st->tail = op->prev;
-    op->prev = op->next = NULL;
-}
-
-static void list_push(store *st, store_op *op)
-{
-    op->prev = st->tail;
-    op->next = NULL;
-    if (st->tail)
-        st->tail->next = op;
-    else
-        st->head = op;
-    st->tail = op;
-}
 
 /* Answers an op once; hiredis may still hold it. */
 static void op_answer(store_op *op, int status, redisReply *reply)
 {
     store_cb cb = op->cb;
     op->cb = NULL;
-    list_unlink(op->st, op);
+    link_list_unlink(&op->st->ops, &op->le);
     if (status == STORE_TIMEOUT)
         op->st->stats.timeouts++;
     if (reply && reply->type == REDIS_REPLY_ERROR)
@@ -178,14 +91,10 @@ static void op_answer(store_op *op, int status, redisReply *reply)
 static void on_tick(uv_timer_t *t)
 {
     store *st = t->data;
-    uint64_t now = now_ms(st);
-    while (st->head && st->head->deadline_ms <= now)
-        op_answer(st->head, STORE_TIMEOUT, NULL);
-    /* A connection that answers nothing for long is as good as dead (a silent network). */
-    uint64_t stall = (uint64_t)st->app->cfg.redis_timeout_ms * 2;
-    if (stall < 5000)
-        stall = 5000;
-    if (st->outstanding && st->ac && now - st->last_progress_ms > stall) {
+    uint64_t now = uv_now(st->app->loop);
+    for (link_entry *e; (e = link_list_expired(&st->ops, now));)
+        op_answer((store_op *)e, STORE_TIMEOUT, NULL);
+    if (st->ac && link_stalled(st->app, st->outstanding, st->last_progress_ms, now)) {
         /* Free, not disconnect: hiredis's disconnect waits for every pending reply, and a
          * silent server sends none. Freeing answers them all (NULL) and the reconnect begins. */
         log_event(LOG_WARN, "redis stalled: reconnecting", NULL);
@@ -195,11 +104,9 @@ static void on_tick(uv_timer_t *t)
         st->state = ST_DOWN;
         redisAsyncFree(ac); /* on_disconnect schedules the reconnect */
     }
-    if (!st->head && !st->outstanding)
+    if (!st->ops.head && !st->outstanding)
         uv_timer_stop(&st->tick);
 }
-
-static void reload_scripts(store *st);
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 {
@@ -211,7 +118,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
     st->pending -= (size_t)op->cmds;
     op->cmds = 0;
     if (reply)
-        st->last_progress_ms = now_ms(st);
+        st->last_progress_ms = uv_now(st->app->loop);
     if (reply && op->nkeys > 0 && readcache_enabled(st->app->reads))
         for (int i = 0; i < op->nkeys; i++)
             readcache_invalidate(st->app->reads, op->argv[3 + i], op->lens[3 + i]);
@@ -220,7 +127,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
             !strncmp(reply->str, "NOSCRIPT", 8) && ac == st->ac && st->state == ST_READY) {
             /* Redis lost its script cache (restart, flush, failover): send the source, and
              * load every script again for the transactions that run one (and cannot). */
-            reload_scripts(st);
+            link_reload_scripts(ac);
             const char **argv = (const char **)op->argv;
             argv[0] = "EVAL";
             argv[1] = lua_scripts[op->script].source;
@@ -246,7 +153,7 @@ static store_op *op_new(store *st, store_cb cb, void *data, size_t extra)
     store_op *op;
     if (extra == 0 && op_cache) {
         op = op_cache;
-        op_cache = op->next;
+        op_cache = (store_op *)op->le.next;
         op_cached--;
     } else if (!(op = malloc(sizeof *op + extra))) {
         return NULL;
@@ -257,7 +164,7 @@ static store_op *op_new(store *st, store_cb cb, void *data, size_t extra)
     op->cb = cb;
     op->data = data;
     op->script = -1;
-    op->deadline_ms = now_ms(st) + (uint64_t)st->app->cfg.redis_timeout_ms;
+    op->le.deadline_ms = uv_now(st->app->loop) + (uint64_t)st->app->cfg.redis_timeout_ms;
     return op;
 }
 
@@ -266,7 +173,7 @@ static store_op *op_new(store *st, store_cb cb, void *data, size_t extra)
 static bool submit(store *st, store_op *op, int cmds, int argc, const char **argv,
                    const size_t *lens)
 {
-    if (send_command(st->ac, on_reply, op, argc, argv, lens) != REDIS_OK) {
+    if (link_send(st->ac, on_reply, op, argc, argv, lens) != REDIS_OK) {
         store_cb cb = op->cb;
         void *data = op->data;
         op_free(op);
@@ -275,12 +182,12 @@ static bool submit(store *st, store_op *op, int cmds, int argc, const char **arg
     }
     st->stats.commands++;
     if (st->outstanding++ == 0)
-        st->last_progress_ms = now_ms(st);
+        st->last_progress_ms = uv_now(st->app->loop);
     op->cmds = cmds;
     st->pending += (size_t)cmds;
-    list_push(st, op);
+    link_list_push(&st->ops, &op->le);
     if (!uv_is_active((uv_handle_t *)&st->tick))
-        uv_timer_start(&st->tick, on_tick, TICK_MS, TICK_MS);
+        uv_timer_start(&st->tick, on_tick, LINK_TICK_MS, LINK_TICK_MS);
     return false;
 }
 
@@ -293,14 +200,10 @@ static bool shed(store *st, int flags, size_t n)
     return true;
 }
 
-/* store_command with SEND_* flags; returns true when cb has already run. */
-static bool command(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
-                    const size_t *lens)
+/* The single connection's unit of one command. */
+static bool single_command(store *st, int flags, store_cb cb, void *data, int argc,
+                           const char **argv, const size_t *lens)
 {
-    if (st->cl) {
-        store_cmd one = {argc, argv, lens};
-        return cluster_send(st->cl, flags, cb, data, CLUSTER_COMMAND, -1, 0, 1, &one);
-    }
     bool track = flags & SEND_TRACK;
     if (st->state != ST_READY || shed(st, flags, track ? 2 : 1)) {
         cb(data, STORE_UNAVAILABLE, NULL);
@@ -319,57 +222,22 @@ static bool command(store *st, int flags, store_cb cb, void *data, int argc, con
     return submit(st, op, cmds, argc, argv, lens);
 }
 
-void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
-                   const size_t *lens)
-{
-    command(st, 0, cb, data, argc, argv, lens);
-}
-
-void store_control(store *st, store_cb cb, void *data, int argc, const char **argv,
-                   const size_t *lens)
-{
-    command(st, SEND_CONTROL, cb, data, argc, argv, lens);
-}
-
-const char *store_script_sha(const store *st, int script)
-{
-    return st->shas[script];
-}
-
-/* Loads every script again, answers unheard: after a NOSCRIPT seen where EVALSHA cannot be
- * retried with the source (inside a transaction). */
-static void reload_scripts(store *st)
-{
-    for (int i = 0; i < LUA_SCRIPT_COUNT; i++) {
-        const char *argv[] = {"SCRIPT", "LOAD", lua_scripts[i].source};
-        size_t lens[] = {6, 4, strlen(lua_scripts[i].source)};
-        send_command(st->ac, NULL, NULL, 3, argv, lens);
-    }
-}
-
 static void on_exec_reply(void *data, int status, redisReply *reply)
 {
     store_op *inner = data; /* carries the caller's callback */
     store *st = inner->st;
-    if (status == STORE_OK && reply->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i < reply->elements; i++)
-            if (reply->element[i]->type == REDIS_REPLY_ERROR &&
-                !strncmp(reply->element[i]->str, "NOSCRIPT", 8) && st->ac) {
-                reload_scripts(st);
-                break;
-            }
-    }
+    if (status == STORE_OK && st->ac && link_exec_lost_script(reply))
+        link_reload_scripts(st->ac);
     store_cb cb = inner->cb;
     void *cb_data = inner->data;
     op_free(inner);
     cb(cb_data, status, reply);
 }
 
-/* store_exec with SEND_* flags; returns true when cb has already run. */
-static bool exec(store *st, int flags, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
+/* The single connection's transaction. */
+static bool single_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
+                        const store_cmd *cmds)
 {
-    if (st->cl)
-        return cluster_send(st->cl, flags, cb, data, CLUSTER_EXEC, -1, 0, ncmds, cmds);
     bool track = flags & SEND_TRACK;
     /* MULTI, the commands, EXEC, and CLIENT CACHING when tracked. */
     int total = ncmds + 2 + (track ? 1 : 0);
@@ -392,9 +260,9 @@ static bool exec(store *st, int flags, store_cb cb, void *data, int ncmds, const
     static const size_t multi_len[] = {5};
     int rc = track ? send_caching_yes(st->ac) : REDIS_OK;
     if (rc == REDIS_OK)
-        rc = send_command(st->ac, NULL, NULL, 1, multi, multi_len);
+        rc = link_send(st->ac, NULL, NULL, 1, multi, multi_len);
     for (int i = 0; rc == REDIS_OK && i < ncmds; i++)
-        rc = send_command(st->ac, NULL, NULL, cmds[i].argc, cmds[i].argv, cmds[i].lens);
+        rc = link_send(st->ac, NULL, NULL, cmds[i].argc, cmds[i].argv, cmds[i].lens);
     if (rc != REDIS_OK) {
         op_free(op);
         op_free(inner);
@@ -407,128 +275,14 @@ static bool exec(store *st, int flags, store_cb cb, void *data, int ncmds, const
     return submit(st, op, total, 1, exec_cmd, exec_len);
 }
 
-void store_exec(store *st, store_cb cb, void *data, int ncmds, const store_cmd *cmds)
+bool store_link_ready(const store *st)
 {
-    exec(st, 0, cb, data, ncmds, cmds);
+    return st->state == ST_READY;
 }
 
-/* --- reads through the read cache --- */
-
-/* A read sent tracked: its answer goes to the cache, then to the caller. One allocation: this,
- * then the read's bytes (the cache's key). */
-typedef struct read_op {
-    store *st;
-    store_cb cb;
-    void *data;
-    readcache_ticket ticket;
-    size_t len;
-    char read[];
-} read_op;
-
-static void on_read_reply(void *data, int status, redisReply *reply)
+struct app *store_app(const store *st)
 {
-    read_op *ro = data;
-    if (status == STORE_OK)
-        readcache_put(ro->st->app->reads, &ro->ticket, ro->read, ro->len, reply);
-    store_cb cb = ro->cb;
-    void *cb_data = ro->data;
-    free(ro);
-    cb(cb_data, status, reply);
-}
-
-/* The read's bytes, as the cache knows it: the commands framed, a transaction marked. */
-static buf read_key = BUF_INIT;
-
-/* The keys a read command reads, into its ticket: argv[1], or a read script's declared KEYS
- * (EVALSHA sha numkeys key...). Redis tracks exactly a script's declared keys, so a read script
- * must declare every key it reads. */
-static void ticket_keys(const readcache *rc, readcache_ticket *t, const store_cmd *c)
-{
-    if (c->argc >= 3 && c->lens[0] == 7 && !memcmp(c->argv[0], "EVALSHA", 7)) {
-        int nkeys = 0;
-        for (size_t i = 0; i < c->lens[2] && i < 3; i++)
-            nkeys = nkeys * 10 + (c->argv[2][i] - '0');
-        for (int k = 0; k < nkeys && 3 + k < c->argc; k++)
-            readcache_ticket_key(rc, t, c->argv[3 + k], c->lens[3 + k]);
-        return;
-    }
-    if (c->argc >= 2)
-        readcache_ticket_key(rc, t, c->argv[1], c->lens[1]);
-}
-
-/* The read itself, to Redis: one command or a transaction, with SEND_* flags. */
-static bool send_read(store *st, int send, store_cb cb, void *data, int ncmds,
-                      const store_cmd *cmds, bool transaction)
-{
-    return transaction ? exec(st, send, cb, data, ncmds, cmds)
-                       : command(st, send, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
-}
-
-static bool read_through(store *st, int flags, const char *key, size_t key_len, store_cb cb,
-                         void *data, int ncmds, const store_cmd *cmds, bool transaction)
-{
-    readcache *rc = st->app->reads;
-    /* A NO_HIT read follows a command of the same request already sent (its revocation
-     * check), which must be answered first: shedding the read alone would answer the
-     * request while that command is still out. That command kept room for it (RESERVE). */
-    int send = (flags & STORE_READ_NO_HIT) ? SEND_ANY_CAP : 0;
-    if (flags & STORE_READ_RESERVE)
-        send |= SEND_RESERVE;
-    if (!readcache_enabled(rc) || st->state != ST_READY)
-        return send_read(st, send, cb, data, ncmds, cmds, transaction);
-    if (!key) {
-        buf_reset(&read_key, 1 << 20);
-        if (transaction)
-            buf_append_str(&read_key, "MULTI\r\n");
-        for (int i = 0; i < ncmds; i++)
-            frame(&read_key, cmds[i].argc, cmds[i].argv, cmds[i].lens);
-        key = read_key.data;
-        key_len = read_key.len;
-    }
-    if (!(flags & STORE_READ_NO_HIT)) {
-        const redisReply *hit = readcache_get(rc, key, key_len);
-        if (hit) {
-            /* Handed out read-only: store callbacks only read replies. */
-            cb(data, STORE_OK, (redisReply *)hit);
-            return true;
-        }
-    }
-    read_op *ro = malloc(sizeof *ro + key_len);
-    if (!ro) {
-        /* Sent untracked, its keys' changes would go unheard: nothing read before may be
-         * trusted past it (a find page marks its keys as it reads, cache/findcache.h). */
-        readcache_flush(rc);
-        return send_read(st, send, cb, data, ncmds, cmds, transaction);
-    }
-    ro->st = st;
-    ro->cb = cb;
-    ro->data = data;
-    ro->len = key_len;
-    memcpy(ro->read, key, key_len);
-    readcache_ticket_begin(rc, &ro->ticket);
-    for (int i = 0; i < ncmds; i++)
-        ticket_keys(rc, &ro->ticket, &cmds[i]);
-    /* The caller learns only whether its callback ran; on_read_reply runs exactly once. */
-    return send_read(st, send | SEND_TRACK, on_read_reply, ro, ncmds, cmds, transaction);
-}
-
-bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,
-                const size_t *lens)
-{
-    store_cmd one = {argc, argv, lens};
-    return read_through(st, flags, NULL, 0, cb, data, 1, &one, false);
-}
-
-bool store_read_exec(store *st, int flags, store_cb cb, void *data, int ncmds,
-                     const store_cmd *cmds)
-{
-    return read_through(st, flags, NULL, 0, cb, data, ncmds, cmds, true);
-}
-
-bool store_read_exec_as(store *st, int flags, const char *key, size_t key_len, store_cb cb,
-                        void *data, int ncmds, const store_cmd *cmds)
-{
-    return read_through(st, flags, key, key_len, cb, data, ncmds, cmds, true);
+    return st->app;
 }
 
 const redisReply *store_read_peek(store *st, int argc, const char **argv, const size_t *lens)
@@ -566,21 +320,17 @@ void store_read_keep(store *st, const readcache_ticket *t, int argc, const char 
 
 store_endpoint store_get_endpoint(const store *st)
 {
-    return (store_endpoint){st->host, st->user, st->password, st->port};
+    return (store_endpoint){st->at.host, st->at.user, st->at.password, st->at.port};
 }
 
-static void send_script(store *st, int send, int script, store_cb cb, void *data, int nkeys,
-                        int argc, const char **argv, const size_t *lens, bool writes)
+/* The single connection's script: EVALSHA, resent with the source on NOSCRIPT. */
+static bool single_script(store *st, int send, int script, store_cb cb, void *data, int nkeys,
+                          int argc, const char **argv, const size_t *lens)
 {
-    if (st->cl) {
-        store_cmd one = {argc, argv, lens};
-        cluster_send(st->cl, send | (writes ? SEND_WRITES : 0), cb, data, CLUSTER_SCRIPT, script,
-                     nkeys, 1, &one);
-        return;
-    }
+    bool writes = send & SEND_WRITES;
     if (st->state != ST_READY || shed(st, send, 1)) {
         cb(data, STORE_UNAVAILABLE, NULL);
-        return;
+        return true;
     }
     /* One allocation: the op, then argv pointers, lengths and the bytes, kept for a resend. */
     int total = argc + 3;
@@ -591,7 +341,7 @@ static void send_script(store *st, int send, int script, store_cb cb, void *data
     store_op *op = op_new(st, cb, data, extra);
     if (!op) {
         cb(data, STORE_UNAVAILABLE, NULL);
-        return;
+        return true;
     }
     op->argv = (char **)(op + 1);
     op->lens = (size_t *)(op->argv + total);
@@ -613,51 +363,58 @@ static void send_script(store *st, int send, int script, store_cb cb, void *data
     op->argc = total;
     op->script = script;
     op->nkeys = !writes ? 0 : nkeys < argc ? nkeys : argc;
-    submit(st, op, 1, total, (const char **)op->argv, op->lens);
+    return submit(st, op, 1, total, (const char **)op->argv, op->lens);
 }
 
-void store_script(store *st, int script, store_cb cb, void *data, int nkeys, int argc,
-                  const char **argv, const size_t *lens)
+/* --- the single connection as a transport (transport.h); its ctx is the store --- */
+
+static bool single_send(void *ctx, int flags, store_cb cb, void *data, int kind, int script,
+                        int nkeys, int ncmds, const store_cmd *cmds)
 {
-    send_script(st, 0, script, cb, data, nkeys, argc, argv, lens, true);
+    store *st = ctx;
+    if (kind == TRANSPORT_EXEC)
+        return single_exec(st, flags, cb, data, ncmds, cmds);
+    if (kind == TRANSPORT_SCRIPT)
+        return single_script(st, flags, script, cb, data, nkeys, cmds[0].argc, cmds[0].argv,
+                             cmds[0].lens);
+    return single_command(st, flags, cb, data, cmds[0].argc, cmds[0].argv, cmds[0].lens);
 }
 
-void store_script_read(store *st, int flags, int script, store_cb cb, void *data, int nkeys,
-                       int argc, const char **argv, const size_t *lens)
+static bool single_ready(const void *ctx)
 {
-    int send = (flags & STORE_READ_NO_HIT) ? SEND_ANY_CAP : 0;
-    send_script(st, send, script, cb, data, nkeys, argc, argv, lens, false);
+    const store *st = ctx;
+    return st->state == ST_READY;
 }
 
-bool store_ready(const store *st)
+static bool single_connected(const void *ctx)
 {
-    return st->cl ? cluster_ready(st->cl) : st->state == ST_READY;
+    const store *st = ctx;
+    return st->state == ST_HANDSHAKE || st->state == ST_READY;
 }
 
-bool store_connected(const store *st)
+static size_t single_pending(const void *ctx)
 {
-    return st->cl ? cluster_ready(st->cl) : st->state == ST_HANDSHAKE || st->state == ST_READY;
+    const store *st = ctx;
+    return st->pending;
 }
 
-bool store_cluster_mode(const store *st)
+static const store_stats *single_stats(const void *ctx)
 {
-    return st->cl != NULL;
+    const store *st = ctx;
+    return &st->stats;
 }
 
-cluster *store_cluster(const store *st)
+static void single_close(void *ctx);
+
+static void single_free(void *ctx)
 {
-    return st->cl;
+    store *st = ctx;
+    sentinel_free(st->sen);
 }
 
-const store_stats *store_get_stats(const store *st)
-{
-    return st->cl ? cluster_stats(st->cl) : &st->stats;
-}
-
-size_t store_pending(const store *st)
-{
-    return st->cl ? cluster_pending(st->cl) : st->pending;
-}
+const store_transport store_single_transport = {single_send,    single_ready, single_connected,
+                                                single_pending, single_stats, single_close,
+                                                single_free};
 
 /* --- connection life --- */
 
@@ -671,7 +428,7 @@ static void schedule_reconnect(store *st)
     if (st->state == ST_CLOSED)
         return;
     st->state = ST_DOWN;
-    uv_timer_start(&st->reconnect, on_reconnect_timer, backoff_next(&st->backoff), 0);
+    link_retry_schedule(&st->retry, on_reconnect_timer);
 }
 
 static void on_handshake_reply(void *data, int status, redisReply *reply)
@@ -693,7 +450,7 @@ static void on_handshake_reply(void *data, int status, redisReply *reply)
     }
     if (--st->handshake_left == 0) {
         st->state = ST_READY;
-        backoff_reset(&st->backoff);
+        link_retry_reset(&st->retry);
         log_event(LOG_INFO, "redis ready", NULL);
         if (st->listener)
             st->listener(st->listener_ctx, true);
@@ -726,16 +483,8 @@ static void handshake(store *st)
     const char *argv[3];
     size_t lens[3];
     store_op *op;
-    if (st->password[0]) {
-        int argc = 0;
-        argv[argc] = "AUTH";
-        lens[argc++] = 4;
-        if (st->user[0]) {
-            argv[argc] = st->user;
-            lens[argc++] = strlen(st->user);
-        }
-        argv[argc] = st->password;
-        lens[argc++] = strlen(st->password);
+    int argc = link_auth_argv(st->at.user, st->at.password, argv, lens);
+    if (argc) {
         if ((op = op_new(st, on_handshake_reply, st, 0))) {
             st->handshake_left++;
             submit(st, op, 1, argc, argv, lens);
@@ -748,7 +497,7 @@ static void handshake(store *st)
         submit(st, op, 1, 1, argv, lens);
     }
     char dbs[16];
-    snprintf(dbs, sizeof dbs, "%d", st->db);
+    snprintf(dbs, sizeof dbs, "%d", st->at.db);
     argv[0] = "SELECT";
     lens[0] = 6;
     argv[1] = dbs;
@@ -815,7 +564,7 @@ static void on_resolved(void *data, int status, const char *numeric)
             buf *l =
                 log_begin(st->resolve_failing ? LOG_DEBUG : LOG_WARN, "redis host not resolved");
             if (l) {
-                log_str(l, "host", st->host);
+                log_str(l, "host", st->at.host);
                 log_str(l, "detail", uv_strerror(status));
                 log_end(l);
             }
@@ -825,7 +574,7 @@ static void on_resolved(void *data, int status, const char *numeric)
         return;
     }
     st->resolve_failing = false;
-    st->ac = redis_uv_connect(st->app->loop, numeric, st->port, st, &redis_reply_functions,
+    st->ac = redis_uv_connect(st->app->loop, numeric, st->at.port, st, &redis_reply_functions,
                               on_connect, on_disconnect);
     if (!st->ac)
         schedule_reconnect(st);
@@ -844,17 +593,17 @@ static void on_primary_found(void *ctx, int status, const char *host, int port)
         schedule_reconnect(st);
         return;
     }
-    if (strcmp(host, st->host) || port != st->port) {
+    if (strcmp(host, st->at.host) || port != st->at.port) {
         buf *l = log_begin(LOG_INFO, "redis primary");
         if (l) {
             log_str(l, "host", host);
             log_int(l, "port", port);
             log_end(l);
         }
-        snprintf(st->host, sizeof st->host, "%s", host);
-        st->port = port;
+        snprintf(st->at.host, sizeof st->at.host, "%s", host);
+        st->at.port = port;
     }
-    resolve_start(&st->resolver, st->app->loop, st->host, on_resolved, st);
+    resolve_start(&st->resolver, st->app->loop, st->at.host, on_resolved, st);
 }
 
 /* A sentinel announced a new primary: the connection to the old one goes (its pending
@@ -883,113 +632,13 @@ static void start_connect(store *st)
         return;
     }
     /* Resolved again before every attempt: the host may have moved (a failover by DNS). */
-    resolve_start(&st->resolver, st->app->loop, st->host, on_resolved, st);
+    resolve_start(&st->resolver, st->app->loop, st->at.host, on_resolved, st);
 }
 
-static int parse_url(store *st, const char *url, char *err, size_t err_len)
-{
-    const char *p = url;
-    if (!strncmp(p, "redis://", 8))
-        p += 8;
-    else {
-        snprintf(err, err_len, "REDIS_URL must start with redis://");
-        return -1;
-    }
-    const char *at = strrchr(p, '@');
-    if (at) {
-        const char *colon = memchr(p, ':', (size_t)(at - p));
-        const char *pw = colon ? colon + 1 : p;
-        size_t ulen = colon ? (size_t)(colon - p) : 0;
-        size_t plen = (size_t)(at - pw);
-        if (ulen >= sizeof st->user || plen >= sizeof st->password) {
-            snprintf(err, err_len, "REDIS_URL credentials are too long");
-            return -1;
-        }
-        memcpy(st->user, p, ulen);
-        st->user[ulen] = '\0';
-        memcpy(st->password, pw, plen);
-        st->password[plen] = '\0';
-        p = at + 1;
-    }
-    const char *slash = strchr(p, '/');
-    size_t hostport = slash ? (size_t)(slash - p) : strlen(p);
-    const char *host = p, *colon;
-    size_t hlen;
-    if (*p == '[') {
-        /* An IPv6 address in brackets, as in URLs: [::1]:6379. */
-        const char *close = memchr(p, ']', hostport);
-        if (!close || (close + 1 != p + hostport && close[1] != ':')) {
-            snprintf(err, err_len, "REDIS_URL has a malformed [IPv6] host");
-            return -1;
-        }
-        host = p + 1;
-        hlen = (size_t)(close - host);
-        colon = close + 1 != p + hostport ? close + 1 : NULL;
-    } else {
-        colon = memchr(p, ':', hostport);
-        hlen = colon ? (size_t)(colon - p) : hostport;
-    }
-    if (hlen == 0 || hlen >= sizeof st->host) {
-        snprintf(err, err_len, "REDIS_URL has no valid host");
-        return -1;
-    }
-    memcpy(st->host, host, hlen);
-    st->host[hlen] = '\0';
-    st->port = 6379;
-    if (colon) {
-        char *end;
-        long port = strtol(colon + 1, &end, 10);
-        if (end != p + hostport || port < 1 || port > 65535) {
-            snprintf(err, err_len, "REDIS_URL has an invalid port");
-            return -1;
-        }
-        st->port = (int)port;
-    }
-    st->db = 0;
-    if (slash && slash[1]) {
-        char *end;
-        long db = strtol(slash + 1, &end, 10);
-        if (*end || db < 0 || db > 100000) {
-            snprintf(err, err_len, "REDIS_URL has an invalid database number");
-            return -1;
-        }
-        st->db = (int)db;
-    }
-    return 0;
-}
-
-/* The metrics source (core/metrics.h) of the Redis connection. */
 void store_set_listener(store *st, store_listener fn, void *ctx)
 {
     st->listener = fn;
     st->listener_ctx = ctx;
-}
-
-static void store_render_metrics(buf *out, void *ctx)
-{
-    const store *st = ctx;
-    metrics_gauge(out, "entityd_redis_connected",
-                  "1 when Redis is connected and the scripts are loaded.", store_ready(st) ? 1 : 0);
-    const store_stats *s = store_get_stats(st);
-    metrics_counter(out, "entityd_redis_commands_total", "Commands sent to Redis.", s->commands);
-    metrics_counter(out, "entityd_redis_errors_total", "Error replies from Redis.", s->errors);
-    metrics_counter(out, "entityd_redis_timeouts_total", "Commands past REDIS_TIMEOUT_MS.",
-                    s->timeouts);
-    metrics_counter(out, "entityd_redis_connects_total", "Connection attempts to Redis.",
-                    s->reconnects);
-    metrics_counter(out, "entityd_redis_disconnects_total", "Redis connections lost.",
-                    s->disconnects);
-    metrics_gauge(out, "entityd_redis_pending_commands",
-                  "Commands sent to Redis and not yet answered (capped by REDIS_MAX_PENDING).",
-                  (double)store_pending(st));
-    if (st->sen)
-        metrics_counter(out, "entityd_redis_primary_switches_total",
-                        "Sentinel mode: +switch-master announcements for the primary.",
-                        st->switches);
-    metrics_counter(
-        out, "entityd_redis_shed_total",
-        "Commands or transactions refused at once (503) for REDIS_MAX_PENDING; nothing sent.",
-        s->shed);
 }
 
 int store_new(store **out, app *a, char *err, size_t err_len)
@@ -1000,12 +649,16 @@ int store_new(store **out, app *a, char *err, size_t err_len)
         return -1;
     }
     st->app = a;
+    st->tp = &store_single_transport;
+    st->tp_ctx = st;
     if (a->cfg.redis_cluster_nodes && a->cfg.redis_cluster_nodes[0]) {
         /* Cluster mode: REDIS_URL is not used; the cluster owns every connection. */
         if (cluster_new(&st->cl, a, err, err_len) != 0) {
             free(st);
             return -1;
         }
+        st->tp = &cluster_transport;
+        st->tp_ctx = st->cl;
         for (int i = 0; i < LUA_SCRIPT_COUNT; i++)
             memcpy(st->shas[i], lua_scripts[i].sha1, 41);
         st->state = ST_READY; /* the store's own connection is unused: readiness is the cluster's */
@@ -1020,18 +673,17 @@ int store_new(store **out, app *a, char *err, size_t err_len)
             free(st);
             return -1;
         }
-        snprintf(st->user, sizeof st->user, "%s", a->cfg.redis_username);
-        snprintf(st->password, sizeof st->password, "%s", a->cfg.redis_password);
-    } else if (parse_url(st, a->cfg.redis_url, err, err_len) != 0) {
+        snprintf(st->at.user, sizeof st->at.user, "%s", a->cfg.redis_username);
+        snprintf(st->at.password, sizeof st->at.password, "%s", a->cfg.redis_password);
+    } else if (resolve_parse_url(a->cfg.redis_url, &st->at, err, err_len) != 0) {
         free(st);
         return -1;
     }
     for (int i = 0; i < LUA_SCRIPT_COUNT; i++)
         memcpy(st->shas[i], lua_scripts[i].sha1, 41);
     uv_timer_init(a->loop, &st->tick);
-    uv_timer_init(a->loop, &st->reconnect);
-    st->tick.data = st->reconnect.data = st;
-    backoff_init(&st->backoff, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
+    st->tick.data = st;
+    link_retry_init(&st->retry, a->loop, st);
     st->state = ST_DOWN;
     start_connect(st);
     metrics_register(store_render_metrics, st);
@@ -1050,10 +702,12 @@ void store_close(store *st)
     if (st->state == ST_CLOSED)
         return;
     st->state = ST_CLOSED;
-    if (st->cl) {
-        cluster_close(st->cl);
-        return;
-    }
+    st->tp->close(st->tp_ctx);
+}
+
+static void single_close(void *ctx)
+{
+    store *st = ctx;
     /* A resolution under way still calls back (on_resolved sees ST_CLOSED); the loop runs
      * until it has, before store_free. */
     resolve_cancel(&st->resolver);
@@ -1064,18 +718,17 @@ void store_close(store *st)
         /* Runs every pending callback with NULL, then on_disconnect. */
         redisAsyncFree(ac);
     }
-    while (st->head)
-        op_answer(st->head, STORE_UNAVAILABLE, NULL);
+    while (st->ops.head)
+        op_answer((store_op *)st->ops.head, STORE_UNAVAILABLE, NULL);
     st->handles_open = 2;
     uv_close((uv_handle_t *)&st->tick, on_timer_closed);
-    uv_close((uv_handle_t *)&st->reconnect, on_timer_closed);
+    uv_close((uv_handle_t *)&st->retry.timer, on_timer_closed);
 }
 
 void store_free(store *st)
 {
     if (st) {
-        cluster_free(st->cl);
-        sentinel_free(st->sen);
+        st->tp->free(st->tp_ctx);
         free(st);
     }
     redis_reply_release_cache();
