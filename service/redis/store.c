@@ -285,39 +285,6 @@ struct app *store_app(const store *st)
     return st->app;
 }
 
-const redisReply *store_read_peek(store *st, int argc, const char **argv, const size_t *lens)
-{
-    readcache *rc = st->app->reads;
-    if (!rc || !readcache_enabled(rc) || st->state != ST_READY)
-        return NULL;
-    buf_reset(&read_key, 1 << 20);
-    frame(&read_key, argc, argv, lens);
-    return readcache_get(rc, read_key.data, read_key.len);
-}
-
-void store_read_ticket(store *st, readcache_ticket *t, int argc, const char **argv,
-                       const size_t *lens)
-{
-    readcache *rc = st->app->reads;
-    t->nkeys = -1; /* void unless the cache is on */
-    if (!rc || !readcache_enabled(rc))
-        return;
-    readcache_ticket_begin(rc, t);
-    store_cmd one = {argc, argv, lens};
-    ticket_keys(rc, t, &one);
-}
-
-void store_read_keep(store *st, const readcache_ticket *t, int argc, const char **argv,
-                     const size_t *lens, const redisReply *reply)
-{
-    readcache *rc = st->app->reads;
-    if (!rc || t->nkeys < 0)
-        return;
-    buf_reset(&read_key, 1 << 20);
-    frame(&read_key, argc, argv, lens);
-    readcache_put(rc, t, read_key.data, read_key.len, reply);
-}
-
 store_endpoint store_get_endpoint(const store *st)
 {
     return (store_endpoint){st->at.host, st->at.user, st->at.password, st->at.port};

@@ -1,5 +1,8 @@
 /* store_read: reads through the read cache (store_read, store_read_exec, store_read_exec_as).
  *
+ * store_read_peek, store_read_ticket and store_read_keep let a gated read keep its plain
+ * part for every caller (resources/skills.c).
+ *
  * A read the cache holds is answered from memory; any other goes to Redis tracked (CLIENT
  * CACHING yes in front), and its answer is kept under a ticket naming the keys it read, so that
  * an invalidation arriving while it is in flight voids it (cache/readcache.h). */
@@ -121,4 +124,37 @@ bool store_read_exec_as(store *st, int flags, const char *key, size_t key_len, s
                         void *data, int ncmds, const store_cmd *cmds)
 {
     return read_through(st, flags, key, key_len, cb, data, ncmds, cmds, true);
+}
+
+const redisReply *store_read_peek(store *st, int argc, const char **argv, const size_t *lens)
+{
+    readcache *rc = store_app(st)->reads;
+    if (!readcache_enabled(rc) || !store_link_ready(st))
+        return NULL;
+    buf_reset(&read_key, 1 << 20);
+    link_frame(&read_key, argc, argv, lens);
+    return readcache_get(rc, read_key.data, read_key.len);
+}
+
+void store_read_ticket(store *st, readcache_ticket *t, int argc, const char **argv,
+                       const size_t *lens)
+{
+    readcache *rc = store_app(st)->reads;
+    t->nkeys = -1; /* void unless the cache is on */
+    if (!readcache_enabled(rc))
+        return;
+    readcache_ticket_begin(rc, t);
+    store_cmd one = {argc, argv, lens};
+    ticket_keys(rc, t, &one);
+}
+
+void store_read_keep(store *st, const readcache_ticket *t, int argc, const char **argv,
+                     const size_t *lens, const redisReply *reply)
+{
+    readcache *rc = store_app(st)->reads;
+    if (!rc || t->nkeys < 0)
+        return;
+    buf_reset(&read_key, 1 << 20);
+    link_frame(&read_key, argc, argv, lens);
+    readcache_put(rc, t, read_key.data, read_key.len, reply);
 }
