@@ -42,6 +42,9 @@ http {{
         server 127.0.0.1:{a} max_fails=0;
         server 127.0.0.1:{b} max_fails=0;
         keepalive 16;
+        # Shorter than SHUTDOWN_IDLE_GRACE_MS (1 s): nginx closes an idle connection before the
+        # instance would reset it, so no reset can cross a request (docs/OPERATIONS.md).
+        keepalive_timeout 500ms;
     }}
     server {{
         listen 127.0.0.1:{port};
