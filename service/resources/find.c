@@ -37,26 +37,7 @@ static void find_release(void *data)
 }
 
 static void send_round(find_req *f);
-
-void find_mark_key(find_req *f, const char *key, size_t len)
-{
-    if (!f->keep)
-        return;
-    if (f->nmarks == f->cap_marks) {
-        size_t cap = f->cap_marks ? 2 * f->cap_marks : 128;
-        readcache_mark *m =
-            cap <= FINDCACHE_MAX_MARKS ? arena_alloc(&f->req->pool, cap * sizeof *m) : NULL;
-        if (!m) {
-            f->keep = false;
-            return;
-        }
-        if (f->nmarks)
-            memcpy(m, f->marks, f->nmarks * sizeof *m);
-        f->marks = m;
-        f->cap_marks = cap;
-    }
-    f->marks[f->nmarks++] = findcache_mark(f->req->app->finds, key, len);
-}
+static void process_round(find_req *f);
 
 /* ---- the index reads ---- */
 
@@ -139,10 +120,10 @@ static void on_range(void *data, int status, redisReply *r)
     }
     if (!f->nitems) {
         f->full = f->full && r->elements > 0;
-        find_process_round(f);
+        process_round(f);
         return;
     }
-    find_send_checks(f);
+    find_send_checks(f, process_round);
 }
 
 static void on_range_req(void *data, int status, redisReply *r)
@@ -260,7 +241,7 @@ static void finish(find_req *f, const char *next, size_t next_len)
     request_reply_parts(f->req, 200, &part, 1);
 }
 
-void find_process_round(find_req *f)
+static void process_round(find_req *f)
 {
     if (f->failed) { /* a check went unanswered: its entity is unknown, so is the page */
         request_fail(f->req, 503, "unavailable", "The data store is unreachable.", NULL);

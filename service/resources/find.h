@@ -50,8 +50,9 @@ typedef struct find_req {
     int rounds;
     find_item *items;
     size_t nitems, pending;
-    bool failed; /* a check went unanswered: the page cannot be told */
-    bool full;   /* the round's read returned all it asked for: more may follow */
+    void (*checked)(struct find_req *f); /* find_send_checks' caller, once all are answered */
+    bool failed;                         /* a check went unanswered: the page cannot be told */
+    bool full; /* the round's read returned all it asked for: more may follow */
     buf out;
     buf rows; /* the summaries the checks rendered, each item's at its offset */
     /* the page cache: the page's key, and the marks of every key read while keep holds */
@@ -63,13 +64,14 @@ typedef struct find_req {
     size_t page_key_len;
 } find_req;
 
+/* find_check.c, below find.c: it calls nothing of find.c's, and hands a checked round back
+ * through the function find.c gives it. */
+
 /* Marks a key about to be read, for the page cache; past FINDCACHE_MAX_MARKS the page is not
  * kept. */
 void find_mark_key(find_req *f, const char *key, size_t len);
-/* Checks every item of the round against its entity (find_check.c), then runs
- * find_process_round once every check is answered. */
-void find_send_checks(find_req *f);
-/* A round whose items are checked: the page answered, or the next round sent (find.c). */
-void find_process_round(find_req *f);
+/* Checks every item of the round against its entity, then calls checked(f) once every check
+ * is answered (find.c: the page answered, or the next round sent). */
+void find_send_checks(find_req *f, void (*checked)(find_req *f));
 
 #endif

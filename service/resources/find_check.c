@@ -6,6 +6,7 @@
 #include "resources/find.h"
 #include "cache/readcache.h"
 #include "core/app.h"
+#include "core/arena.h"
 #include "redis/keys.h"
 #include "redis/store.h"
 
@@ -53,6 +54,26 @@ static void check_fields(find_req *f, find_item *it, const redisReply *h)
     it->summary_len = b->len - it->summary_at;
 }
 
+void find_mark_key(find_req *f, const char *key, size_t len)
+{
+    if (!f->keep)
+        return;
+    if (f->nmarks == f->cap_marks) {
+        size_t cap = f->cap_marks ? 2 * f->cap_marks : 128;
+        readcache_mark *m =
+            cap <= FINDCACHE_MAX_MARKS ? arena_alloc(&f->req->pool, cap * sizeof *m) : NULL;
+        if (!m) {
+            f->keep = false;
+            return;
+        }
+        if (f->nmarks)
+            memcpy(m, f->marks, f->nmarks * sizeof *m);
+        f->marks = m;
+        f->cap_marks = cap;
+    }
+    f->marks[f->nmarks++] = findcache_mark(f->req->app->finds, key, len);
+}
+
 typedef struct check_ctx {
     find_req *f;
     find_item *it;
@@ -61,7 +82,7 @@ typedef struct check_ctx {
 static void check_done(find_req *f)
 {
     if (--f->pending == 0)
-        find_process_round(f);
+        f->checked(f);
 }
 
 /* Applies one entity's replies: el[0] the HMGET, then its role lookups (a wallet's list) or
@@ -252,8 +273,9 @@ static void check_cmds(find_req *f, const find_item *it, check_args *a, store_cm
 /* Checks every item of the round, all at once: one transaction per entity in cluster mode
  * (each in its slot: one round trip per slot), else one per few entities, kept in the read
  * cache under the kind, the wallet and the ids it reads. */
-void find_send_checks(find_req *f)
+void find_send_checks(find_req *f, void (*checked)(find_req *f))
 {
+    f->checked = checked;
     f->pending = 1;
     f->failed = false;
     size_t w = check_width(f);
