@@ -1,7 +1,7 @@
 /* link: what every Redis connection of the store shares, written once: RESP framing, the Lua
  * scripts loaded by SCRIPT LOAD, the keys a command names, the deadline list of unanswered
  * units, the reconnect backoff and the bound on a silent connection. Used by the single
- * connection (store.c, also in Sentinel mode) and by each node of a cluster (cluster.c), so
+ * connection (single.c, also in Sentinel mode) and by each node of a cluster (cluster.c), so
  * that neither frames, times or retries in its own way. Internal to redis/. */
 #ifndef ENTITYD_LINK_H
 #define ENTITYD_LINK_H

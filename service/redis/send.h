@@ -1,5 +1,5 @@
 /* send: how a unit of commands is sent, and when REDIS_MAX_PENDING refuses it; shared by the
- * single connection (store.c) and the cluster's connections (cluster.c). Internal to redis/. */
+ * single connection (single.c) and the cluster's connections (cluster.c). Internal to redis/. */
 #ifndef ENTITYD_SEND_H
 #define ENTITYD_SEND_H
 

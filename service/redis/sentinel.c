@@ -1,4 +1,6 @@
-/* sentinel: the primary's address from Redis Sentinels, and +switch-master as it happens.
+/* sentinel: Sentinel mode, as the locator of the single connection (single.h): the primary's
+ * address from Redis Sentinels before each connect, a ROLE check that the node reached is the
+ * primary, and a +switch-master as it happens dropping the connection to the old one.
  *
  * Two kinds of connection, each to one sentinel at a time: a lookup (SENTINEL
  * get-master-addr-by-name, then closed) that tries the sentinels in turn, each within
@@ -15,8 +17,10 @@
 #include "core/app.h"
 #include "core/backoff.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "redis/redis_uv.h"
 #include "redis/resolve.h"
+#include "redis/single.h"
 
 #define MAX_SENTINELS  16
 #define HOST_SIZE      RESOLVE_HOST_SIZE
@@ -31,8 +35,8 @@ typedef struct lookup {
     uv_timer_t timer;
     int next, tried;
     bool busy;
-    sentinel_found_cb cb;
-    void *ctx;
+    resolve_url *at; /* the connection's address, written when the primary is found */
+    single_found_fn found;
 } lookup;
 
 typedef struct subscription {
@@ -49,8 +53,8 @@ struct sentinel {
     addr addrs[MAX_SENTINELS];
     int n;
     char master[128];
-    sentinel_switch_cb on_switch;
-    void *ctx;
+    single *conn; /* told when the primary moves */
+    uint64_t switches;
     lookup q;
     subscription sub;
 };
@@ -60,7 +64,9 @@ static void sub_connect(sentinel *s);
 
 /* --- lookup --- */
 
-static void lookup_finish(sentinel *s, int status, const char *host, int port)
+/* The primary the sentinels name (host NULL: none named it in time) is where the next
+ * connect goes. */
+static void lookup_finish(sentinel *s, const char *host, int port)
 {
     s->q.busy = false;
     uv_timer_stop(&s->q.timer);
@@ -69,7 +75,22 @@ static void lookup_finish(sentinel *s, int status, const char *host, int port)
         s->q.ac = NULL;
         redisAsyncDisconnect(ac); /* deferred when called from its reply callback */
     }
-    s->q.cb(s->q.ctx, status, host, port);
+    if (!host) {
+        s->q.found(s->conn, "redis primary unknown: no sentinel named it");
+        return;
+    }
+    resolve_url *at = s->q.at;
+    if (strcmp(host, at->host) || port != at->port) {
+        buf *l = log_begin(LOG_INFO, "redis primary");
+        if (l) {
+            log_str(l, "host", host);
+            log_int(l, "port", port);
+            log_end(l);
+        }
+        snprintf(at->host, sizeof at->host, "%s", host);
+        at->port = port;
+    }
+    s->q.found(s->conn, NULL);
 }
 
 /* This attempt's connection has ended: the next sentinel, or the end. */
@@ -96,7 +117,7 @@ static void on_lookup_reply(redisAsyncContext *ac, void *r, void *privdata)
         host[reply->element[0]->len] = '\0';
         long port = strtol(reply->element[1]->str, NULL, 10);
         if (port > 0 && port <= 65535) {
-            lookup_finish(s, 0, host, (int)port);
+            lookup_finish(s, host, (int)port);
             return;
         }
     }
@@ -149,7 +170,7 @@ static void on_lookup_resolved(void *data, int status, const char *numeric)
 static void lookup_try(sentinel *s)
 {
     if (s->q.tried == s->n) {
-        lookup_finish(s, -1, NULL, 0);
+        lookup_finish(s, NULL, 0);
         return;
     }
     const addr *a = &s->addrs[s->q.next % s->n];
@@ -159,14 +180,18 @@ static void lookup_try(sentinel *s)
     resolve_start(&s->q.resolver, s->app->loop, a->host, on_lookup_resolved, s);
 }
 
-void sentinel_lookup(sentinel *s, sentinel_found_cb cb, void *ctx)
+/* The locator's find: asks the sentinels in turn, each within REDIS_TIMEOUT_MS. One lookup
+ * at a time: the connection asks again only after an answer. */
+static void sentinel_find(void *ctx, resolve_url *at, single_found_fn found, single *c)
 {
+    sentinel *s = ctx;
+    (void)c; /* the one given to sentinel_start */
     if (s->closed || s->q.busy)
         return;
     s->q.busy = true;
     s->q.tried = 0;
-    s->q.cb = cb;
-    s->q.ctx = ctx;
+    s->q.at = at;
+    s->q.found = found;
     lookup_try(s);
 }
 
@@ -210,7 +235,10 @@ static void on_sub_message(redisAsyncContext *ac, void *r, void *privdata)
             log_strn(l, "detail", reply->element[2]->str, reply->element[2]->len);
             log_end(l);
         }
-        s->on_switch(s->ctx);
+        /* The connection to the old primary goes, and its reconnect asks the sentinels. */
+        s->switches++;
+        if (s->conn)
+            single_drop(s->conn);
     }
 }
 
@@ -268,8 +296,7 @@ static int parse(sentinel *s, const char *list, char *err, size_t err_len)
     return 0;
 }
 
-int sentinel_new(sentinel **out, app *a, sentinel_switch_cb on_switch, void *ctx, char *err,
-                 size_t err_len)
+int sentinel_new(sentinel **out, app *a, char *err, size_t err_len)
 {
     sentinel *s = calloc(1, sizeof *s);
     if (!s) {
@@ -288,8 +315,6 @@ int sentinel_new(sentinel **out, app *a, sentinel_switch_cb on_switch, void *ctx
     }
     snprintf(s->master, sizeof s->master, "%s", master);
     s->app = a;
-    s->on_switch = on_switch;
-    s->ctx = ctx;
     uv_timer_init(a->loop, &s->q.timer);
     uv_timer_init(a->loop, &s->sub.timer);
     s->q.timer.data = s->sub.timer.data = s;
@@ -299,9 +324,10 @@ int sentinel_new(sentinel **out, app *a, sentinel_switch_cb on_switch, void *ctx
     return 0;
 }
 
-void sentinel_close(sentinel *s)
+static void sentinel_close(void *ctx)
 {
-    if (!s || s->closed)
+    sentinel *s = ctx;
+    if (s->closed)
         return;
     s->closed = true;
     resolve_cancel(&s->q.resolver);
@@ -316,7 +342,48 @@ void sentinel_close(sentinel *s)
     uv_close((uv_handle_t *)&s->sub.timer, NULL);
 }
 
-void sentinel_free(sentinel *s)
+static void sentinel_free(void *ctx)
 {
-    free(s);
+    free(ctx);
 }
+
+/* --- the rest of the locator --- */
+
+static void sentinel_render_metrics(buf *out, void *ctx)
+{
+    const sentinel *s = ctx;
+    metrics_counter(out, "entityd_redis_primary_switches_total",
+                    "Sentinel mode: +switch-master announcements for the primary.", s->switches);
+}
+
+static void sentinel_start(void *ctx, single *c)
+{
+    sentinel *s = ctx;
+    s->conn = c;
+    metrics_register(sentinel_render_metrics, s);
+}
+
+static int sentinel_check_argv(void *ctx, const char *argv[3], size_t lens[3])
+{
+    (void)ctx;
+    argv[0] = "ROLE";
+    lens[0] = 4;
+    return 1;
+}
+
+/* The node the sentinels named must say it is a primary (a failover may be under way, or the
+ * answer was stale). Other answers (errors) are the handshake's to judge. */
+static bool sentinel_check(void *ctx, const redisReply *reply)
+{
+    (void)ctx;
+    if (reply->type == REDIS_REPLY_ARRAY &&
+        (reply->elements < 1 || reply->element[0]->type != REDIS_REPLY_STRING ||
+         strcmp(reply->element[0]->str, "master"))) {
+        log_event(LOG_WARN, "redis node named by the sentinels is not a primary", NULL);
+        return false;
+    }
+    return true;
+}
+
+const single_locator sentinel_locator = {sentinel_start, sentinel_find,  sentinel_check_argv,
+                                         sentinel_check, sentinel_close, sentinel_free};

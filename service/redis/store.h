@@ -1,4 +1,6 @@
-/* store: the one pipelined Redis connection: deadlines, reconnects, Lua scripts by SHA. */
+/* store: the service's way to Redis, one API in the three modes (single Redis, Sentinel,
+ * Cluster): commands, transactions and Lua scripts by SHA, with deadlines and reconnects, and
+ * reads through the read cache. */
 #ifndef ENTITYD_STORE_H
 #define ENTITYD_STORE_H
 

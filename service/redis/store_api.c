@@ -1,11 +1,12 @@
 /* store_api: the store's calls (store.h): every unit goes through the transport table
- * (transport.h) to the one pipelined connection (store.c) or to the cluster (cluster.c), without
+ * (transport.h) to the single connection (single.c) or to the cluster (cluster.c), without
  * naming either; and the store's metrics. */
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "core/app.h"
 #include "core/metrics.h"
+#include "redis/lua_scripts.h"
 #include "redis/send.h"
 #include "redis/store.h"
 #include "redis/store_int.h"
@@ -33,7 +34,8 @@ void store_control(store *st, store_cb cb, void *data, int argc, const char **ar
 
 const char *store_script_sha(const store *st, int script)
 {
-    return st->shas[script];
+    (void)st;
+    return lua_scripts[script].sha1;
 }
 
 /* store_exec with SEND_* flags; returns true when cb has already run. */
@@ -74,6 +76,11 @@ bool store_ready(const store *st)
     return st->tp->ready(st->tp_ctx);
 }
 
+bool store_link_ready(const store *st)
+{
+    return st->cl || st->tp->ready(st->tp_ctx);
+}
+
 bool store_connected(const store *st)
 {
     return st->tp->connected(st->tp_ctx);
@@ -84,7 +91,7 @@ bool store_cluster_mode(const store *st)
     return st->cl != NULL;
 }
 
-cluster *store_cluster(const store *st)
+struct cluster *store_cluster(const store *st)
 {
     return st->cl;
 }
@@ -117,10 +124,6 @@ void store_render_metrics(buf *out, void *ctx)
     metrics_gauge(out, "entityd_redis_pending_commands",
                   "Commands sent to Redis and not yet answered (capped by REDIS_MAX_PENDING).",
                   (double)store_pending(st));
-    if (st->sen)
-        metrics_counter(out, "entityd_redis_primary_switches_total",
-                        "Sentinel mode: +switch-master announcements for the primary.",
-                        st->switches);
     metrics_counter(
         out, "entityd_redis_shed_total",
         "Commands or transactions refused at once (503) for REDIS_MAX_PENDING; nothing sent.",

@@ -1,7 +1,7 @@
 /* transport: how the store's units reach Redis, as a table of callbacks: the store calls its
  * transport through it and never names it (the request core and its protocols in h2o do the
  * same). Two transports: the one pipelined connection (single Redis, or the primary the
- * sentinels name; store.c) and the cluster's connections (cluster.c). Internal to redis/. */
+ * sentinels name; single.c) and the cluster's connections (cluster.c). Internal to redis/. */
 #ifndef ENTITYD_TRANSPORT_H
 #define ENTITYD_TRANSPORT_H
 
