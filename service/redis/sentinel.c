@@ -315,11 +315,7 @@ int sentinel_new(sentinel **out, app *a, char *err, size_t err_len)
     }
     snprintf(s->master, sizeof s->master, "%s", master);
     s->app = a;
-    uv_timer_init(a->loop, &s->q.timer);
-    uv_timer_init(a->loop, &s->sub.timer);
-    s->q.timer.data = s->sub.timer.data = s;
     backoff_init(&s->sub.backoff, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
-    sub_connect(s);
     *out = s;
     return 0;
 }
@@ -356,10 +352,16 @@ static void sentinel_render_metrics(buf *out, void *ctx)
                     "Sentinel mode: +switch-master announcements for the primary.", s->switches);
 }
 
+/* The loop's handles are made here, not in sentinel_new: a locator that never started (the
+ * connection could not be made) is freed without a handle to close. */
 static void sentinel_start(void *ctx, single *c)
 {
     sentinel *s = ctx;
     s->conn = c;
+    uv_timer_init(s->app->loop, &s->q.timer);
+    uv_timer_init(s->app->loop, &s->sub.timer);
+    s->q.timer.data = s->sub.timer.data = s;
+    sub_connect(s);
     metrics_register(sentinel_render_metrics, s);
 }
 

@@ -12,9 +12,9 @@
 struct app;
 typedef struct sentinel sentinel;
 
-/* Parses the sentinel list and starts listening for +switch-master. Returns 0, or -1 with a
- * sentence in err when the list or the master name is malformed. Given to single_new with
- * sentinel_locator, which then owns it. */
+/* Parses the sentinel list. Returns 0, or -1 with a sentence in err when the list or the master
+ * name is malformed. Given to single_new with sentinel_locator, which then owns it; listening
+ * for +switch-master starts with the connection (the locator's start). */
 int sentinel_new(sentinel **out, struct app *a, char *err, size_t err_len);
 extern const single_locator sentinel_locator;
 
