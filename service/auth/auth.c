@@ -405,48 +405,21 @@ static void on_deferred_revocation(void *data, int status, redisReply *reply)
     }
 }
 
-/* Queues the deferred revocation check, if any, ahead of the read that follows. Returns the
- * flags for that read: when the check went to Redis, the read must not be answered from the
- * read cache, which would answer it first. */
+/* req->before_read of a read route's request (request_read_flags runs it): queues the
+ * revocation check ahead of the handler's read. Returns the flags for that read: when the check
+ * went to Redis, the read must not be answered from the read cache, which would answer it
+ * first. */
 static int send_deferred_revocation(request *req)
 {
-    if (!req->revocation_key)
-        return 0;
     /* Queued first on the one connection, so answered first: the veto is in place before the
      * handler's callback runs (also when both fail at once). */
-    const char *eargv[] = {"EXISTS", req->revocation_key};
-    size_t elens[] = {6, strlen(req->revocation_key)};
-    req->revocation_key = NULL;
+    char key[KEYS_REVOKED_SIZE];
+    const char *argv[] = {"EXISTS", key};
+    size_t lens[] = {6, keys_revoked(key, req->auth->revocation_id)};
     /* Room is kept for the read that follows, which is never shed (store.h). */
-    bool answered = store_read(req->app->store, STORE_READ_RESERVE, on_deferred_revocation, req, 2,
-                               eargv, elens);
+    bool answered =
+        store_read(req->app->store, STORE_READ_RESERVE, on_deferred_revocation, req, 2, argv, lens);
     return answered ? 0 : STORE_READ_NO_HIT;
-}
-
-void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds)
-{
-    int flags = send_deferred_revocation(req);
-    store_read_exec(req->app->store, flags, cb, req, ncmds, cmds);
-}
-
-void auth_store_exec_as(request *req, const char *key, size_t key_len, store_cb cb, int ncmds,
-                        const store_cmd *cmds)
-{
-    int flags = send_deferred_revocation(req);
-    store_read_exec_as(req->app->store, flags, key, key_len, cb, req, ncmds, cmds);
-}
-
-void auth_store_script_read(request *req, int script, store_cb cb, int nkeys, int argc,
-                            const char **argv, const size_t *lens)
-{
-    int flags = send_deferred_revocation(req);
-    store_script_read(req->app->store, flags, script, cb, req, nkeys, argc, argv, lens);
-}
-
-void auth_store_command(request *req, store_cb cb, int argc, const char **argv, const size_t *lens)
-{
-    int flags = send_deferred_revocation(req);
-    store_read(req->app->store, flags, cb, req, argc, argv, lens);
 }
 
 typedef struct revocation_then {
@@ -463,19 +436,20 @@ static void on_revocation_then(void *data, int status, redisReply *reply)
 
 void auth_check_revocation(request *req, auth_next next)
 {
-    if (!req->revocation_key) {
+    if (!req->before_read) {
         next(req);
         return;
     }
+    req->before_read = NULL; /* made here instead, alone */
     revocation_then *t = arena_alloc(&req->pool, sizeof *t);
     if (!t) {
         request_fail_internal(req, "out of memory");
         return;
     }
     *t = (revocation_then){req, next};
-    const char *argv[] = {"EXISTS", req->revocation_key};
-    size_t lens[] = {6, strlen(req->revocation_key)};
-    req->revocation_key = NULL;
+    char key[KEYS_REVOKED_SIZE];
+    const char *argv[] = {"EXISTS", key};
+    size_t lens[] = {6, keys_revoked(key, req->auth->revocation_id)};
     store_read(req->app->store, 0, on_revocation_then, t, 2, argv, lens);
 }
 
@@ -597,14 +571,8 @@ static void finish(auth_ctx *ac)
         return;
     }
     if (ac->deferred) {
-        /* A read: the revocation check goes with the handler's own read (auth_store_exec). */
-        char *key = arena_alloc(&req->pool, KEYS_REVOKED_SIZE);
-        if (!key) {
-            request_fail_internal(req, "out of memory");
-            return;
-        }
-        keys_revoked(key, ac->revocation_id);
-        req->revocation_key = key;
+        /* A read: the revocation check goes with the handler's own read (request_read_flags). */
+        req->before_read = send_deferred_revocation;
     }
     au->stats.ok++;
     ac->matched_epoch = ac->epochs[matched];
