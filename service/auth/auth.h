@@ -79,6 +79,10 @@ const auth_stats *auth_get_stats(const auth *au);
  * returns. */
 void auth_check_revocation(request *req, auth_next next);
 
+/* Parses the address query parameter s (EIP-55 checked when of mixed case) into out; when it is
+ * no address, answers 400 naming the field "address" and returns false. */
+bool auth_parse_address(request *req, const char *s, size_t len, uint8_t out[20]);
+
 /* True when the lowercase address is in PLATFORM_ADMINS. */
 bool auth_is_platform_admin(const auth *au, const char *caller);
 
