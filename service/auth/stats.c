@@ -5,21 +5,15 @@
 void auth_stats_render(buf *out, void *ctx)
 {
     const auth_stats *au = &((const auth *)ctx)->stats;
-    metrics_family(out, "entityd_auth_signature_checks_total", "counter",
-                   "Sign-in checks by outcome.");
-    const struct {
-        const char *name;
-        uint64_t v;
-    } outcomes[] = {{"ok", au->ok},
-                    {"missing", au->missing},
-                    {"malformed", au->malformed},
-                    {"mismatch", au->mismatch},
-                    {"expired", au->expired},
-                    {"revoked", au->revoked},
-                    {"unavailable", au->unavailable}};
-    for (size_t i = 0; i < sizeof outcomes / sizeof outcomes[0]; i++)
-        buf_printf(out, "entityd_auth_signature_checks_total{outcome=\"%s\"} %llu\n",
-                   outcomes[i].name, (unsigned long long)outcomes[i].v);
+    const metrics_labelled outcomes[] = {{"ok", au->ok},
+                                         {"missing", au->missing},
+                                         {"malformed", au->malformed},
+                                         {"mismatch", au->mismatch},
+                                         {"expired", au->expired},
+                                         {"revoked", au->revoked},
+                                         {"unavailable", au->unavailable}};
+    metrics_counter_by(out, "entityd_auth_signature_checks_total", "Sign-in checks by outcome.",
+                       "outcome", outcomes, sizeof outcomes / sizeof outcomes[0]);
     metrics_counter(out, "entityd_auth_cache_hits_total", "Signatures answered from the cache.",
                     au->cache_hits);
     metrics_counter(out, "entityd_auth_siwe_signins_total",
