@@ -17,8 +17,9 @@ typedef struct route {
     int flags; /* ROUTE_* */
 } route;
 
-/* The handler reads through auth_store_exec(), so the revocation check may ride with its read
- * (one round trip) instead of coming first. Only for handlers that change nothing. */
+/* The handler sends its first read with request_read_flags (http/request.h), so the revocation
+ * check may ride just ahead of it (one round trip) instead of coming first. Only for handlers
+ * that change nothing. */
 #define ROUTE_READ_WITH_REVOCATION 1
 /* A signed write: it spends the caller's write budget (RATE_WRITES_PER_MINUTE) before its
  * handler runs. */

@@ -1,182 +1,20 @@
 /* auth: wallet sign-in.
  *
  * A signed request is checked in two halves that run at once: signature recovery (from the cache,
- * or on the libuv threadpool) and the revocation lookup in Redis. The work callback reads only
- * its own copies (hashes, signature) and the shared secp256k1 context, which recovery only
- * reads. The request waits for both halves; its arena holds the state until then. */
-#include "auth/auth.h"
-
-#include <secp256k1.h>
+ * or on the libuv threadpool) and the revocation lookup in Redis (revocation.c). The work
+ * callback reads only its own copies (hashes, signature) and the shared secp256k1 context, which
+ * recovery only reads. The request waits for both halves; its arena holds the state until then.
+ * Beside: the epochs' messages (message.c), contract wallets (contract.c), counters (stats.c). */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "core/app.h"
-#include "core/pool.h"
-#include "core/metrics.h"
-#include "crypto/address.h"
-#include "redis/keys.h"
+#include "auth/auth_int.h"
 #include "auth/limits.h"
-#include "crypto/sig.h"
-#include "cache/sigcache.h"
-#include "crypto/signin.h"
-#include "crypto/siwe.h"
-#include "crypto/hex.h"
-#include "crypto/keccak.h"
-#include "redis/store.h"
-#include "rpc/eip1271.h"
-
-/* Messages of the current epoch and the two before it (the oldest only to name "expired"). */
-#define EPOCHS 3
-
-/* Longest contract-wallet signature accepted (CONTRACT section 11): 4096 hex digits. */
-#define CONTRACT_SIG_MAX 2048
-
-/* Addresses that fetched their SIWE message lately (direct-mapped; a power of two). */
-#define SIWE_HINTS 4096
-/* Bound of the running vote between the two messages (see siwe_first). */
-#define SIWE_VOTE_MAX 64
-
-typedef struct epoch_msg {
-    int64_t epoch;
-    char *text;
-    size_t len;
-    uint8_t hash[32];
-    char *siwe_tail; /* the SIWE message of the epoch after its address line (crypto/siwe.h) */
-    size_t siwe_tail_len;
-} epoch_msg;
-
-struct auth {
-    app *app;
-    secp256k1_context *ctx;
-    uint8_t *secret;
-    size_t secret_len;
-    epoch_msg msgs[EPOCHS]; /* [0] current, [1] previous, [2] the one before */
-    sigcache *cache;
-    auth_stats stats;
-    char (*platform)[ADDRESS_STRING_SIZE]; /* PLATFORM_ADMINS, lowercase */
-    size_t nplatform;
-    siwe_params siwe; /* borrows the config and the secret */
-    char *siwe_uri;   /* AUTH_URI, or https:// + AUTH_DOMAIN */
-    char *siwe_head;  /* the SIWE message before its address line, the same every epoch */
-    size_t siwe_head_len;
-    eip1271 *rpc; /* NULL without ETH_RPC_URL */
-    /* Which message a new signature is tried against first: each costs a recovery, so the
-     * likelier one goes first. An address that fetched its SIWE message here is likely to
-     * have signed it; otherwise the kind most new signatures used lately (a vote, +1 for
-     * SIWE, -1 for section 2's, bounded) decides. */
-    uint8_t (*siwe_hints)[20];
-    int siwe_vote;
-};
-
-enum contract_state {
-    CONTRACT_NONE = 0, /* not asked */
-    CONTRACT_PENDING,
-    CONTRACT_VALID,
-    CONTRACT_INVALID,
-    CONTRACT_UNAVAILABLE, /* the RPC failed, timed out, or too many checks were in flight */
-    CONTRACT_CAPPED,      /* the address is not known to hold code and the cap is spent */
-};
-
-typedef struct auth_ctx {
-    uv_work_t work;
-    eip1271_waiter waiter;
-    request *req;
-    auth *au;
-    auth_next next;
-    int mode;
-    eth_sig sig;
-    uint8_t sig65[65];
-    bool have_addr;
-    uint8_t addr[20];
-    int pending; /* halves still running */
-    /* threadpool inputs (copies) and outputs */
-    const secp256k1_context *ctx;
-    uint8_t hashes[EPOCHS][32];
-    int64_t epochs[EPOCHS];
-    int tries; /* how many hashes the work may try */
-    uint8_t rec[EPOCHS][20];
-    bool rec_ok[EPOCHS];
-    bool siwe_ok[EPOCHS];    /* rec[i] matched through the SIWE message of addr */
-    const siwe_params *siwe; /* set when the work may try SIWE messages (an address given) */
-    const char *siwe_head;   /* au's, immutable */
-    size_t siwe_head_len;
-    char *siwe_tails[EPOCHS]; /* copies in the request's memory: refresh() replaces au's */
-    size_t siwe_tail_lens[EPOCHS];
-    bool siwe_first; /* try the SIWE message of each epoch before section 2's */
-    /* Contract wallets (EIP-1271): the signature's text, its bytes when they are no ECDSA
-     * signature, and the check's state. */
-    const char *sig_text;
-    size_t sig_text_len;
-    bool contract_only; /* not an ECDSA signature: only the wallet's contract can accept it */
-    uint8_t *contract_sig;
-    size_t contract_sig_len;
-    int contract;        /* enum contract_state */
-    int contract_epoch;  /* index into epochs[] that the contract accepted */
-    int64_t retry_after; /* with CONTRACT_CAPPED */
-    /* The signature cache's key of a signature accepted by a contract (contract_cache_key):
-     * apart from the ECDSA key, so that a cached acceptance is known as the contract's. */
-    uint8_t contract_key[65];
-    bool by_contract;          /* accepted by the contract: revoked by (address, epoch) */
-    bool read;                 /* a read route: revocation checks go through store_read */
-    int contract_store_status; /* of the revocation check sent after the contract's answer */
-    /* results */
-    bool cached;
-    bool deferred; /* a read: revocation is checked with the handler's read */
-    /* The write budget: charged (sent) at once when the cache already names the caller, so it
-     * shares the revocation check's round trip; otherwise once the caller is known. */
-    bool budget, budget_sent;
-    int budget_status;
-    long long budget_wait_ms;
-    char budget_caller[ADDRESS_STRING_SIZE];
-    int store_status;
-    bool revoked;
-    int64_t matched_epoch;
-    char revocation_id[SIG_REVOCATION_ID_SIZE];
-} auth_ctx;
-
-static int64_t now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec;
-}
-
-static int set_message(auth *au, epoch_msg *m, int64_t epoch)
-{
-    size_t cap = strlen(au->app->cfg.auth_domain) + SIGNIN_MESSAGE_EXTRA;
-    char *text = realloc(m->text, cap);
-    if (!text)
-        return -1;
-    m->text = text;
-    m->len = signin_message(au->app->cfg.auth_domain, au->secret, au->secret_len,
-                            au->app->cfg.auth_epoch_seconds, epoch, text, cap);
-    m->epoch = epoch;
-    sig_personal_hash(text, m->len, m->hash);
-    size_t scap = siwe_message_cap(&au->siwe);
-    char *tail = realloc(m->siwe_tail, scap);
-    if (!tail)
-        return -1;
-    m->siwe_tail = tail;
-    m->siwe_tail_len = siwe_tail(&au->siwe, epoch, tail, scap);
-    return m->len && m->siwe_tail_len ? 0 : -1;
-}
-
-/* Keeps msgs[] on the current epoch; cheap when it has not changed. */
-static int refresh(auth *au)
-{
-    int64_t e = signin_epoch(now_seconds(), au->app->cfg.auth_epoch_seconds);
-    if (au->msgs[0].text && au->msgs[0].epoch == e)
-        return 0;
-    for (int i = 0; i < EPOCHS; i++)
-        if (set_message(au, &au->msgs[i], e - i) != 0)
-            return -1;
-    return 0;
-}
+#include "core/metrics.h"
+#include "core/pool.h"
 
 /* Parses the comma-separated PLATFORM_ADMINS. */
 static int parse_platform_admins(auth *au, const char *list, char *err, size_t err_len)
@@ -221,8 +59,6 @@ bool auth_is_platform_admin(const auth *au, const char *caller)
             return true;
     return false;
 }
-
-static void auth_render_metrics(buf *out, void *ctx);
 
 int auth_new(auth **out, app *a, char *err, size_t err_len)
 {
@@ -269,12 +105,12 @@ int auth_new(auth **out, app *a, char *err, size_t err_len)
         return -1;
     }
     if (!au->secret || !au->ctx || !au->cache || !au->siwe_uri || !au->siwe_hints ||
-        !au->siwe_head_len || refresh(au) != 0) {
+        !au->siwe_head_len || auth_refresh(au) != 0) {
         snprintf(err, err_len, "cannot set up the signature verifier");
         auth_free(au);
         return -1;
     }
-    metrics_register(auth_render_metrics, au);
+    metrics_register(auth_stats_render, au);
     limits_register_metrics();
     *out = au;
     return 0;
@@ -300,48 +136,10 @@ void auth_free(auth *au)
     free(au);
 }
 
-void auth_current_message(auth *au, auth_message *out)
-{
-    refresh(au);
-    int64_t es = au->app->cfg.auth_epoch_seconds;
-    out->text = au->msgs[0].text;
-    out->len = au->msgs[0].len;
-    out->epoch = au->msgs[0].epoch;
-    out->issued_at_ms = out->epoch * es * 1000;
-    out->renew_after_ms = (out->epoch + 1) * es * 1000;
-    out->expires_at_ms = (out->epoch + 2) * es * 1000;
-}
-
 void auth_close(auth *au)
 {
     if (au)
         eip1271_close(au->rpc);
-}
-
-size_t auth_siwe_message_cap(const auth *au)
-{
-    return siwe_message_cap(&au->siwe);
-}
-
-static uint8_t *siwe_hint(auth *au, const uint8_t addr[20])
-{
-    uint32_t h;
-    memcpy(&h, addr, sizeof h);
-    return au->siwe_hints[h & (SIWE_HINTS - 1)];
-}
-
-int auth_siwe_message(auth *au, const uint8_t addr[20], char *text, size_t cap, auth_message *out)
-{
-    memcpy(siwe_hint(au, addr), addr, 20);
-    auth_current_message(au, out);
-    out->len = siwe_message(&au->siwe, addr, out->epoch, text, cap);
-    out->text = text;
-    return out->len ? 0 : -1;
-}
-
-int64_t auth_signature_expiry(const auth *au, int64_t epoch)
-{
-    return (epoch + 2) * au->app->cfg.auth_epoch_seconds;
 }
 
 int64_t auth_request_epoch(const request *req)
@@ -355,128 +153,17 @@ const char *auth_request_revocation_id(const request *req)
 }
 
 /* The metrics source (core/metrics.h) of the sign-in checks. */
-static void auth_render_metrics(buf *out, void *ctx)
-{
-    const auth_stats *au = &((const auth *)ctx)->stats;
-    metrics_family(out, "entityd_auth_signature_checks_total", "counter",
-                   "Sign-in checks by outcome.");
-    const struct {
-        const char *name;
-        uint64_t v;
-    } outcomes[] = {{"ok", au->ok},
-                    {"missing", au->missing},
-                    {"malformed", au->malformed},
-                    {"mismatch", au->mismatch},
-                    {"expired", au->expired},
-                    {"revoked", au->revoked},
-                    {"unavailable", au->unavailable}};
-    for (size_t i = 0; i < sizeof outcomes / sizeof outcomes[0]; i++)
-        buf_printf(out, "entityd_auth_signature_checks_total{outcome=\"%s\"} %llu\n",
-                   outcomes[i].name, (unsigned long long)outcomes[i].v);
-    metrics_counter(out, "entityd_auth_cache_hits_total", "Signatures answered from the cache.",
-                    au->cache_hits);
-    metrics_counter(out, "entityd_auth_siwe_signins_total",
-                    "Signatures verified over a SIWE (EIP-4361) message.", au->siwe);
-    metrics_counter(out, "entityd_auth_contract_signins_total",
-                    "Signatures accepted by a contract wallet (EIP-1271).", au->contract);
-    metrics_counter(out, "entityd_auth_recoveries_total",
-                    "Signature recoveries queued on the threadpool.", au->queued);
-    metrics_gauge(out, "entityd_auth_threadpool_queue_depth",
-                  "Signature recoveries waiting or running on the threadpool.",
-                  (double)au->queue_depth);
-}
 
-const auth_stats *auth_get_stats(const auth *au)
+bool auth_parse_address(request *req, const char *s, size_t len, uint8_t out[20])
 {
-    return &au->stats;
-}
-
-static void on_deferred_revocation(void *data, int status, redisReply *reply)
-{
-    request *req = data;
-    if (status == STORE_TIMEOUT)
-        req->auth_veto = 504;
-    else if (status != STORE_OK || reply->type != REDIS_REPLY_INTEGER)
-        req->auth_veto = 503;
-    else if (reply->integer != 0) {
-        req->auth_veto = 401;
-        req->app->auth->stats.revoked++;
-        req->app->auth->stats.ok--;
-    }
-}
-
-/* Queues the deferred revocation check, if any, ahead of the read that follows. Returns the
- * flags for that read: when the check went to Redis, the read must not be answered from the
- * read cache, which would answer it first. */
-static int send_deferred_revocation(request *req)
-{
-    if (!req->revocation_key)
-        return 0;
-    /* Queued first on the one connection, so answered first: the veto is in place before the
-     * handler's callback runs (also when both fail at once). */
-    const char *eargv[] = {"EXISTS", req->revocation_key};
-    size_t elens[] = {6, strlen(req->revocation_key)};
-    req->revocation_key = NULL;
-    /* Room is kept for the read that follows, which is never shed (store.h). */
-    bool answered = store_read(req->app->store, STORE_READ_RESERVE, on_deferred_revocation, req, 2,
-                               eargv, elens);
-    return answered ? 0 : STORE_READ_NO_HIT;
-}
-
-void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds)
-{
-    int flags = send_deferred_revocation(req);
-    store_read_exec(req->app->store, flags, cb, req, ncmds, cmds);
-}
-
-void auth_store_exec_as(request *req, const char *key, size_t key_len, store_cb cb, int ncmds,
-                        const store_cmd *cmds)
-{
-    int flags = send_deferred_revocation(req);
-    store_read_exec_as(req->app->store, flags, key, key_len, cb, req, ncmds, cmds);
-}
-
-void auth_store_script_read(request *req, int script, store_cb cb, int nkeys, int argc,
-                            const char **argv, const size_t *lens)
-{
-    int flags = send_deferred_revocation(req);
-    store_script_read(req->app->store, flags, script, cb, req, nkeys, argc, argv, lens);
-}
-
-void auth_store_command(request *req, store_cb cb, int argc, const char **argv, const size_t *lens)
-{
-    int flags = send_deferred_revocation(req);
-    store_read(req->app->store, flags, cb, req, argc, argv, lens);
-}
-
-typedef struct revocation_then {
-    request *req;
-    auth_next next;
-} revocation_then;
-
-static void on_revocation_then(void *data, int status, redisReply *reply)
-{
-    revocation_then *t = data;
-    on_deferred_revocation(t->req, status, reply);
-    t->next(t->req);
-}
-
-void auth_check_revocation(request *req, auth_next next)
-{
-    if (!req->revocation_key) {
-        next(req);
-        return;
-    }
-    revocation_then *t = arena_alloc(&req->pool, sizeof *t);
-    if (!t) {
-        request_fail_internal(req, "out of memory");
-        return;
-    }
-    *t = (revocation_then){req, next};
-    const char *argv[] = {"EXISTS", req->revocation_key};
-    size_t lens[] = {6, strlen(req->revocation_key)};
-    req->revocation_key = NULL;
-    store_read(req->app->store, 0, on_revocation_then, t, 2, argv, lens);
+    int e = address_parse(s, len, out);
+    if (e == ADDRESS_OK)
+        return true;
+    request_fail_field(req, "address",
+                       e == ADDRESS_ECHECKSUM
+                           ? "The address fails its EIP-55 checksum."
+                           : "The address must be 0x followed by 40 hex digits.");
+    return false;
 }
 
 static void unauthenticated(request *req, const char *message)
@@ -505,10 +192,9 @@ static void after_budget(auth_ctx *ac)
 }
 
 static void on_budget(request *req, void *data, int status, long long wait_ms);
-static int contract_check(auth_ctx *ac);
 
 /* Both halves are in: decide. */
-static void finish(auth_ctx *ac)
+void auth_finish(auth_ctx *ac)
 {
     request *req = ac->req;
     auth *au = ac->au;
@@ -531,7 +217,7 @@ static void finish(auth_ctx *ac)
         bool expired = matched < 0 && ac->rec_ok[2] && !memcmp(ac->rec[2], ac->addr, 20);
         if (matched < 0 && !expired && ac->contract == CONTRACT_NONE && au->rpc) {
             /* Signed by no key of that address: perhaps by its contract (EIP-1271). */
-            if (contract_check(ac) == 0)
+            if (auth_contract_check(ac) == 0)
                 return;
         }
         if (matched < 0 && ac->contract == CONTRACT_VALID) {
@@ -596,16 +282,8 @@ static void finish(auth_ctx *ac)
         unauthenticated(req, "The signature has been revoked.");
         return;
     }
-    if (ac->deferred) {
-        /* A read: the revocation check goes with the handler's own read (auth_store_exec). */
-        char *key = arena_alloc(&req->pool, KEYS_REVOKED_SIZE);
-        if (!key) {
-            request_fail_internal(req, "out of memory");
-            return;
-        }
-        keys_revoked(key, ac->revocation_id);
-        req->revocation_key = key;
-    }
+    if (ac->deferred)
+        auth_revocation_defer(req); /* a read: the check rides with the handler's own read */
     au->stats.ok++;
     ac->matched_epoch = ac->epochs[matched];
     address_format_lower(ac->rec[matched], req->caller);
@@ -625,150 +303,14 @@ static void finish(auth_ctx *ac)
     after_budget(ac);
 }
 
-/* The cache key of a contract wallet's signature (its exact bytes): keccak256 of them, then
- * 0xff where an ECDSA key has its recovery id (0 or 1), so it never names an ECDSA entry. */
-static void contract_cache_key(const uint8_t *sig, size_t len, uint8_t out[65])
-{
-    keccak256(sig, len, out);
-    memset(out + 32, 0xff, 33);
-}
-
-/* The revocation id of a sign-in accepted by the contract of ac->addr over the messages of
- * `epoch`: the address and the epoch, not the signature's bytes, which a Safe reads only in
- * part (bytes past its owners' signatures change nothing), so any variant of a revoked
- * signature, and the SIWE sign-in of the same epoch, is revoked with it. */
-static void contract_revocation_id(auth_ctx *ac, int64_t epoch)
-{
-    char a[ADDRESS_STRING_SIZE];
-    address_format_lower(ac->addr, a);
-    snprintf(ac->revocation_id, sizeof ac->revocation_id, "%s:%lld", a, (long long)epoch);
-    ac->by_contract = true;
-}
-
-static void half_done(auth_ctx *ac)
+void auth_half_done(auth_ctx *ac)
 {
     if (--ac->pending == 0)
-        finish(ac);
+        auth_finish(ac);
 }
 
-/* The contract's half is over: one of the halves finish() waits for when started by
- * auth_authenticate, otherwise (started by finish) the request goes on from here. */
-static void contract_done(auth_ctx *ac)
-{
-    if (ac->pending > 0)
-        half_done(ac);
-    else
-        finish(ac);
-}
-
-static void on_contract_revocation(void *data, int status, redisReply *reply)
-{
-    auth_ctx *ac = data;
-    if (status != STORE_OK)
-        ac->contract_store_status = status;
-    else if (reply->type != REDIS_REPLY_INTEGER)
-        ac->contract_store_status = STORE_UNAVAILABLE;
-    else
-        ac->revoked = reply->integer != 0;
-    contract_done(ac);
-}
-
-static void on_contract(eip1271_waiter *w, int outcome, int which)
-{
-    auth_ctx *ac = (auth_ctx *)(void *)((char *)w - offsetof(auth_ctx, waiter));
-    if (outcome == EIP1271_VALID) {
-        ac->contract = CONTRACT_VALID;
-        ac->contract_epoch = which / 2;
-        /* Known only now: the revocation of (address, epoch), not the one of the signature's
-         * r||s (checked up front for a key's signature), decides. A read's check still rides
-         * with its data (deferred); otherwise one more round trip, after the RPC's. */
-        contract_revocation_id(ac, ac->epochs[ac->contract_epoch]);
-        ac->revoked = false;
-        if (!ac->deferred) {
-            char key[KEYS_REVOKED_SIZE];
-            const char *argv[2] = {"EXISTS", key};
-            size_t lens[2] = {6, keys_revoked(key, ac->revocation_id)};
-            if (ac->read)
-                store_read(ac->req->app->store, 0, on_contract_revocation, ac, 2, argv, lens);
-            else
-                store_command(ac->req->app->store, on_contract_revocation, ac, 2, argv, lens);
-            return;
-        }
-    } else if (outcome == EIP1271_CAPPED) {
-        ac->contract = CONTRACT_CAPPED;
-        ac->retry_after = w->retry_after;
-    } else {
-        ac->contract = outcome == EIP1271_INVALID ? CONTRACT_INVALID : CONTRACT_UNAVAILABLE;
-    }
-    contract_done(ac);
-}
-
-/* An ECDSA signature, for its address's contract: its bytes as given (a Safe reads v, which
- * the parsed form normalizes), decoded once into the request's memory, with their cache key.
- * Returns 0, or -1 when they cannot be decoded. */
-static int raw_signature(auth_ctx *ac)
-{
-    if (ac->contract_sig)
-        return 0;
-    const char *h = ac->sig_text;
-    size_t n = ac->sig_text_len;
-    if (n >= 2 && h[0] == '0' && (h[1] == 'x' || h[1] == 'X')) {
-        h += 2;
-        n -= 2;
-    }
-    uint8_t *bytes = arena_alloc(&ac->req->pool, n / 2 + 1);
-    if (!bytes || n % 2 || hex_decode(h, n, bytes, n / 2) != 0)
-        return -1;
-    ac->contract_sig = bytes;
-    ac->contract_sig_len = n / 2;
-    contract_cache_key(bytes, n / 2, ac->contract_key);
-    return 0;
-}
-
-/* Asks the address's contract about the signature, for the messages of the two accepted
- * epochs (section 2's and the SIWE one of the address): one batched call. Returns 0 when the
- * check is under way (it counts as a half when started by auth_authenticate, otherwise
- * finish() runs again once it is answered), -1 when it cannot be asked (the signature is
- * then refused as not matching). */
-static int contract_check(auth_ctx *ac)
-{
-    auth *au = ac->au;
-    if (raw_signature(ac) != 0)
-        return -1;
-    uint8_t hashes[4][32], key[32];
-    for (int i = 0; i < 2; i++) {
-        memcpy(hashes[2 * i], ac->hashes[i], 32);
-        if (siwe_hash(&au->siwe, ac->addr, ac->epochs[i], hashes[2 * i + 1]) != 0)
-            return -1;
-    }
-    eip1271_key(ac->addr, ac->contract_sig, ac->contract_sig_len, ac->epochs[0], key);
-    ac->contract = CONTRACT_PENDING;
-    ac->waiter.cb = on_contract;
-    eip1271_check(au->rpc, key, ac->addr, ac->contract_sig, ac->contract_sig_len,
-                  (const uint8_t(*)[32])hashes, 4, &ac->waiter);
-    return 0;
-}
-
-/* With ETH_RPC_URL set, a signature that is no ECDSA signature may still be a contract
- * wallet's: "0x" and an even number of hex digits, up to CONTRACT_SIG_MAX bytes. Decodes it
- * into the request's memory. */
-static bool parse_contract_sig(auth_ctx *ac, const char *s, size_t len)
-{
-    if (len < 2 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
-        return false;
-    s += 2;
-    len -= 2;
-    if (len == 0 || len % 2 || len / 2 > CONTRACT_SIG_MAX)
-        return false;
-    ac->contract_sig = arena_alloc(&ac->req->pool, len / 2);
-    if (!ac->contract_sig || hex_decode(s, len, ac->contract_sig, len / 2) != 0)
-        return false;
-    ac->contract_sig_len = len / 2;
-    return true;
-}
-
-/* The budget's answer: sent early, it is one of the halves finish() waits for; sent late (by
- * finish, once nothing else was pending), the request goes on from here. */
+/* The budget's answer: sent early, it is one of the halves auth_finish waits for; sent late
+ * (by auth_finish, once nothing else was pending), the request goes on from here. */
 static void on_budget(request *req, void *data, int status, long long wait_ms)
 {
     (void)req;
@@ -776,7 +318,7 @@ static void on_budget(request *req, void *data, int status, long long wait_ms)
     ac->budget_status = status;
     ac->budget_wait_ms = wait_ms;
     if (ac->pending > 0)
-        half_done(ac);
+        auth_half_done(ac);
     else
         after_budget(ac);
 }
@@ -784,14 +326,8 @@ static void on_budget(request *req, void *data, int status, long long wait_ms)
 static void on_revocation(void *data, int status, redisReply *reply)
 {
     auth_ctx *ac = data;
-    ac->store_status = status;
-    if (status == STORE_OK) {
-        if (reply->type == REDIS_REPLY_INTEGER)
-            ac->revoked = reply->integer != 0;
-        else
-            ac->store_status = STORE_UNAVAILABLE;
-    }
-    half_done(ac);
+    ac->store_status = auth_revocation_answer(status, reply, &ac->revoked);
+    auth_half_done(ac);
 }
 
 static void work_recover(uv_work_t *w)
@@ -832,7 +368,7 @@ static void after_recover(uv_work_t *w, int status)
     ac->au->stats.queue_depth--;
     if (status != 0) /* cancelled: cannot happen as nothing cancels, but never hang */
         memset(ac->rec_ok, 0, sizeof ac->rec_ok);
-    half_done(ac);
+    auth_half_done(ac);
 }
 
 void auth_authenticate(request *req, int mode, int flags, auth_next next)
@@ -848,14 +384,8 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
 
     uint8_t addr[20];
     if (address) {
-        int e = address_parse(address, alen, addr);
-        if (e != ADDRESS_OK) {
-            request_fail_field(req, "address",
-                               e == ADDRESS_ECHECKSUM
-                                   ? "The address fails its EIP-55 checksum."
-                                   : "The address must be 0x followed by 40 hex digits.");
+        if (!auth_parse_address(req, address, alen, addr))
             return;
-        }
     } else if (mode == AUTH_REQUIRED || mode == AUTH_OPTIONAL) {
         request_fail_field(req, "address", "The address query parameter is required.");
         return;
@@ -872,14 +402,14 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     }
 
     auth_ctx *ac = arena_alloc(&req->pool, sizeof *ac);
-    if (!ac || refresh(au) != 0) {
+    if (!ac || auth_refresh(au) != 0) {
         request_fail_internal(req, "auth context");
         return;
     }
     memset(ac, 0, sizeof *ac);
     ac->req = req;
     int perr = sig_parse(signature, slen, &ac->sig);
-    if (perr != SIG_OK && au->rpc && address && parse_contract_sig(ac, signature, slen)) {
+    if (perr != SIG_OK && au->rpc && address && auth_contract_parse(ac, signature, slen)) {
         ac->contract_only = true;
         perr = SIG_OK;
     }
@@ -904,7 +434,7 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     ac->sig_text_len = slen;
     if (ac->contract_only) {
         /* Cached under its contract key; revoked by (address, epoch) once the epoch is known. */
-        contract_cache_key(ac->contract_sig, ac->contract_sig_len, ac->contract_key);
+        auth_contract_cache_key(ac->contract_sig, ac->contract_sig_len, ac->contract_key);
         memcpy(ac->sig65, ac->contract_key, 65);
     } else {
         memcpy(ac->sig65, ac->sig.r, 32);
@@ -934,18 +464,18 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
      * its contract key: asked only when no key's signature is cached, as a recovery follows. */
     for (int i = 0; i < 2 && cached_at < 0 && au->rpc && ac->have_addr && !ac->contract_only; i++) {
         uint8_t cached[20];
-        if (raw_signature(ac) == 0 &&
+        if (auth_contract_raw_signature(ac) == 0 &&
             sigcache_get(au->cache, ac->contract_key, ac->epochs[i], cached) &&
             !memcmp(cached, ac->addr, 20)) {
             memcpy(ac->rec[i], cached, 20);
             ac->rec_ok[i] = true;
             ac->cached = true;
             cached_at = i;
-            contract_revocation_id(ac, ac->epochs[i]);
+            auth_contract_revocation_id(ac, ac->epochs[i]);
         }
     }
     if (ac->cached && ac->contract_only)
-        contract_revocation_id(ac, ac->epochs[cached_at]);
+        auth_contract_revocation_id(ac, ac->epochs[cached_at]);
 
     /* Reads have nothing to undo: their revocation check rides with the data read, one round
      * trip. Writes check it first, in parallel with the recovery. */
@@ -953,9 +483,8 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
      * revocation key lives on its own slot's node, so it is checked up front instead, and for
      * a read through the read cache (as the deferred check is): a repeated read then costs
      * Redis nothing in cluster mode too. */
-    bool read = (flags & AUTH_DEFERRED_REVOCATION) != 0;
-    ac->read = read;
-    ac->deferred = read && !store_cluster_mode(req->app->store);
+    ac->read = (flags & AUTH_DEFERRED_REVOCATION) != 0;
+    ac->deferred = ac->read && !store_cluster_mode(req->app->store);
     /* A new contract-only signature has no revocation id before its contract has named the
      * epoch it signed: its check follows the contract's answer (on_contract), and a refused
      * one costs Redis nothing. */
@@ -964,7 +493,7 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     ac->pending = (ac->cached ? 0 : 1) + (ac->deferred || after_contract ? 0 : 1);
     /* A cached signature with its address names the caller already: its write budget is
      * charged now, pipelined with the revocation check (one round trip for both). Without an
-     * address the epoch that speaks is decided later, so the charge waits for finish(). */
+     * address the epoch that speaks is decided later, so the charge waits for auth_finish. */
     bool early_budget = false;
     if (ac->budget && ac->cached && ac->have_addr) {
         address_format_lower(ac->rec[cached_at], ac->budget_caller);
@@ -977,7 +506,7 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
         ac->pending++;
     if (!ac->cached && ac->contract_only) {
         /* No key to recover: the contract's answer is this half. */
-        if (contract_check(ac) != 0)
+        if (auth_contract_check(ac) != 0)
             ac->pending--;
     } else if (!ac->cached) {
         /* Without an address only the current epoch is tried; with one, up to the expired
@@ -997,7 +526,7 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
             }
         }
         ac->siwe_first =
-            ac->siwe && (!memcmp(siwe_hint(au, ac->addr), ac->addr, 20) || au->siwe_vote > 0);
+            ac->siwe && (!memcmp(auth_siwe_hint(au, ac->addr), ac->addr, 20) || au->siwe_vote > 0);
         ac->work.data = ac;
         au->stats.queued++;
         au->stats.queue_depth++;
@@ -1014,14 +543,8 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     }
     if (ac->deferred || after_contract) {
         if (ac->pending == 0)
-            finish(ac);
+            auth_finish(ac);
         return;
     }
-    char key[KEYS_REVOKED_SIZE];
-    const char *argv[2] = {"EXISTS", key};
-    size_t lens[2] = {6, keys_revoked(key, ac->revocation_id)};
-    if (read)
-        store_read(req->app->store, 0, on_revocation, ac, 2, argv, lens);
-    else
-        store_command(req->app->store, on_revocation, ac, 2, argv, lens);
+    auth_revocation_send(ac, on_revocation);
 }

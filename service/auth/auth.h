@@ -42,8 +42,9 @@ enum auth_mode {
 };
 
 /* Flags of auth_authenticate. */
-/* The handler reads through auth_store_exec(), so the revocation check may ride with its read
- * (one round trip) instead of coming first; for routes that change nothing. */
+/* The handler sends its first read with request_read_flags (http/request.h), so the revocation
+ * check may ride just ahead of it (one round trip) instead of coming first; for routes that
+ * change nothing. */
 #define AUTH_DEFERRED_REVOCATION 1
 /* A write: the caller's write budget (auth/limits.h) is charged before next runs; over it the
  * request is answered 429. Sent with the revocation check when the signature is cached. */
@@ -72,24 +73,15 @@ const char *auth_request_revocation_id(const request *req);
 
 const auth_stats *auth_get_stats(const auth *au);
 
-/* For read handlers (ROUTE_READ_WITH_REVOCATION): store_read_exec, with the revocation check
- * the sign-in step left for the read sent just ahead of it, in the same write: one round trip
- * for both, and Redis answers the check first. Either may come from the read cache, the check
- * always before the read; cb may run before this returns. */
-void auth_store_exec(request *req, store_cb cb, int ncmds, const store_cmd *cmds);
-/* The same, kept in the read cache under a key of the handler's (store_read_exec_as). */
-void auth_store_exec_as(request *req, const char *key, size_t key_len, store_cb cb, int ncmds,
-                        const store_cmd *cmds);
-/* The same for a read that is one plain command. */
-/* The same for a read script (store_script_read): the deferred revocation check rides with it. */
-void auth_store_script_read(request *req, int script, store_cb cb, int nkeys, int argc,
-                            const char **argv, const size_t *lens);
-void auth_store_command(request *req, store_cb cb, int argc, const char **argv, const size_t *lens);
 /* For a read handler whose answer needs no read of its own (a page kept in the process): the
  * revocation check alone (through the read cache), then next(req), which answers; a revoked
  * or unchecked signature's status then overrides that answer. next may run before this
  * returns. */
 void auth_check_revocation(request *req, auth_next next);
+
+/* Parses the address query parameter s (EIP-55 checked when of mixed case) into out; when it is
+ * no address, answers 400 naming the field "address" and returns false. */
+bool auth_parse_address(request *req, const char *s, size_t len, uint8_t out[20]);
 
 /* True when the lowercase address is in PLATFORM_ADMINS. */
 bool auth_is_platform_admin(const auth *au, const char *caller);

@@ -335,14 +335,10 @@ void readcache_render_metrics(buf *out, void *ctx)
     readcache *rc = ctx;
     readcache_stats none = {0};
     const readcache_stats *rs = rc ? readcache_get_stats(rc) : &none;
-    metrics_family(out, "entityd_read_cache_total", "counter",
-                   "Reads through the read cache by outcome.");
-    buf_printf(out,
-               "entityd_read_cache_total{outcome=\"hit\"} %llu\n"
-               "entityd_read_cache_total{outcome=\"miss\"} %llu\n"
-               "entityd_read_cache_total{outcome=\"stale\"} %llu\n",
-               (unsigned long long)rs->hits, (unsigned long long)rs->misses,
-               (unsigned long long)rs->stale);
+    const metrics_labelled outcomes[] = {
+        {"hit", rs->hits}, {"miss", rs->misses}, {"stale", rs->stale}};
+    metrics_counter_by(out, "entityd_read_cache_total", "Reads through the read cache by outcome.",
+                       "outcome", outcomes, 3);
     metrics_counter(out, "entityd_read_cache_rendered_total",
                     "Hits answered with the rendering kept beside the answer.", rs->rendered_hits);
     metrics_counter(out, "entityd_read_cache_invalidations_total",

@@ -162,3 +162,12 @@ void metrics_family(buf *out, const char *name, const char *type, const char *he
 {
     buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
+
+void metrics_counter_by(buf *out, const char *name, const char *help, const char *label,
+                        const metrics_labelled *items, size_t n)
+{
+    metrics_family(out, name, "counter", help);
+    for (size_t i = 0; i < n; i++)
+        buf_printf(out, "%s{%s=\"%s\"} %llu\n", name, label, items[i].value,
+                   (unsigned long long)items[i].v);
+}

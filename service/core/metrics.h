@@ -37,5 +37,13 @@ void metrics_set_renderer(metrics_renderer fn);
 void metrics_counter(buf *out, const char *name, const char *help, uint64_t v);
 void metrics_gauge(buf *out, const char *name, const char *help, double v);
 void metrics_family(buf *out, const char *name, const char *type, const char *help);
+/* One sample of a family told apart by one label: the label's value and the count. */
+typedef struct metrics_labelled {
+    const char *value;
+    uint64_t v;
+} metrics_labelled;
+/* A counter family with one sample per item, name{label="value"} v, in the items' order. */
+void metrics_counter_by(buf *out, const char *name, const char *help, const char *label,
+                        const metrics_labelled *items, size_t n);
 
 #endif

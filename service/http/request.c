@@ -19,6 +19,14 @@ uint64_t request_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+int request_read_flags(request *req)
+{
+    /* Cleared before it runs: one check per request, and the guard in finish_parts sees it sent. */
+    int (*hook)(request *) = req->before_read;
+    req->before_read = NULL;
+    return hook ? hook(req) : 0;
+}
+
 const char *request_param(const request *req, const char *key, size_t *len)
 {
     size_t klen = strlen(key);
@@ -117,10 +125,10 @@ static void finish_parts(request *req, int status, const char *ctype, const char
             request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
         return;
     }
-    if (req->revocation_key && status < 400) {
+    if (req->before_read && status < 400) {
         /* A success may not leave before the revocation check: a route flagged to read with
-         * it answered without auth_store_exec. A bug, refused loudly. */
-        req->revocation_key = NULL;
+         * it answered without request_read_flags. A bug, refused loudly. */
+        req->before_read = NULL;
         request_fail_internal(req, "read route answered before its revocation check");
         return;
     }
@@ -332,7 +340,7 @@ void request_reset(request *req)
     req->answered = false;
     req->status = 0;
     req->state = NULL;
-    req->revocation_key = NULL;
+    req->before_read = NULL;
     req->auth_veto = 0;
     req->method = -1;
     req->auth = NULL;

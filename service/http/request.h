@@ -78,9 +78,12 @@ typedef struct request {
     /* Runs when the request is reset: releases what the handler holds outside the arena.
      * Answering resets the request, so after an answer a handler touches none of its state. */
     void (*on_reset)(void *data);
-    /* Sign-in checks finished after the handler started (auth.c): the revocation key still to
-     * check with the handler's read, and the status that then overrides its answer. */
-    const char *revocation_key;
+    /* A check the sign-in step left to ride just ahead of the handler's first read, in the same
+     * round trip (set by auth, run by request_read_flags); NULL when none is owed. It returns the
+     * store flags for that read. */
+    int (*before_read)(struct request *req);
+    /* Set by a check that finished after the handler started: the status that overrides its
+     * answer. */
     int auth_veto;
     void *on_reset_data;
 } request;
@@ -111,6 +114,12 @@ void *request_state(request *req, size_t size);
 /* Forgets everything of the request answered, for the next one on its connection (runs the
  * handler's on_reset first); keeps small buffers. */
 void request_reset(request *req);
+
+/* For a handler about to send its first store read: runs the check the sign-in step left to
+ * ride ahead of it (req->before_read, once) and returns the store flags (redis/store.h) that
+ * read must be sent with; 0 when none is owed. Call it just before the read, as an argument of
+ * the store call. */
+int request_read_flags(request *req);
 
 /* Monotonic nanoseconds. */
 uint64_t request_now_ns(void);

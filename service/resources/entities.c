@@ -187,7 +187,7 @@ void entity_by_alias_get(request *req)
     size_t klen = keys_alias(key, ar->alias);
     const char *argv[] = {"GET", key};
     size_t lens[] = {3, klen};
-    auth_store_command(req, on_alias, 2, argv, lens);
+    store_read(req->app->store, request_read_flags(req), on_alias, req, 2, argv, lens);
 }
 
 /* ---- POST /api/entities: create or update ---- */

@@ -368,14 +368,14 @@ void entity_read_send(request *req, const entity_keys *k, int argc, const char *
                       const size_t *lens, bool roles, store_cb alone, store_cb with_roles)
 {
     if (!roles) {
-        auth_store_command(req, alone, argc, argv, lens);
+        store_read(req->app->store, request_read_flags(req), alone, req, argc, argv, lens);
         return;
     }
     entity_gate g;
     store_cmd cmd;
     entity_gate_init(&g, req, k, 'r', argc - 2, argv + 2, lens + 2);
     if (entity_gate_cmd(&g, req, &cmd))
-        auth_store_exec(req, with_roles, 1, &cmd);
+        store_read_exec(req->app->store, request_read_flags(req), with_roles, req, 1, &cmd);
 }
 
 entity_read entity_read_gated(request *req, int status, redisReply *r, bool unsigned_ok,

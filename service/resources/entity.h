@@ -148,7 +148,7 @@ entity_read entity_read_exec(request *req, int status, redisReply *r, size_t nre
  * entity's flags and the caller's role and runs the read's own commands only when they allow,
  * so a refusal costs Redis the role lookups alone, whatever lies behind them. Still one round
  * trip: the script is the one command of the transaction it is sent in (store_exec, or
- * auth_store_exec* through the read cache, which follows its declared keys). Its answer has the
+ * store_read_exec* through the read cache, which follows its declared keys). Its answer has the
  * shape of the transaction it replaces, {HMGET, the role lookups, each command's reply}, or,
  * refused, only {the first three fields, the role lookups} (entity_read_exec, reads_reply). */
 #define ENTITY_GATE_KEYS 8

@@ -156,7 +156,7 @@ static void send_round(find_req *f)
     size_t lens[] = {strlen(cmd), strlen(f->range_key), slen, elen, 5, 1, strlen(count)};
     find_mark_key(f, f->range_key, lens[1]);
     /* the first read carries the signature's deferred revocation check, if any */
-    auth_store_command(f->req, on_range_req, 7, argv, lens);
+    store_read(f->req->app->store, request_read_flags(f->req), on_range_req, f->req, 7, argv, lens);
 }
 
 /* ---- a round's outcome ---- */
@@ -390,7 +390,7 @@ static void find_begin(find_req *f)
     /* A kept page is answered with no read to carry the signature's revocation check (which
      * the sign-in step left for the first read): with the page cache on, it is made alone,
      * first (from the read cache after the signature's first use). */
-    if (req->revocation_key && f->page_key)
+    if (req->before_read && f->page_key)
         auth_check_revocation(req, find_serve);
     else
         find_serve(req);

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "core/app.h"
-#include "auth/auth.h"
 #include "resources/entity.h"
 #include "resources/handlers.h"
 #include "resources/reads.h"
@@ -496,7 +495,8 @@ static void board_send(request *req)
         int clen = snprintf(c, sizeof c, "%lld.%lld", q->upto, q->higher);
         reads_desc_add(&d, c, (size_t)clen);
     }
-    auth_store_exec_as(req, d.s, d.len, on_board, 1, &cmd);
+    store_read_exec_as(req->app->store, request_read_flags(req), d.s, d.len, on_board, req, 1,
+                       &cmd);
 }
 
 void leaderboard_get(request *req)

@@ -245,7 +245,8 @@ static void send_users_read(request *req)
         entity_gate_add(&g, &page[0]);
         entity_gate_add(&g, &page[1]);
         if (entity_gate_cmd(&g, req, &cmd))
-            auth_store_exec(req, on_members_page, 1, &cmd);
+            store_read_exec(req->app->store, request_read_flags(req), on_members_page, req, 1,
+                            &cmd);
         return;
     }
     store_cmd cmds[2 + ENTITY_ROLE_CMDS] = {{6, access, alens}};
@@ -258,7 +259,7 @@ static void send_users_read(request *req)
     cmds[n++] = (store_cmd){2, zcard, zlens};
     /* After a stale cached page or a role that decides, this is a second read; the revocation
      * check went with the first. */
-    auth_store_exec(req, on_members_page, n, cmds);
+    store_read_exec(req->app->store, request_read_flags(req), on_members_page, req, n, cmds);
 }
 
 void entity_users_get(request *req)

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "core/app.h"
-#include "auth/auth.h"
 #include "resources/entity.h"
 #include "resources/handlers.h"
 #include "resources/progress.h"
@@ -123,7 +122,8 @@ static void run_script(request *req, int script, store_cb cb, int nkeys, const c
     size_t lens[16];
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
-    auth_store_script_read(req, script, cb, nkeys, argc, argv, lens);
+    store_script_read(req->app->store, request_read_flags(req), script, cb, req, nkeys, argc, argv,
+                      lens);
 }
 
 /* ---- GET /api/entities/{id}/members/{address}/progress ---- */
@@ -383,7 +383,8 @@ bool progress_read_send(request *req, char letter, const store_cmd *extra, int n
     reads_desc_add(&d, m->id, strlen(m->id));
     reads_desc_add(&d, m->addr, lens[12]);
     reads_desc_add(&d, req->caller, strlen(req->caller));
-    auth_store_exec_as(req, d.s, d.len, cb, 1 + ENTITY_ROLE_CMDS + nextra, cmds);
+    store_read_exec_as(req->app->store, request_read_flags(req), d.s, d.len, cb, req,
+                       1 + ENTITY_ROLE_CMDS + nextra, cmds);
     return true;
 }
 

@@ -19,14 +19,8 @@ void auth_message_get(request *req)
     if (address) {
         /* CONTRACT section 11: the SIWE message of that address. */
         uint8_t addr[ADDRESS_SIZE];
-        int e = address_parse(address, alen, addr);
-        if (e != ADDRESS_OK) {
-            request_fail_field(req, "address",
-                               e == ADDRESS_ECHECKSUM
-                                   ? "The address fails its EIP-55 checksum."
-                                   : "The address must be 0x followed by 40 hex digits.");
+        if (!auth_parse_address(req, address, alen, addr))
             return;
-        }
         size_t cap = auth_siwe_message_cap(req->app->auth);
         char *text = arena_alloc(&req->pool, cap);
         if (!text || auth_siwe_message(req->app->auth, addr, text, cap, &m) != 0) {

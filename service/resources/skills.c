@@ -136,7 +136,8 @@ static void send_skills_gated(request *req, bool seed)
     reads_desc d = {1, {'K'}};
     reads_desc_add(&d, st->id, IDS_SIZE - 1);
     reads_desc_add(&d, req->caller, strlen(req->caller));
-    auth_store_exec_as(req, d.s, d.len, on_skills_read, 1, &cmd);
+    store_read_exec_as(req->app->store, request_read_flags(req), d.s, d.len, on_skills_read, req, 1,
+                       &cmd);
 }
 
 /* The plain read of an entity known open: its flags are judged again, and a private or
@@ -165,7 +166,8 @@ static void send_skills_read(request *req)
     size_t lens[TREE_ARGC];
     tree_argv(&k, argv, lens);
     if (req->signed_in && tree_open(store_read_peek(req->app->store, TREE_ARGC, argv, lens))) {
-        auth_store_command(req, on_skills_plain, TREE_ARGC, argv, lens);
+        store_read(req->app->store, request_read_flags(req), on_skills_plain, req, TREE_ARGC, argv,
+                   lens);
         return;
     }
     send_skills_gated(req, req->signed_in);

@@ -165,24 +165,19 @@ static void render_metrics(buf *out, void *ctx)
                     "eth_getCode requests sent to the Ethereum RPC (one per address not known "
                     "to hold code, per ETH_RPC_CODE_TTL_SECONDS).",
                     e->code_lookups);
-    metrics_family(out, "entityd_eth_rpc_checks_total", "counter",
-                   "EIP-1271 checks by outcome (coalesced, remembered, no_code and capped ones "
-                   "sent no eth_call).");
-    const struct {
-        const char *name;
-        uint64_t v;
-    } outcomes[] = {{"valid", e->valid},
-                    {"invalid", e->invalid},
-                    {"unavailable", e->unavailable},
-                    {"timeout", e->timeouts},
-                    {"busy", e->busy},
-                    {"coalesced", e->coalesced},
-                    {"refusal_remembered", e->refusals_remembered},
-                    {"no_code", e->no_code},
-                    {"capped", e->capped}};
-    for (size_t i = 0; i < sizeof outcomes / sizeof outcomes[0]; i++)
-        buf_printf(out, "entityd_eth_rpc_checks_total{outcome=\"%s\"} %llu\n", outcomes[i].name,
-                   (unsigned long long)outcomes[i].v);
+    const metrics_labelled outcomes[] = {{"valid", e->valid},
+                                         {"invalid", e->invalid},
+                                         {"unavailable", e->unavailable},
+                                         {"timeout", e->timeouts},
+                                         {"busy", e->busy},
+                                         {"coalesced", e->coalesced},
+                                         {"refusal_remembered", e->refusals_remembered},
+                                         {"no_code", e->no_code},
+                                         {"capped", e->capped}};
+    metrics_counter_by(out, "entityd_eth_rpc_checks_total",
+                       "EIP-1271 checks by outcome (coalesced, remembered, no_code and capped ones "
+                       "sent no eth_call).",
+                       "outcome", outcomes, sizeof outcomes / sizeof outcomes[0]);
     metrics_gauge(out, "entityd_eth_rpc_inflight", "EIP-1271 calls in flight.",
                   (double)e->inflight);
     metrics_family(out, "entityd_eth_rpc_call_duration_seconds", "histogram",

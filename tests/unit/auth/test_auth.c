@@ -39,7 +39,7 @@
 
 enum next_mode {
     NEXT_REPLY, /* the handler answers 200 at once */
-    NEXT_READ,  /* the handler reads through auth_store_command, then answers 200 */
+    NEXT_READ,  /* the handler reads (store_read with request_read_flags), then answers 200 */
 };
 
 static struct {
@@ -94,13 +94,13 @@ static void next(request *req)
     g.next_calls++;
     memcpy(g.caller, req->caller, sizeof g.caller);
     g.signed_in = req->signed_in;
-    g.had_revocation_key = req->revocation_key != NULL;
+    g.had_revocation_key = req->before_read != NULL;
     g.epoch = auth_request_epoch(req);
     snprintf(g.revocation_id, sizeof g.revocation_id, "%s", auth_request_revocation_id(req));
     if (g.next_mode == NEXT_READ) {
         const char *argv[] = {"GET", "some:key"};
         size_t lens[] = {3, 8};
-        auth_store_command(req, on_read, 2, argv, lens);
+        store_read(req->app->store, request_read_flags(req), on_read, req, 2, argv, lens);
         return;
     }
     request_reply_raw(req, 200, "text/plain", "ok", 2);
@@ -528,7 +528,7 @@ static void test_handler_may_not_skip_the_deferred_check(void **state)
     eth_sig s = sign_current(&a);
     format_sig(&s, FORM_V27, sig);
     make_request(a.address, sig);
-    g.next_mode = NEXT_REPLY; /* answers 200 without auth_store_exec */
+    g.next_mode = NEXT_REPLY; /* answers 200 without request_read_flags */
     authenticate_async(AUTH_REQUIRED, true);
     assert_int_equal(g.next_calls, 1);
     assert_true(g.had_revocation_key);
