@@ -3,9 +3,8 @@
 -- gate would answer now; the script asks again, so a role taken away in between still refuses
 -- (and the caller then removes what it wrote ahead). Writes nothing.
 -- KEYS: entity, owners, admins, members
--- ARGV: caller, platform ('1' or '0'), who ('owners', 'staff' or 'leave': write_gate's, or
---       members_remove.lua's leave), the role the addresses below take ('o', 'a', 'm' or '' for
---       none), then the addresses
+-- ARGV: caller, platform ('1' or '0'), who ('owners', 'staff' or 'leave': write_gate's), the
+--       role the addresses below take ('o', 'a', 'm' or '' for none), then the addresses
 -- Returns the gate's error, or {the entity's name, then per address 1 if it holds that role
 -- already, else 0}: index entries are written only for addresses that gain the role.
 local denied = write_open(nil, ARGV[3])
