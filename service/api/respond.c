@@ -67,11 +67,29 @@ bool respond_store_failed(request *req, int status, redisReply *reply)
     return true;
 }
 
+bool respond_store_reply(request *req, int status, redisReply *reply, int type, const char *what)
+{
+    if (respond_store_failed(req, status, reply))
+        return false;
+    if (reply->type != type) {
+        request_fail_internal(req, what);
+        return false;
+    }
+    return true;
+}
+
 json_t *respond_ok(void)
 {
     json_t *o = json_object();
     json_object_set_new(o, "success", json_true());
     return o;
+}
+
+void respond_deleted(request *req)
+{
+    json_t *out = respond_ok();
+    json_object_set_new(out, "deleted", json_true());
+    request_reply(req, 200, out);
 }
 
 json_t *respond_string(const redisReply *r)

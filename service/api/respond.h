@@ -14,9 +14,15 @@
  * FULL <field> 409, INVALID <field> 400; anything else 500). Returns true when it answered, false
  * when `reply` is a normal answer. */
 bool respond_store_failed(request *req, int status, redisReply *reply);
+/* Whether the store answered with a reply of `type` (REDIS_REPLY_*): true goes on with it;
+ * false when the request was answered, as respond_store_failed does, or with a 500 whose log
+ * line says `what` when the reply has another type. */
+bool respond_store_reply(request *req, int status, redisReply *reply, int type, const char *what);
 
 /* {"success": true} to add members to. */
 json_t *respond_ok(void);
+/* Answers a delete that went through: 200 {"success": true, "deleted": true}. */
+void respond_deleted(request *req);
 
 /* A JSON string from bytes that came back from Redis; "" when not valid UTF-8. */
 json_t *respond_string(const redisReply *r);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WAYS 4
+#include "cache/ways.h"
 
 typedef struct entry {
     uint64_t hash;
@@ -15,28 +15,17 @@ typedef struct entry {
 } entry;
 
 struct attestcache {
-    entry *slots;
-    size_t sets; /* a power of two, or 0 */
+    ways w;
     uint64_t hits, misses;
-    unsigned next_way;
 };
 
 attestcache *attestcache_new(size_t entries)
 {
     attestcache *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    if (entries == 0)
-        return c;
-    size_t sets = 1;
-    while (sets * WAYS < entries)
-        sets *= 2;
-    c->slots = calloc(sets * WAYS, sizeof(entry));
-    if (!c->slots) {
+    if (c && ways_init(&c->w, entries, sizeof(entry)) != 0) {
         free(c);
         return NULL;
     }
-    c->sets = sets;
     return c;
 }
 
@@ -44,9 +33,10 @@ void attestcache_free(attestcache *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->sets * WAYS; i++)
-        free(c->slots[i].block);
-    free(c->slots);
+    entry *slots = c->w.slots;
+    for (size_t i = 0; i < c->w.sets * WAYS_PER_SET; i++)
+        free(slots[i].block);
+    ways_deinit(&c->w);
     free(c);
 }
 
@@ -63,8 +53,8 @@ static uint64_t hash_of(const void *key, size_t len)
 
 static entry *find(attestcache *c, uint64_t h, const void *key, size_t key_len, entry **set)
 {
-    *set = &c->slots[((h ^ (h >> 32)) & (c->sets - 1)) * WAYS];
-    for (int i = 0; i < WAYS; i++) {
+    *set = ways_set(&c->w, h ^ (h >> 32));
+    for (int i = 0; i < WAYS_PER_SET; i++) {
         entry *e = &(*set)[i];
         if (e->block && e->hash == h && e->key_len == key_len && !memcmp(e->block, key, key_len))
             return e;
@@ -74,7 +64,7 @@ static entry *find(attestcache *c, uint64_t h, const void *key, size_t key_len, 
 
 const char *attestcache_get(attestcache *c, const void *key, size_t key_len, size_t *len)
 {
-    if (!c->sets) {
+    if (!c->w.sets) {
         c->misses++;
         return NULL;
     }
@@ -90,13 +80,13 @@ const char *attestcache_get(attestcache *c, const void *key, size_t key_len, siz
 
 void attestcache_put(attestcache *c, const void *key, size_t key_len, const char *val, size_t len)
 {
-    if (!c->sets)
+    if (!c->w.sets)
         return;
     uint64_t h = hash_of(key, key_len);
     entry *set, *e = find(c, h, key, key_len, &set);
     if (!e) {
-        e = &set[c->next_way++ % WAYS];
-        for (int i = 0; i < WAYS; i++)
+        e = &set[ways_rotate(&c->w)];
+        for (int i = 0; i < WAYS_PER_SET; i++)
             if (!set[i].block) {
                 e = &set[i];
                 break;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WAYS 4
+#include "cache/ways.h"
 
 typedef struct entry {
     uint8_t sig[65];
@@ -16,29 +16,17 @@ typedef struct entry {
 } entry;
 
 struct sigcache {
-    entry *slots;
-    size_t sets; /* a power of two, or 0 */
+    ways w;
     uint64_t hits;
-    unsigned next_way;
 };
 
 sigcache *sigcache_new(size_t entries)
 {
     sigcache *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    if (entries == 0)
-        return c;
-    size_t sets = 1;
-    while (sets * WAYS < entries)
-        sets *= 2;
-    /* calloc: pages never touched cost no resident memory. */
-    c->slots = calloc(sets * WAYS, sizeof(entry));
-    if (!c->slots) {
+    if (c && ways_init(&c->w, entries, sizeof(entry)) != 0) {
         free(c);
         return NULL;
     }
-    c->sets = sets;
     return c;
 }
 
@@ -46,7 +34,7 @@ void sigcache_free(sigcache *c)
 {
     if (!c)
         return;
-    free(c->slots);
+    ways_deinit(&c->w);
     free(c);
 }
 
@@ -57,15 +45,15 @@ static entry *set_of(sigcache *c, const uint8_t sig[65], int64_t epoch)
     memcpy(&h, sig + 8, sizeof h);
     h ^= (uint64_t)epoch * 0x9e3779b97f4a7c15ULL;
     h ^= h >> 29;
-    return &c->slots[(h & (c->sets - 1)) * WAYS];
+    return ways_set(&c->w, h);
 }
 
 bool sigcache_get(sigcache *c, const uint8_t sig[65], int64_t epoch, uint8_t addr[20])
 {
-    if (!c->sets)
+    if (!c->w.sets)
         return false;
     entry *set = set_of(c, sig, epoch);
-    for (int i = 0; i < WAYS; i++)
+    for (int i = 0; i < WAYS_PER_SET; i++)
         if (set[i].used && set[i].epoch == epoch && !memcmp(set[i].sig, sig, 65)) {
             memcpy(addr, set[i].addr, 20);
             c->hits++;
@@ -76,12 +64,12 @@ bool sigcache_get(sigcache *c, const uint8_t sig[65], int64_t epoch, uint8_t add
 
 void sigcache_put(sigcache *c, const uint8_t sig[65], int64_t epoch, const uint8_t addr[20])
 {
-    if (!c->sets)
+    if (!c->w.sets)
         return;
     entry *set = set_of(c, sig, epoch);
-    /* Oldest epoch first; among equals, a rotating way, so no slot is evicted every time. */
-    entry *victim = &set[c->next_way++ % WAYS];
-    for (int i = 0; i < WAYS; i++) {
+    /* Oldest epoch first; among equals, the rotating way. */
+    entry *victim = &set[ways_rotate(&c->w)];
+    for (int i = 0; i < WAYS_PER_SET; i++) {
         if (!set[i].used || (set[i].epoch == epoch && !memcmp(set[i].sig, sig, 65))) {
             victim = &set[i];
             break;

@@ -119,6 +119,19 @@ static bool stopped(void)
     return bf.state == BF_STOPPED;
 }
 
+/* Whether a callback goes on with its reply: not once the job stopped, nor when the store
+ * failed (the step fails then, logged with `why` when given). */
+static bool answered(int status, const redisReply *r, const char *why)
+{
+    if (stopped())
+        return false;
+    if (status != STORE_OK || !r) {
+        fail_step(why);
+        return false;
+    }
+    return true;
+}
+
 /* ---- a step's end ---- */
 
 static void scan_node(void);
@@ -368,12 +381,8 @@ static void send_step_scan(void)
 static void on_node_cursor(void *data, int status, redisReply *r)
 {
     (void)data;
-    if (stopped())
+    if (!answered(status, r, "reading the cursor"))
         return;
-    if (status != STORE_OK || !r) {
-        fail_step("reading the cursor");
-        return;
-    }
     if (r->type == REDIS_REPLY_STRING && !strcmp(r->str, CURSOR_DONE)) {
         bf.node++;
         scan_node();
@@ -459,12 +468,8 @@ static void on_lease_owner(void *data, int status, redisReply *r)
 static void on_lease(void *data, int status, redisReply *r)
 {
     (void)data;
-    if (stopped())
+    if (!answered(status, r, NULL))
         return;
-    if (status != STORE_OK || !r) {
-        fail_step(NULL);
-        return;
-    }
     if (r->type == REDIS_REPLY_STATUS) { /* OK: taken */
         if (!bf.running)
             log_progress("find backfill: lease taken");
@@ -481,12 +486,8 @@ static void on_lease(void *data, int status, redisReply *r)
 static void on_done_flag(void *data, int status, redisReply *r)
 {
     (void)data;
-    if (stopped())
+    if (!answered(status, r, NULL))
         return;
-    if (status != STORE_OK || !r) {
-        fail_step(NULL);
-        return;
-    }
     if (r->type == REDIS_REPLY_STRING && !strcmp(r->str, "1")) {
         bf.state = BF_DONE;
         bf.running = false;

@@ -25,12 +25,8 @@ static void answer_admins(request *req, const redisReply *r, size_t from)
 static void on_admins(void *data, int status, redisReply *r)
 {
     request *req = data;
-    if (respond_store_failed(req, status, r))
+    if (!respond_store_reply(req, status, r, REDIS_REPLY_ARRAY, "admins: unexpected reply"))
         return;
-    if (r->type != REDIS_REPLY_ARRAY) {
-        request_fail_internal(req, "admins: unexpected reply");
-        return;
-    }
     answer_admins(req, r, 0);
 }
 
@@ -39,19 +35,17 @@ static void on_admins(void *data, int status, redisReply *r)
 static void run(request *req, const char *id, int script, const char (*addrs)[43], size_t n,
                 store_cb cb)
 {
-    entity_keys k;
-    keys_entity(&k, id);
-    entity_event_args ev;
-    entity_event_args_fill(req, isotime_now_ms(), &ev);
+    entity_write w;
+    entity_write_fill(req, id, isotime_now_ms(), &w);
     char limit[24];
     snprintf(limit, sizeof limit, "%lld", (long long)req->app->cfg.max_admins_per_entity);
-    const char *head[] = {k.entity,
-                          k.owners,
-                          k.admins,
+    const char *head[] = {w.k.entity,
+                          w.k.owners,
+                          w.k.admins,
                           req->caller,
                           auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
-                          ev.max,
-                          ev.at,
+                          w.ev.max,
+                          w.ev.at,
                           limit};
     /* A list reads no event arguments; only an add takes the most admins. */
     size_t nhead = script == LUA_ADMINS_LIST ? 5 : script == LUA_ADMINS_ADD ? 8 : 7;

@@ -55,16 +55,6 @@ static int64_t parse_ms(const char *s, size_t n)
     return n ? v : -1;
 }
 
-static slice next_field(slice *rest, char sep)
-{
-    const char *at = memchr(rest->s, sep, rest->len);
-    slice out = {rest->s, at ? (size_t)(at - rest->s) : rest->len};
-    size_t skip = at ? out.len + 1 : out.len;
-    rest->s += skip;
-    rest->len -= skip;
-    return out;
-}
-
 /* The member's recorded reachedAt of a level, from the prog hash's "r:<column>" field (the
  * template's level column: its id, and ":<generation>" for a level recreated after a delete). */
 static bool reached_at(const redisReply *prog, slice id, int64_t *ms)
@@ -163,17 +153,17 @@ static void on_attestations(void *data, int status, redisReply *r)
     }
     q->n = 0;
     for (slice t = {tpl->str, tpl->len}; t.len && q->n <= cap;) {
-        slice line = next_field(&t, '\n');
+        slice line = progress_next_field(&t, '\n');
         if (line.len < 2 || line.s[0] != 'L' || line.s[1] != '\t')
             continue;
         line.s += 2, line.len -= 2;
         /* The column is the level id, then ":<generation>" once a level of that id was
          * deleted; the whole column names the reachedAt field (_prelude.lua, progtpl_build). */
-        slice col = next_field(&line, '\t');
-        slice gen = col, id = next_field(&gen, ':');
-        next_field(&line, '\t'); /* XP */
-        next_field(&line, '\t'); /* endsAt */
-        slice lname = next_field(&line, '\t');
+        slice col = progress_next_field(&line, '\t');
+        slice gen = col, id = progress_next_field(&gen, ':');
+        progress_next_field(&line, '\t'); /* XP */
+        progress_next_field(&line, '\t'); /* endsAt */
+        slice lname = progress_next_field(&line, '\t');
         int64_t ms;
         if (!id.len || !lname.len || !reached_at(prog, col, &ms))
             continue;

@@ -564,12 +564,9 @@ static void revoke_invalidate(request *req, const char *eid, const redisReply *r
 static void on_revoke(void *data, int status, redisReply *r)
 {
     request *req = data;
-    if (respond_store_failed(req, status, r))
+    if (!respond_store_reply(req, status, r, REDIS_REPLY_STRING,
+                             "contrib_revoke: unexpected reply"))
         return;
-    if (r->type != REDIS_REPLY_STRING) {
-        request_fail_internal(req, "contrib_revoke: unexpected reply");
-        return;
-    }
     revoke_invalidate(req, req->state, r);
     buf *b = respond_scratch();
     buf_append_str(b, "{\"success\":true,\"data\":");

@@ -189,6 +189,23 @@ bool entity_path_id(request *req, char out[IDS_SIZE])
     return true;
 }
 
+bool entity_path_part(request *req, char eid[IDS_SIZE], char kind, char *part)
+{
+    slice e = request_path_param(req, 0), p = request_path_param(req, 1);
+    bool level = kind == 'l';
+    if (!ids_valid(e.s, e.len, 'c') ||
+        !(level ? ids_valid_level(p.s, p.len) : ids_valid(p.s, p.len, kind))) {
+        request_fail(req, 404, "not_found",
+                     level ? "No such entity or level." : "No such entity or skill.", NULL);
+        return false;
+    }
+    memcpy(eid, e.s, e.len);
+    eid[e.len] = '\0';
+    memcpy(part, p.s, p.len);
+    part[p.len] = '\0';
+    return true;
+}
+
 json_t *entity_addresses_body(request *req, size_t max, entity_addresses *out)
 {
     if (!entity_path_id(req, out->id))
@@ -227,6 +244,12 @@ void entity_event_args_fill(const request *req, int64_t now_ms, entity_event_arg
     a->max[n] = ':';
     buf_format_int(a->max + n + 1, (long long)req->app->cfg.events_max_bytes);
     isotime_format(now_ms, a->at);
+}
+
+void entity_write_fill(const request *req, const char *id, int64_t now_ms, entity_write *w)
+{
+    keys_entity(&w->k, id);
+    entity_event_args_fill(req, now_ms, &w->ev);
 }
 
 /* head then the addresses, as one argument vector in the request's pool; false (500

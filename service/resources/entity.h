@@ -39,6 +39,11 @@ enum entity_role { ROLE_NONE = 0, ROLE_MEMBER, ROLE_ADMIN, ROLE_OWNER };
 /* Copies the path's entity id (first path parameter) into out, or answers 404 and returns
  * false: a malformed id in a path names nothing. */
 bool entity_path_id(request *req, char out[IDS_SIZE]);
+/* The same for a path that names a part of the entity in its second parameter: kind 's' a
+ * skill (part: IDS_SIZE bytes), 'l' a level (part: ENTITY_LEVEL_ID_SIZE bytes). Answers 404
+ * when either id is malformed. */
+#define ENTITY_LEVEL_ID_SIZE 65
+bool entity_path_part(request *req, char eid[IDS_SIZE], char kind, char *part);
 
 /* What a route that adds addresses to an entity names: the path's entity id and the body's
  * required "addresses" (in the request's pool). */
@@ -92,6 +97,16 @@ typedef struct entity_event_args {
 
 /* Fills a with the events' limits and the time now_ms as ISO 8601. */
 void entity_event_args_fill(const request *req, int64_t now_ms, entity_event_args *a);
+
+/* What every write script of an entity takes beside its own arguments: the entity's keys
+ * (keys.h) and the events' arguments of a write at one time. */
+typedef struct entity_write {
+    entity_keys k;
+    entity_event_args ev;
+} entity_write;
+
+/* Fills w for the entity `id` and a write at now_ms. */
+void entity_write_fill(const request *req, const char *id, int64_t now_ms, entity_write *w);
 
 /* How a read's answer came out: refused or failed (already answered), allowed, or not yet
  * decidable because the caller's role decides and was not asked for. */

@@ -39,9 +39,7 @@ static void on_ignored(void *data, int status, redisReply *r)
 
 static void answer_deleted(request *req)
 {
-    json_t *out = respond_ok();
-    json_object_set_new(out, "deleted", json_true());
-    request_reply(req, 200, out);
+    respond_deleted(req);
     erasure_kick(req->app->erasure);
 }
 

@@ -164,16 +164,9 @@ static int read_level(json_t *body, level_input *in, verr *e)
 
 void level_update(request *req)
 {
-    slice eid = request_path_param(req, 0), lid = request_path_param(req, 1);
-    if (!ids_valid(eid.s, eid.len, 'c') || !ids_valid_level(lid.s, lid.len)) {
-        request_fail(req, 404, "not_found", "No such entity or level.", NULL);
+    char entity_id[IDS_SIZE], lvid[ENTITY_LEVEL_ID_SIZE];
+    if (!entity_path_part(req, entity_id, 'l', lvid))
         return;
-    }
-    char entity_id[IDS_SIZE], lvid[65];
-    memcpy(entity_id, eid.s, eid.len);
-    entity_id[eid.len] = '\0';
-    memcpy(lvid, lid.s, lid.len);
-    lvid[lid.len] = '\0';
     json_t *body = validate_body(req);
     if (!body)
         return;
@@ -195,26 +188,24 @@ void level_update(request *req)
         request_fail_internal(req, "out of memory");
         return;
     }
-    entity_keys k;
-    keys_entity(&k, entity_id);
     char now[ISOTIME_STRING_SIZE + 2];
     now[0] = '"';
     int64_t now_ms = isotime_now_ms();
     isotime_format(now_ms, now + 1);
     strcat(now, "\"");
-    entity_event_args ev;
-    entity_event_args_fill(req, now_ms, &ev);
+    entity_write w;
+    entity_write_fill(req, entity_id, now_ms, &w);
     char limit[24];
     snprintf(limit, sizeof limit, "%lld", (long long)req->app->cfg.max_levels_per_entity);
     char tree_max[24];
     snprintf(tree_max, sizeof tree_max, "%lld", (long long)req->app->cfg.skilltree_max_bytes);
-    const char *head[] = {k.entity,
-                          k.owners,
-                          k.admins,
-                          k.skills,
-                          k.levels,
-                          k.level_order,
-                          k.skill_order,
+    const char *head[] = {w.k.entity,
+                          w.k.owners,
+                          w.k.admins,
+                          w.k.skills,
+                          w.k.levels,
+                          w.k.level_order,
+                          w.k.skill_order,
                           req->caller,
                           auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
                           lvid,
@@ -226,7 +217,7 @@ void level_update(request *req)
                           buf_cstr(&in.scores),
                           buf_cstr(&in.ends_at),
                           now,
-                          ev.max,
+                          w.ev.max,
                           limit,
                           tree_max};
     for (size_t i = 0; i < LEVEL_HEAD; i++)
@@ -244,40 +235,29 @@ void level_update(request *req)
 static void on_level_deleted(void *data, int status, redisReply *r)
 {
     request *req = data;
-    if (respond_store_failed(req, status, r))
+    if (!respond_store_reply(req, status, r, REDIS_REPLY_INTEGER, "level_delete: unexpected reply"))
         return;
-    if (r->type != REDIS_REPLY_INTEGER) {
-        request_fail_internal(req, "level_delete: unexpected reply");
-        return;
-    }
-    json_t *out = respond_ok();
-    json_object_set_new(out, "deleted", json_true());
-    request_reply(req, 200, out);
+    respond_deleted(req);
 }
 
 void level_delete(request *req)
 {
-    slice eid = request_path_param(req, 0), lid = request_path_param(req, 1);
-    if (!ids_valid(eid.s, eid.len, 'c') || !ids_valid_level(lid.s, lid.len)) {
-        request_fail(req, 404, "not_found", "No such entity or level.", NULL);
+    char entity_id[IDS_SIZE], lvid[ENTITY_LEVEL_ID_SIZE];
+    if (!entity_path_part(req, entity_id, 'l', lvid))
         return;
-    }
-    char entity_id[IDS_SIZE], lvid[65];
-    memcpy(entity_id, eid.s, eid.len);
-    entity_id[eid.len] = '\0';
-    memcpy(lvid, lid.s, lid.len);
-    lvid[lid.len] = '\0';
-    entity_keys k;
-    keys_entity(&k, entity_id);
-    entity_event_args ev;
-    entity_event_args_fill(req, isotime_now_ms(), &ev);
-    const char *head[] = {
-        k.entity,      k.owners,
-        k.admins,      k.levels,
-        k.level_order, k.skill_order,
-        req->caller,   auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
-        ev.max,        ev.at,
-        lvid};
+    entity_write w;
+    entity_write_fill(req, entity_id, isotime_now_ms(), &w);
+    const char *head[] = {w.k.entity,
+                          w.k.owners,
+                          w.k.admins,
+                          w.k.levels,
+                          w.k.level_order,
+                          w.k.skill_order,
+                          req->caller,
+                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
+                          w.ev.max,
+                          w.ev.at,
+                          lvid};
     entity_script(req, LUA_LEVEL_DELETE, on_level_deleted, 6, head, sizeof head / sizeof head[0],
                   NULL, 0);
 }

@@ -164,8 +164,7 @@ static bool prog_get(const prog_view *p, char kind, const char *id, size_t idlen
     return false;
 }
 
-/* Splits s (len n) at the first `sep`: the part before is returned, *rest moves past it. */
-static slice next_field(slice *rest, char sep)
+slice progress_next_field(slice *rest, char sep)
 {
     const char *at = memchr(rest->s, sep, rest->len);
     slice out = {rest->s, at ? (size_t)(at - rest->s) : rest->len};
@@ -180,11 +179,11 @@ static void render_skill_lines(buf *b, slice tpl, const prog_view *p)
 {
     bool first = true;
     while (tpl.len) {
-        slice line = next_field(&tpl, '\n');
+        slice line = progress_next_field(&tpl, '\n');
         if (line.len < 2 || line.s[0] != 'S' || line.s[1] != '\t')
             continue;
         line.s += 2, line.len -= 2;
-        slice id = next_field(&line, '\t'), name = line;
+        slice id = progress_next_field(&line, '\t'), name = line;
         int64_t score;
         if (!prog_get(p, 's', id.s, id.len, &score) || score <= 0 || !name.len)
             continue;
@@ -208,15 +207,16 @@ static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t no
     bool first = true;
     *top = (slice){NULL, 0};
     while (tpl.len) {
-        slice line = next_field(&tpl, '\n');
+        slice line = progress_next_field(&tpl, '\n');
         if (line.len < 2 || line.s[0] != 'L' || line.s[1] != '\t')
             continue;
         line.s += 2, line.len -= 2;
-        slice col = next_field(&line, '\t'), xps = next_field(&line, '\t'),
-              ends = next_field(&line, '\t'), name = next_field(&line, '\t'), need = line;
+        slice col = progress_next_field(&line, '\t'), xps = progress_next_field(&line, '\t'),
+              ends = progress_next_field(&line, '\t'), name = progress_next_field(&line, '\t'),
+              need = line;
         /* The column is the level id, then ":<generation>" once a level of that id was deleted;
          * the whole column names the reachedAt field (_prelude.lua, progtpl_build). */
-        slice gen = col, id = next_field(&gen, ':');
+        slice gen = col, id = progress_next_field(&gen, ':');
         if (!id.len || !name.len)
             continue;
         int64_t need_xp = parse_int(xps.s, xps.len);
@@ -229,7 +229,7 @@ static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t no
         /* "reached" comes first and depends on every threshold: judged in a first pass. */
         bool ok = missing_xp == 0;
         for (slice n = need; ok && n.len;) {
-            slice sid = next_field(&n, ' '), sc = next_field(&n, ' ');
+            slice sid = progress_next_field(&n, ' '), sc = progress_next_field(&n, ' ');
             int64_t have;
             prog_get(p, 's', sid.s, sid.len, &have);
             ok = !sid.len || have >= parse_int(sc.s, sc.len);
@@ -259,7 +259,7 @@ static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t no
         buf_append_str(b, ",\"skills\":[");
         bool first_missing = true;
         while (need.len) {
-            slice sid = next_field(&need, ' '), sc = next_field(&need, ' ');
+            slice sid = progress_next_field(&need, ' '), sc = progress_next_field(&need, ' ');
             int64_t want = parse_int(sc.s, sc.len), have;
             prog_get(p, 's', sid.s, sid.len, &have);
             if (!sid.len || have >= want)

@@ -33,4 +33,8 @@ bool progress_read_send(request *req, char letter, const store_cmd *extra, int n
 const redisReply *progress_read_check(request *req, int status, redisReply *r, int nextra,
                                       const member_req *m);
 
+/* Splits *rest at its first `sep` (the progression template's lines, columns and pairs): the
+ * part before is returned, *rest moves past the separator. */
+slice progress_next_field(slice *rest, char sep);
+
 #endif

@@ -272,9 +272,30 @@ static int read_many(json_t *body, json_t **names, json_t **descs, verr *e)
     return 0;
 }
 
-/* skills_add.lua's arguments before the per-skill triples: 7 keys, caller, platform, time,
- * the events' limits, the time as ISO, MAX_SKILLS_PER_ENTITY and SKILLTREE_MAX_BYTES. */
-#define SKILLS_HEAD 14
+/* The arguments skills_add.lua and skill_update.lua both begin with: the entity's keys
+ * entity, owners, admins, skills, skill order, skill names and level order, then the caller
+ * and whether it is a platform admin. */
+#define SKILL_KEYS 7
+#define SKILL_HEAD (SKILL_KEYS + 2)
+
+static void skill_head(request *req, const entity_keys *k, const char **out)
+{
+    const char *head[SKILL_HEAD] = {
+        k->entity,
+        k->owners,
+        k->admins,
+        k->skills,
+        k->skill_order,
+        k->skill_names,
+        k->level_order,
+        req->caller,
+        auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0"};
+    memcpy(out, head, sizeof head);
+}
+
+/* skills_add.lua's arguments before the per-skill triples: that head, the time, the events'
+ * limits, the time as ISO, MAX_SKILLS_PER_ENTITY and SKILLTREE_MAX_BYTES. */
+#define SKILLS_HEAD (SKILL_HEAD + 5)
 
 static void add_skills(request *req, bool many)
 {
@@ -399,10 +420,8 @@ static void add_skills(request *req, bool many)
                              NULL);
                 return;
             }
-    entity_keys k;
-    keys_entity(&k, entity_id);
-    entity_event_args ev;
-    entity_event_args_fill(req, now, &ev);
+    entity_write w;
+    entity_write_fill(req, entity_id, now, &w);
     char *limit = arena_alloc(&req->pool, 24), *tree_max = arena_alloc(&req->pool, 24);
     if (!limit || !tree_max) {
         request_fail_internal(req, "skills: out of memory");
@@ -410,25 +429,16 @@ static void add_skills(request *req, bool many)
     }
     snprintf(limit, 24, "%lld", (long long)req->app->cfg.max_skills_per_entity);
     snprintf(tree_max, 24, "%lld", (long long)req->app->cfg.skilltree_max_bytes);
-    const char *head[] = {k.entity,
-                          k.owners,
-                          k.admins,
-                          k.skills,
-                          k.skill_order,
-                          k.skill_names,
-                          k.level_order,
-                          req->caller,
-                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
-                          arena_strndup(&req->pool, created, strlen(created)),
-                          arena_strndup(&req->pool, ev.max, strlen(ev.max)),
-                          arena_strndup(&req->pool, created_iso, strlen(created_iso)),
-                          limit,
-                          tree_max};
-    for (size_t i = 0; i < SKILLS_HEAD; i++)
-        argv[i] = head[i];
+    skill_head(req, &w.k, argv);
+    const char *rest[SKILLS_HEAD - SKILL_HEAD] = {
+        arena_strndup(&req->pool, created, strlen(created)),
+        arena_strndup(&req->pool, w.ev.max, strlen(w.ev.max)),
+        arena_strndup(&req->pool, created_iso, strlen(created_iso)), limit, tree_max};
+    memcpy(argv + SKILL_HEAD, rest, sizeof rest);
     for (size_t i = 0; i < argc; i++)
         lens[i] = argv[i] ? strlen(argv[i]) : 0;
-    store_script(req->app->store, LUA_SKILLS_ADD, on_skills_added, req, 7, (int)argc, argv, lens);
+    store_script(req->app->store, LUA_SKILLS_ADD, on_skills_added, req, SKILL_KEYS, (int)argc, argv,
+                 lens);
 }
 
 void skills_post(request *req)
@@ -445,30 +455,11 @@ void skills_post_multiple(request *req)
 
 /* ---- POST /api/entities/{id}/skills/{skillId}/update, DELETE …/skills/{skillId} ---- */
 
-/* The path's entity and skill ids, or 404 (a malformed id in a path names nothing). */
-static bool path_skill(request *req, char eid[IDS_SIZE], char sid[IDS_SIZE])
-{
-    slice e = request_path_param(req, 0), s = request_path_param(req, 1);
-    if (!ids_valid(e.s, e.len, 'c') || !ids_valid(s.s, s.len, 's')) {
-        request_fail(req, 404, "not_found", "No such entity or skill.", NULL);
-        return false;
-    }
-    memcpy(eid, e.s, e.len);
-    eid[e.len] = '\0';
-    memcpy(sid, s.s, s.len);
-    sid[s.len] = '\0';
-    return true;
-}
-
 static void on_skill_updated(void *data, int status, redisReply *r)
 {
     request *req = data;
-    if (respond_store_failed(req, status, r))
+    if (!respond_store_reply(req, status, r, REDIS_REPLY_STRING, "skill_update: unexpected reply"))
         return;
-    if (r->type != REDIS_REPLY_STRING) {
-        request_fail_internal(req, "skill_update: unexpected reply");
-        return;
-    }
     buf *b = respond_scratch();
     buf_append_str(b, "{\"success\":true,\"data\":");
     respond_append(b, r);
@@ -491,7 +482,7 @@ static char *pool_json_string(request *req, const char *s, size_t n)
 void skill_update(request *req)
 {
     char eid[IDS_SIZE], sid[IDS_SIZE];
-    if (!path_skill(req, eid, sid))
+    if (!entity_path_part(req, eid, 's', sid))
         return;
     json_t *body = validate_body(req);
     if (!body)
@@ -525,41 +516,23 @@ void skill_update(request *req)
     for (char *p = norm; *p; p++)
         if (*p >= 'A' && *p <= 'Z')
             *p = (char)(*p + 32);
-    entity_keys k;
-    keys_entity(&k, eid);
-    entity_event_args ev;
-    entity_event_args_fill(req, isotime_now_ms(), &ev);
+    entity_write w;
+    entity_write_fill(req, eid, isotime_now_ms(), &w);
     char tree_max[24];
     snprintf(tree_max, sizeof tree_max, "%lld", (long long)req->app->cfg.skilltree_max_bytes);
-    const char *head[] = {k.entity,
-                          k.owners,
-                          k.admins,
-                          k.skills,
-                          k.skill_order,
-                          k.skill_names,
-                          k.level_order,
-                          req->caller,
-                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
-                          ev.max,
-                          ev.at,
-                          sid,
-                          name_json,
-                          norm,
-                          desc_json,
-                          tree_max};
-    entity_script(req, LUA_SKILL_UPDATE, on_skill_updated, 7, head, sizeof head / sizeof head[0],
-                  NULL, 0);
+    const char *rest[] = {w.ev.max, w.ev.at, sid, name_json, norm, desc_json, tree_max};
+    const char *head[SKILL_HEAD + sizeof rest / sizeof rest[0]];
+    skill_head(req, &w.k, head);
+    memcpy(head + SKILL_HEAD, rest, sizeof rest);
+    entity_script(req, LUA_SKILL_UPDATE, on_skill_updated, SKILL_KEYS, head,
+                  sizeof head / sizeof head[0], NULL, 0);
 }
 
 static void on_skill_deleted(void *data, int status, redisReply *r)
 {
     request *req = data;
-    if (respond_store_failed(req, status, r))
+    if (!respond_store_reply(req, status, r, REDIS_REPLY_INTEGER, "skill_delete: unexpected reply"))
         return;
-    if (r->type != REDIS_REPLY_INTEGER) {
-        request_fail_internal(req, "skill_delete: unexpected reply");
-        return;
-    }
     /* The board was unlinked inside the script, which knew its name only from the path. */
     readcache *rc = req->app->reads;
     if (rc && readcache_enabled(rc)) {
@@ -567,15 +540,13 @@ static void on_skill_deleted(void *data, int status, redisReply *r)
         const char *const *ids = req->state;
         readcache_invalidate(rc, key, keys_board(key, ids[0], ids[1]));
     }
-    json_t *out = respond_ok();
-    json_object_set_new(out, "deleted", json_true());
-    request_reply(req, 200, out);
+    respond_deleted(req);
 }
 
 void skill_delete(request *req)
 {
     char eid[IDS_SIZE], sid[IDS_SIZE];
-    if (!path_skill(req, eid, sid))
+    if (!entity_path_part(req, eid, 's', sid))
         return;
     const char **ids = request_state(req, 2 * sizeof *ids);
     if (!ids)
@@ -586,22 +557,20 @@ void skill_delete(request *req)
         request_fail_internal(req, "skills: out of memory");
         return;
     }
-    entity_keys k;
-    keys_entity(&k, eid);
-    entity_event_args ev;
-    entity_event_args_fill(req, isotime_now_ms(), &ev);
-    const char *head[] = {k.entity,
-                          k.owners,
-                          k.admins,
-                          k.skills,
-                          k.skill_order,
-                          k.skill_names,
-                          k.levels,
-                          k.level_order,
+    entity_write w;
+    entity_write_fill(req, eid, isotime_now_ms(), &w);
+    const char *head[] = {w.k.entity,
+                          w.k.owners,
+                          w.k.admins,
+                          w.k.skills,
+                          w.k.skill_order,
+                          w.k.skill_names,
+                          w.k.levels,
+                          w.k.level_order,
                           req->caller,
                           auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
-                          ev.max,
-                          ev.at,
+                          w.ev.max,
+                          w.ev.at,
                           sid};
     entity_script(req, LUA_SKILL_DELETE, on_skill_deleted, 8, head, sizeof head / sizeof head[0],
                   NULL, 0);

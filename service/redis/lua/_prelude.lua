@@ -30,15 +30,16 @@ local function role_of(owners, admins, members, caller)
   return ''
 end
 
--- Write gate shared by every write script. who: 'owners' or 'staff' (owners and admins).
--- Returns nil when the write may go on, else the error reply to return.
+-- Write gate shared by every write script. who: 'owners', 'staff' (owners and admins) or
+-- 'leave' (a signed caller leaving: any role). Returns nil when the write may go on, else the
+-- error reply to return.
 local function write_gate(entity, role, platform, who)
   if redis.call('EXISTS', entity) == 0 then
     return fail('NOT_FOUND', 'No such entity.')
   end
   if platform == '1' then return nil end
   local enabled = redis.call('HGET', entity, 'isEnabled') ~= '0'
-  local allowed = role == 'owner' or (who == 'staff' and role == 'admin')
+  local allowed = who == 'leave' or role == 'owner' or (who == 'staff' and role == 'admin')
   if not enabled then
     if role == 'owner' or role == 'admin' then
       return fail('FORBIDDEN', 'The entity is disabled.')
@@ -50,6 +51,31 @@ local function write_gate(entity, role, platform, who)
       return fail('FORBIDDEN', 'Only the entity\'s owners may do this.')
     end
     return fail('FORBIDDEN', 'Only the entity\'s owners and admins may do this.')
+  end
+  return nil
+end
+
+-- The opening of an entity's write script whose KEYS begin entity, owners, admins and whose
+-- ARGV begin caller, platform: the moving guard before any other command, then the caller's
+-- role (members: the members hash when a member's role counts, else nil) and the write gate
+-- for who. Returns nil when the write may go on, else the error reply to return.
+local function write_open(members, who)
+  return moving_guard(KEYS[1]) or
+    write_gate(KEYS[1], role_of(KEYS[2], KEYS[3], members, ARGV[1]), ARGV[2], who)
+end
+
+-- An add of the addresses ARGV[from], ARGV[from + 1]… to the entity's admins (a set) or members
+-- (a hash: is_hash) that may hold at most `most` `what`: FULL when the addresses not in it yet
+-- would take it past that (the add then writes nothing), else nil.
+local function add_past_most(key, is_hash, from, most, what)
+  local has, size = 'SISMEMBER', 'SCARD'
+  if is_hash then has, size = 'HEXISTS', 'HLEN' end
+  local fresh = 0
+  for i = from, #ARGV do
+    if redis.call(has, key, ARGV[i]) == 0 then fresh = fresh + 1 end
+  end
+  if fresh > 0 and redis.call(size, key) + fresh > tonumber(most) then
+    return fail('FULL', 'addresses This entity may hold at most ' .. most .. ' ' .. what .. '.')
   end
   return nil
 end

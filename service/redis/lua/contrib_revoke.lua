@@ -4,10 +4,7 @@
 -- changes nothing. KEYS: entity, owners, admins, contribs
 -- ARGV: caller, platform, contribution id, reason (validated), now (ms), now (ISO), events_max
 -- Returns the Contribution JSON as stored after the call.
-local moving = moving_guard(KEYS[1])
-if moving then return moving end
-local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
-local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
+local denied = write_open(nil, 'staff')
 if denied then return denied end
 local E, caller, cid, now_iso = KEYS[1], ARGV[1], ARGV[3], ARGV[6]
 local json = redis.call('HGET', KEYS[4], cid)

@@ -10,18 +10,10 @@
 -- cached users pages are valid only under the version they were rendered from.
 -- A member is one compact entry, "<addedAt>:<address>:<addedBy>:<chain>", kept both as the
 -- hash value and as the order member; entityd renders the JSON (keys.h).
-local moving = moving_guard(KEYS[1])
-if moving then return moving end
-local role = role_of(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
-local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
+local denied = write_open(KEYS[4], 'staff')
 if denied then return denied end
-local fresh = 0
-for i = 9, #ARGV do
-  if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 0 then fresh = fresh + 1 end
-end
-if fresh > 0 and redis.call('HLEN', KEYS[4]) + fresh > tonumber(ARGV[8]) then
-  return fail('FULL', 'addresses This entity may hold at most ' .. ARGV[8] .. ' members.')
-end
+local full = add_past_most(KEYS[4], true, 9, ARGV[8], 'members')
+if full then return full end
 local added, existing, list, boards, out = 0, 0, {}, {}, {}
 local tail = ':' .. ARGV[1] .. ':' .. ARGV[3]
 for i = 9, #ARGV do

@@ -10,10 +10,7 @@
 -- Writes a level.updated event {id, created}.
 -- The Level JSON is assembled here in a fixed key order, numbers copied as the service wrote
 -- them (no Lua number ever holds XP). Returns {created (1/0), Level JSON}.
-local moving = moving_guard(KEYS[1])
-if moving then return moving end
-local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
-local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
+local denied = write_open(nil, 'staff')
 if denied then return denied end
 for i = 15, #ARGV do
   if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 0 then

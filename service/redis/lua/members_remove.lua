@@ -43,20 +43,7 @@ local function gate(caller, platform, mode)
   local g = gates[key]
   if g == nil then
     local role = role_of(KEYS[2], KEYS[3], nil, caller)
-    if mode == 'leave' then
-      if redis.call('EXISTS', E) == 0 then
-        g = fail('NOT_FOUND', 'No such entity.')
-      elseif platform ~= '1' and redis.call('HGET', E, 'isEnabled') == '0' then
-        if role == 'owner' or role == 'admin' then
-          g = fail('FORBIDDEN', 'The entity is disabled.')
-        else
-          g = fail('NOT_FOUND', 'No such entity.')
-        end
-      end
-    else
-      g = write_gate(E, role, platform, 'staff')
-    end
-    g = g or false
+    g = write_gate(E, role, platform, mode == 'leave' and 'leave' or 'staff') or false
     gates[key] = g
   end
   return g or nil

@@ -8,10 +8,7 @@
 -- KEYS: entity, owners, admins, skills, skill order, skill names, levels, level order
 -- ARGV: caller, platform, events_max, now (ISO), skill id
 -- Writes a skill.deleted event {id, name}. Returns 1.
-local moving = moving_guard(KEYS[1])
-if moving then return moving end
-local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
-local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
+local denied = write_open(nil, 'staff')
 if denied then return denied end
 local sid = ARGV[5]
 local old = redis.call('HGET', KEYS[4], sid)

@@ -8,10 +8,7 @@
 --       SKILLTREE_MAX_BYTES (a change growing the tree past it: CONFLICT_AT, the field that grew
 --       most; nothing changed)
 -- Writes a skill.updated event {id, changed: the fields given}. Returns the Skill JSON.
-local moving = moving_guard(KEYS[1])
-if moving then return moving end
-local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
-local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
+local denied = write_open(nil, 'staff')
 if denied then return denied end
 local sid, name, norm, desc = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local old = redis.call('HGET', KEYS[4], sid)

@@ -9,10 +9,7 @@
 -- Returns the Skill JSONs in request order. Order scores come from a per-entity sequence
 -- (the entity hash's skillSeq), so skills list in the order they were created, batches in
 -- request order, whatever the clocks of the instances say.
-local moving = moving_guard(KEYS[1])
-if moving then return moving end
-local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
-local denied = write_gate(KEYS[1], role, ARGV[2], 'staff')
+local denied = write_open(nil, 'staff')
 if denied then return denied end
 if redis.call('HLEN', KEYS[4]) + (#ARGV - 7) / 3 > tonumber(ARGV[6]) then
   return fail('FULL', '- This entity may hold at most ' .. ARGV[6] .. ' skills.')

@@ -3,28 +3,11 @@
 -- gate would answer now; the script asks again, so a role taken away in between still refuses
 -- (and the caller then removes what it wrote ahead). Writes nothing.
 -- KEYS: entity, owners, admins, members
--- ARGV: caller, platform ('1' or '0'), who ('owners', 'staff' or 'leave': write_gate's, or
---       members_remove.lua's leave), the role the addresses below take ('o', 'a', 'm' or '' for
---       none), then the addresses
+-- ARGV: caller, platform ('1' or '0'), who ('owners', 'staff' or 'leave': write_gate's), the
+--       role the addresses below take ('o', 'a', 'm' or '' for none), then the addresses
 -- Returns the gate's error, or {the entity's name, then per address 1 if it holds that role
 -- already, else 0}: index entries are written only for addresses that gain the role.
-local moving = moving_guard(KEYS[1])
-if moving then return moving end
-local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
-local denied
-if ARGV[3] == 'leave' then
-  if redis.call('EXISTS', KEYS[1]) == 0 then
-    denied = fail('NOT_FOUND', 'No such entity.')
-  elseif ARGV[2] ~= '1' and redis.call('HGET', KEYS[1], 'isEnabled') == '0' then
-    if role == 'owner' or role == 'admin' then
-      denied = fail('FORBIDDEN', 'The entity is disabled.')
-    else
-      denied = fail('NOT_FOUND', 'No such entity.')
-    end
-  end
-else
-  denied = write_gate(KEYS[1], role, ARGV[2], ARGV[3])
-end
+local denied = write_open(nil, ARGV[3])
 if denied then return denied end
 local out = {redis.call('HGET', KEYS[1], 'name') or ''}
 local letter = ARGV[4]
