@@ -379,9 +379,81 @@ static void single_free(void *ctx)
     sentinel_free(st->sen);
 }
 
-const store_transport store_single_transport = {single_send,    single_ready, single_connected,
-                                                single_pending, single_stats, single_close,
-                                                single_free};
+/* The node view: one node, the store's own connection, owning every slot. */
+
+static int single_node_count(const void *ctx)
+{
+    (void)ctx;
+    return 1;
+}
+
+static bool single_node_owners(const void *ctx, bool *owns)
+{
+    (void)ctx;
+    owns[0] = true;
+    return true;
+}
+
+static bool single_node_ready(const void *ctx, int node)
+{
+    (void)node;
+    return single_ready(ctx);
+}
+
+static transport_at single_node_at(const void *ctx, int node)
+{
+    (void)node;
+    const store *st = ctx;
+    return (transport_at){st->at.host, st->at.user, st->at.password, st->at.port};
+}
+
+static void single_node_control(void *ctx, int node, store_cb cb, void *data, int argc,
+                                const char **argv, const size_t *lens)
+{
+    (void)node;
+    single_command(ctx, SEND_CONTROL, cb, data, argc, argv, lens);
+}
+
+/* Nothing to mark: a read goes tracked only while the read cache is on (store_read.c), and it
+ * is on only while this connection's tracking is confirmed. */
+static void single_node_set_tracked(void *ctx, int node, bool tracked)
+{
+    (void)ctx;
+    (void)node;
+    (void)tracked;
+}
+
+/* The store's listener (store_set_listener) heard as node 0's events. */
+static void single_node_heard(void *ctx, bool ready)
+{
+    store *st = ctx;
+    if (st->node_listener)
+        st->node_listener(st->node_listener_ctx, ready ? TRANSPORT_NODE_READY : TRANSPORT_NODE_DOWN,
+                          0);
+}
+
+static void single_node_listen(void *ctx, transport_listener fn, void *fn_ctx)
+{
+    store *st = ctx;
+    st->node_listener = fn;
+    st->node_listener_ctx = fn_ctx;
+    store_set_listener(st, fn ? single_node_heard : NULL, fn ? st : NULL);
+}
+
+const store_transport store_single_transport = {single_send,
+                                                single_ready,
+                                                single_connected,
+                                                single_pending,
+                                                single_stats,
+                                                single_close,
+                                                single_free,
+                                                single_node_count,
+                                                single_node_owners,
+                                                single_node_ready,
+                                                single_node_at,
+                                                single_node_control,
+                                                single_node_set_tracked,
+                                                single_node_listen};
 
 /* --- connection life --- */
 

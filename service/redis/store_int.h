@@ -48,6 +48,8 @@ struct store {
     store_stats stats;
     store_listener listener;
     void *listener_ctx;
+    transport_listener node_listener; /* the node view's (transport.h), heard through listener */
+    void *node_listener_ctx;
     int handles_open;
 };
 
