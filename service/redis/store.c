@@ -423,11 +423,12 @@ static void single_node_set_tracked(void *ctx, int node, bool tracked)
     (void)tracked;
 }
 
-/* The store's listener (store_set_listener) heard as node 0's events. */
+/* The store's listener (store_set_listener) heard as node 0's events; not while closing, as
+ * the cluster's. */
 static void single_node_heard(void *ctx, bool ready)
 {
     store *st = ctx;
-    if (st->node_listener)
+    if (st->node_listener && st->state != ST_CLOSED)
         st->node_listener(st->node_listener_ctx, ready ? TRANSPORT_NODE_READY : TRANSPORT_NODE_DOWN,
                           0);
 }
