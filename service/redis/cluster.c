@@ -620,10 +620,63 @@ static void transport_free(void *ctx)
     cluster_free(ctx);
 }
 
+/* --- the node view (transport.h): the cluster's own numbering --- */
+
+static int transport_node_count(const void *ctx)
+{
+    return cluster_node_count(ctx);
+}
+
+static bool transport_node_owners(const void *ctx, bool *owns)
+{
+    return cluster_owners(ctx, owns);
+}
+
+static bool transport_node_ready(const void *ctx, int node)
+{
+    return cluster_node_ready(ctx, node);
+}
+
+static transport_at transport_node_at(const void *ctx, int node)
+{
+    const cluster *cl = ctx;
+    const config *cfg = &cl->app->cfg;
+    return (transport_at){
+        cluster_node_host(cl, node), cfg->redis_username ? cfg->redis_username : "",
+        cfg->redis_password ? cfg->redis_password : "", cluster_node_port(cl, node)};
+}
+
+static void transport_node_control(void *ctx, int node, store_cb cb, void *data, int argc,
+                                   const char **argv, const size_t *lens)
+{
+    cluster_node_control(ctx, node, cb, data, argc, argv, lens);
+}
+
+static void transport_node_set_tracked(void *ctx, int node, bool tracked)
+{
+    cluster_node_set_tracked(ctx, node, tracked);
+}
+
+static void transport_node_listen(void *ctx, transport_listener fn, void *fn_ctx)
+{
+    cluster_set_listener(ctx, fn, fn_ctx);
+}
+
 /* Connected means ready here: a cluster is of use only once every slot has its node. */
-const store_transport cluster_transport = {transport_send,    transport_ready, transport_ready,
-                                           transport_pending, transport_stats, transport_close,
-                                           transport_free};
+const store_transport cluster_transport = {transport_send,
+                                           transport_ready,
+                                           transport_ready,
+                                           transport_pending,
+                                           transport_stats,
+                                           transport_close,
+                                           transport_free,
+                                           transport_node_count,
+                                           transport_node_owners,
+                                           transport_node_ready,
+                                           transport_node_at,
+                                           transport_node_control,
+                                           transport_node_set_tracked,
+                                           transport_node_listen};
 
 void cluster_free(cluster *cl)
 {

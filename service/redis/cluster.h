@@ -23,7 +23,7 @@ struct app;
 typedef struct cluster cluster;
 
 #define CLUSTER_MAX_HOPS  5
-#define CLUSTER_MAX_NODES 64
+#define CLUSTER_MAX_NODES TRANSPORT_MAX_NODES
 
 enum cluster_kind {
     CLUSTER_COMMAND = TRANSPORT_COMMAND,
@@ -51,12 +51,16 @@ const store_stats *cluster_stats(const cluster *cl);
 bool cluster_send(cluster *cl, int flags, store_cb cb, void *data, int kind, int script, int nkeys,
                   int ncmds, const store_cmd *cmds);
 
-/* --- for the read cache's per-node tracking (cluster_tracking.h) --- */
+/* --- the node view of the transport (transport.h), for the read cache's tracking --- */
 
 /* What the cluster tells its listener: a node's connection is ready (its CLIENT TRACKING, if
  * any, went with the old one), a node's connection went, or a slot changed owner. */
-enum cluster_event { CLUSTER_NODE_READY, CLUSTER_NODE_DOWN, CLUSTER_MAP_CHANGED };
-typedef void (*cluster_listener)(void *ctx, int event, int node);
+enum cluster_event {
+    CLUSTER_NODE_READY = TRANSPORT_NODE_READY,
+    CLUSTER_NODE_DOWN = TRANSPORT_NODE_DOWN,
+    CLUSTER_MAP_CHANGED = TRANSPORT_MAP_CHANGED
+};
+typedef transport_listener cluster_listener;
 /* One listener. While one is set the slot map is also asked for every REFRESH_IDLE_MS, so that
  * a change of owner is learnt even when every read is answered from memory. */
 void cluster_set_listener(cluster *cl, cluster_listener fn, void *ctx);

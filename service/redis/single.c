@@ -51,6 +51,8 @@ struct single {
     store_stats stats;
     store_listener notify;
     void *notify_ctx;
+    transport_listener node_listener; /* the node view's (tracking.h): node 0 is this one */
+    void *node_listener_ctx;
     int handles_open;
 };
 
@@ -384,9 +386,82 @@ static const store_stats *single_stats(const void *ctx)
 static void single_close(void *ctx);
 static void single_free(void *ctx);
 
-const store_transport single_transport = {single_send,    single_ready, single_connected,
-                                          single_pending, single_stats, single_close,
-                                          single_free};
+/* --- the node view: one node, this connection, owning every slot --- */
+
+static int single_node_count(const void *ctx)
+{
+    (void)ctx;
+    return 1;
+}
+
+static bool single_node_owners(const void *ctx, bool *owns)
+{
+    (void)ctx;
+    owns[0] = true;
+    return true;
+}
+
+static bool single_node_ready(const void *ctx, int node)
+{
+    (void)node;
+    return single_ready(ctx);
+}
+
+static transport_at single_node_at(const void *ctx, int node)
+{
+    (void)node;
+    const single *c = ctx;
+    return (transport_at){c->at->host, c->at->user, c->at->password, c->at->port};
+}
+
+static void single_node_control(void *ctx, int node, store_cb cb, void *data, int argc,
+                                const char **argv, const size_t *lens)
+{
+    (void)node;
+    single_command(ctx, SEND_CONTROL, cb, data, argc, argv, lens);
+}
+
+/* Nothing to mark: a read goes tracked only while the read cache is on (store_read.c), and it
+ * is on only while this connection's tracking is confirmed. */
+static void single_node_set_tracked(void *ctx, int node, bool tracked)
+{
+    (void)ctx;
+    (void)node;
+    (void)tracked;
+}
+
+static void single_node_listen(void *ctx, transport_listener fn, void *fn_ctx)
+{
+    single *c = ctx;
+    c->node_listener = fn;
+    c->node_listener_ctx = fn_ctx;
+}
+
+const store_transport single_transport = {
+    .send = single_send,
+    .ready = single_ready,
+    .connected = single_connected,
+    .pending = single_pending,
+    .stats = single_stats,
+    .close = single_close,
+    .free = single_free,
+    .node_count = single_node_count,
+    .node_owners = single_node_owners,
+    .node_ready = single_node_ready,
+    .node_at = single_node_at,
+    .node_control = single_node_control,
+    .node_set_tracked = single_node_set_tracked,
+    .node_listen = single_node_listen,
+};
+
+/* The store's listener, then node 0's (not while closing, as the cluster's). */
+static void single_tell(single *c, bool ready)
+{
+    c->notify(c->notify_ctx, ready);
+    if (c->node_listener && c->state != ST_CLOSED)
+        c->node_listener(c->node_listener_ctx, ready ? TRANSPORT_NODE_READY : TRANSPORT_NODE_DOWN,
+                         0);
+}
 
 /* --- connection life --- */
 
@@ -424,7 +499,7 @@ static void single_on_handshake_reply(void *data, int status, redisReply *reply)
         c->state = ST_READY;
         link_retry_reset(&c->retry);
         log_event(LOG_INFO, "redis ready", NULL);
-        c->notify(c->notify_ctx, true);
+        single_tell(c, true);
     }
 }
 
@@ -507,7 +582,7 @@ static void single_on_disconnect(const redisAsyncContext *ac, int status)
      * connection that is gone. */
     if (c->state != ST_CLOSED)
         c->state = ST_DOWN;
-    c->notify(c->notify_ctx, false);
+    single_tell(c, false);
     if (c->state == ST_CLOSED)
         return;
     log_event(LOG_WARN, "redis disconnected", status == REDIS_OK ? NULL : ac->errstr);

@@ -86,11 +86,6 @@ struct app *store_app(const store *st)
     return st->app;
 }
 
-store_endpoint store_get_endpoint(const store *st)
-{
-    return (store_endpoint){st->at.host, st->at.user, st->at.password, st->at.port};
-}
-
 void store_close(store *st)
 {
     if (st->closed)

@@ -36,8 +36,8 @@ bool store_connected(const store *st);
 /* Cluster mode (REDIS_CLUSTER_NODES): units go to the node owning their first key's slot, so
  * two units sent one after the other may be answered in either order. */
 bool store_cluster_mode(const store *st);
-/* The cluster behind the store in cluster mode (for the read cache's per-node tracking,
- * redis/cluster_tracking.h), else NULL. */
+/* The cluster behind the store in cluster mode (for the backfill's per-node scans), else
+ * NULL. */
 struct cluster *store_cluster(const store *st);
 
 /* Sends one command; argv/lens are copied by hiredis before this returns. When the store is
@@ -105,11 +105,29 @@ void store_read_ticket(store *st, readcache_ticket *t, int argc, const char **ar
 void store_read_keep(store *st, const readcache_ticket *t, int argc, const char **argv,
                      const size_t *lens, const redisReply *reply);
 
-/* Where the store connects, for the invalidation connection (tracking.h). */
+/* Where a node is, with the credentials its connections use (the invalidation connection's,
+ * tracking.h). */
 typedef struct store_endpoint {
     const char *host, *user, *password;
     int port;
 } store_endpoint;
-store_endpoint store_get_endpoint(const store *st);
+
+/* The node view of the store's transport (transport.h), for the read cache's tracking
+ * (tracking.h): the nodes units go to, numbered from 0; a single Redis, or the primary the
+ * sentinels name, is node 0. */
+int store_node_count(const store *st);
+/* owns (TRANSPORT_MAX_NODES entries): set for every node that owns slots. True when every
+ * slot has an owner. */
+bool store_node_owners(const store *st, bool *owns);
+bool store_node_ready(const store *st, int node);
+store_endpoint store_node_at(const store *st, int node);
+/* store_control on this node's pipelined connection. */
+void store_node_control(store *st, int node, store_cb cb, void *data, int argc, const char **argv,
+                        const size_t *lens);
+/* This node's connection tracks reads (its CLIENT TRACKING confirmed), or no longer. */
+void store_node_set_tracked(store *st, int node, bool tracked);
+/* One listener of the nodes' events (enum transport_event); NULL to stop. */
+typedef void (*store_node_listener)(void *ctx, int event, int node);
+void store_node_listen(store *st, store_node_listener fn, void *ctx);
 
 #endif

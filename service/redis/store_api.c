@@ -1,6 +1,6 @@
 /* store_api: the store's calls (store.h): every unit goes through the transport table
  * (transport.h) to the single connection (single.c) or to the cluster (cluster.c), without
- * naming either; and the store's metrics. */
+ * naming either, and so does the node view; and the store's metrics. */
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -104,6 +104,45 @@ const store_stats *store_get_stats(const store *st)
 size_t store_pending(const store *st)
 {
     return st->tp->pending(st->tp_ctx);
+}
+
+/* --- the node view: the transport's, forwarded --- */
+
+int store_node_count(const store *st)
+{
+    return st->tp->node_count(st->tp_ctx);
+}
+
+bool store_node_owners(const store *st, bool *owns)
+{
+    return st->tp->node_owners(st->tp_ctx, owns);
+}
+
+bool store_node_ready(const store *st, int node)
+{
+    return st->tp->node_ready(st->tp_ctx, node);
+}
+
+store_endpoint store_node_at(const store *st, int node)
+{
+    transport_at at = st->tp->node_at(st->tp_ctx, node);
+    return (store_endpoint){at.host, at.user, at.password, at.port};
+}
+
+void store_node_control(store *st, int node, store_cb cb, void *data, int argc, const char **argv,
+                        const size_t *lens)
+{
+    st->tp->node_control(st->tp_ctx, node, cb, data, argc, argv, lens);
+}
+
+void store_node_set_tracked(store *st, int node, bool tracked)
+{
+    st->tp->node_set_tracked(st->tp_ctx, node, tracked);
+}
+
+void store_node_listen(store *st, store_node_listener fn, void *ctx)
+{
+    st->tp->node_listen(st->tp_ctx, fn, ctx);
 }
 
 /* The metrics source (core/metrics.h) of the Redis connection. */

@@ -1,5 +1,6 @@
-/* tracking: see tracking.h. A cold path: a handful of commands per connection, then one
- * message per change of a key this process reads through the cache. */
+/* tracking: see tracking.h. A cold path: a few commands per node connection, a heartbeat per
+ * node a second, then one message per change of a key this process reads through the cache.
+ * One timer drives reconnects, heartbeats and silence checks. */
 #include "redis/tracking.h"
 
 #include <hiredis/async.h>
@@ -12,198 +13,179 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "cache/readcache.h"
-#include "redis/cluster_tracking.h"
 #include "redis/invalidation.h"
 #include "redis/redis_uv.h"
 #include "redis/resolve.h"
 #include "redis/store.h"
+#include "redis/transport.h"
 
-enum state { T_DOWN, T_CONNECTING, T_SUBSCRIBING, T_READY, T_CLOSED };
+enum state { T_DOWN, T_RESOLVING, T_CONNECTING, T_SUBSCRIBING, T_READY };
 
+#define TICK_MS        100
 #define HEARTBEAT_MS   1000
-#define SILENCE_MS     3000 /* no heartbeat back for this long: the connection is not trusted */
+#define SILENCE_MS     3000 /* no heartbeat back for this long: the node is not trusted */
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 10000 /* an ACL refusing SUBSCRIBE logs once per retry */
 
-struct tracking {
-    app *app;
-    cluster_tracking *ct; /* cluster mode: the per-node tracking does it all */
+typedef struct tr_node {
+    tracking *tr;
+    int idx; /* the transport's node number */
     redisAsyncContext *ac;
     int state;
     long long id;      /* this connection's CLIENT ID, once known */
-    uint64_t request;  /* numbers the store's CLIENT TRACKING requests; only the latest counts */
+    uint64_t request;  /* numbers CLIENT TRACKING requests; only the latest counts */
     bool pointing;     /* the latest is in flight */
-    bool refused;      /* Redis answered it with an error: not asked again on this connection */
-    uv_timer_t timer;  /* the reconnect backoff while down, the heartbeat while up */
-    resolver resolver; /* the store's host, before each connect */
+    bool refused;      /* answered with an error: not asked again on this connection */
+    bool confirmed;    /* the node's pipelined connection tracks into this one */
+    uint64_t heard_ms; /* last heartbeat back (or when tracking was confirmed) */
+    uint64_t beat_ms;  /* last heartbeat sent */
+    uint64_t retry_at; /* while down: the next connect, after the backoff */
+    resolver resolver;
     backoff backoff;
-    uint64_t heard_ms; /* last heartbeat back (or when the cache went on) */
-    char channel[64];  /* this process's heartbeat channel */
-    tracking_stats stats;
-    bool closed_timer;
-    char host[256]; /* where this connection went: the store's endpoint then */
+    char host[RESOLVE_HOST_SIZE]; /* where this connection goes: the node's address then */
     int port;
+    char channel[96];
+} tr_node;
+
+struct tracking {
+    app *app;
+    bool closed;
+    uv_timer_t tick;
+    char id[IDS_SIZE];
+    tr_node *nodes[TRANSPORT_MAX_NODES];
+    tracking_stats stats;
 };
 
-/* A CLIENT TRACKING request in flight: the answer counts only if nothing changed since. */
 typedef struct point_req {
-    tracking *tr;
+    tr_node *n;
     uint64_t request;
 } point_req;
 
-static void start_connect(tracking *tr);
-
-static uint64_t now_ms(tracking *tr)
+static uint64_t now_ms(const tracking *tr)
 {
     return uv_now(tr->app->loop);
 }
 
-static void cache_off(tracking *tr)
+static void set_cache(tracking *tr, bool on, const char *why)
 {
-    tr->request++; /* an answer still in flight no longer turns the cache on */
-    tr->pointing = false;
-    if (readcache_enabled(tr->app->reads))
-        readcache_set_enabled(tr->app->reads, false);
+    if (readcache_enabled(tr->app->reads) == on)
+        return;
+    readcache_set_enabled(tr->app->reads, on);
+    log_event(on ? LOG_INFO : LOG_WARN, on ? "read cache on" : "read cache off", why);
 }
 
-static void on_tracking_reply(void *data, int status, redisReply *reply)
+/* On exactly while every slot has an owner and every owner's tracking is confirmed. */
+static void evaluate(tracking *tr, const char *why)
+{
+    bool owns[TRANSPORT_MAX_NODES];
+    store *st = tr->app->store;
+    bool on = !tr->closed && store_node_owners(st, owns);
+    for (int i = 0; on && i < store_node_count(st); i++)
+        if (owns[i] && (!tr->nodes[i] || !tr->nodes[i]->confirmed || !store_node_ready(st, i)))
+            on = false;
+    set_cache(tr, on, why);
+}
+
+/* The node's tracking no longer holds (either connection went, or it was never confirmed on
+ * the current pair): answers still in flight for it do not count. */
+static void unconfirm(tr_node *n)
+{
+    n->request++;
+    n->pointing = false;
+    n->confirmed = false;
+    store_node_set_tracked(n->tr->app->store, n->idx, false);
+}
+
+static void on_point_reply(void *data, int status, redisReply *reply)
 {
     point_req *p = data;
-    tracking *tr = p->tr;
-    bool current = p->request == tr->request && tr->state == T_READY;
+    tr_node *n = p->n;
+    tracking *tr = n->tr;
+    bool current = p->request == n->request && n->state == T_READY && !tr->closed;
     free(p);
     if (!current)
         return;
-    tr->pointing = false;
+    n->pointing = false;
     if (status != STORE_OK)
-        return; /* no answer in time, or the connection went: the heartbeat tick asks again */
+        return; /* no answer in time, or the connection went: the tick asks again */
     if (reply->type == REDIS_REPLY_ERROR) {
-        tr->refused = true;
+        n->refused = true;
         /* Redis before 6, or an ACL without CLIENT: the service runs without the cache. */
         buf *l = log_begin(LOG_WARN, "read cache off: CLIENT TRACKING refused");
         if (l) {
+            log_str(l, "node", n->host);
+            log_int(l, "port", n->port);
             log_str(l, "detail", reply->str);
             log_end(l);
         }
         return;
     }
-    tr->heard_ms = now_ms(tr);
-    readcache_set_enabled(tr->app->reads, true);
-    log_event(LOG_INFO, "read cache on", NULL);
+    n->confirmed = true;
+    n->heard_ms = n->beat_ms = now_ms(tr);
+    store_node_set_tracked(tr->app->store, n->idx, true);
+    evaluate(tr, "every node's tracking confirmed");
 }
 
-/* Points the store connection's tracking at this connection, when both are up. */
-static void point_store(tracking *tr)
+/* Points the node's pipelined connection's tracking at this node's invalidation connection. */
+static void point(tr_node *n)
 {
-    if (tr->state != T_READY || !store_ready(tr->app->store))
+    store *st = n->tr->app->store;
+    if (n->state != T_READY || n->pointing || n->refused || !store_node_ready(st, n->idx))
         return;
-    cache_off(tr);
+    unconfirm(n);
     point_req *p = malloc(sizeof *p);
     if (!p)
         return;
-    p->tr = tr;
-    p->request = tr->request;
-    tr->pointing = true;
+    p->n = n;
+    p->request = n->request;
+    n->pointing = true;
     char id[24];
-    snprintf(id, sizeof id, "%lld", tr->id);
+    snprintf(id, sizeof id, "%lld", n->id);
     const char *argv[] = {"CLIENT", "TRACKING", "on", "REDIRECT", id, "OPTIN"};
     size_t lens[] = {6, 8, 2, 8, strlen(id), 5};
-    store_control(tr->app->store, on_tracking_reply, p, 6, argv, lens);
+    store_node_control(st, n->idx, on_point_reply, p, 6, argv, lens);
 }
 
-static void drop_connection(tracking *tr, const char *why);
-
-static void on_store(void *ctx, bool ready)
+static void schedule_retry(tr_node *n)
 {
-    tracking *tr = ctx;
-    if (!ready) {
-        cache_off(tr);
-        return;
-    }
-    store_endpoint ep = store_get_endpoint(tr->app->store);
-    if (tr->ac && (ep.port != tr->port || strcmp(ep.host, tr->host))) {
-        /* The store follows a new primary (sentinel mode): so must the invalidations. */
-        drop_connection(tr, "the primary moved");
-        return;
-    }
-    point_store(tr);
+    n->state = T_DOWN;
+    n->retry_at = now_ms(n->tr) + backoff_next(&n->backoff);
 }
 
-static void on_timer(uv_timer_t *t);
-
-static void schedule_reconnect(tracking *tr)
+static void drop(tr_node *n, const char *why)
 {
-    if (tr->state == T_CLOSED)
-        return;
-    tr->state = T_DOWN;
-    uv_timer_start(&tr->timer, on_timer, backoff_next(&tr->backoff), 0);
-}
-
-static void drop_connection(tracking *tr, const char *why)
-{
-    log_event(LOG_WARN, "read cache off", why);
-    cache_off(tr);
-    if (tr->ac) {
-        redisAsyncContext *ac = tr->ac;
-        tr->ac = NULL;
-        tr->state = T_DOWN;
-        redisAsyncFree(ac); /* on_disconnect schedules the reconnect */
+    unconfirm(n);
+    evaluate(n->tr, why);
+    if (n->ac) {
+        redisAsyncContext *ac = n->ac;
+        n->ac = NULL;
+        redisAsyncFree(ac); /* on_disconnect sees it was dropped on purpose */
     }
-}
-
-static void on_ignored(void *data, int status, redisReply *reply)
-{
-    (void)data;
-    (void)status;
-    (void)reply;
-}
-
-static void on_timer(uv_timer_t *t)
-{
-    tracking *tr = t->data;
-    if (tr->state == T_DOWN) {
-        start_connect(tr);
-        return;
-    }
-    if (tr->state != T_READY)
-        return;
-    if (readcache_enabled(tr->app->reads) && now_ms(tr) - tr->heard_ms > SILENCE_MS) {
-        tr->stats.silences++;
-        drop_connection(tr, "the invalidation connection went silent");
-        return;
-    }
-    if (!readcache_enabled(tr->app->reads) && !tr->pointing && !tr->refused) {
-        point_store(tr);
-        return;
-    }
-    if (store_ready(tr->app->store)) {
-        const char *argv[] = {"PUBLISH", tr->channel, "1"};
-        size_t lens[] = {7, strlen(tr->channel), 1};
-        store_control(tr->app->store, on_ignored, NULL, 3, argv, lens);
-    }
+    schedule_retry(n);
 }
 
 static void on_message(redisAsyncContext *ac, void *r, void *privdata)
 {
     (void)ac;
-    tracking *tr = privdata;
+    tr_node *n = privdata;
+    tracking *tr = n->tr;
     redisReply *reply = r;
-    if (!reply || tr->state == T_CLOSED)
+    if (!reply || tr->closed)
         return;
-    switch (invalidation_read(tr->app->reads, reply, tr->channel, &tr->stats)) {
+    /* A nil key list (that node was flushed) empties the whole cache. */
+    switch (invalidation_read(tr->app->reads, reply, n->channel, &tr->stats)) {
     case INVALIDATION_ERROR:
-        drop_connection(tr, reply->str);
+        drop(n, reply->str);
         break;
     case INVALIDATION_SUBSCRIBED: /* both channels confirmed: up */
-        if (tr->id > 0) {
-            tr->state = T_READY;
-            backoff_reset(&tr->backoff);
-            uv_timer_start(&tr->timer, on_timer, HEARTBEAT_MS, HEARTBEAT_MS);
-            point_store(tr);
+        if (n->id > 0) {
+            n->state = T_READY;
+            backoff_reset(&n->backoff);
+            point(n);
         }
         break;
     case INVALIDATION_HEARTBEAT:
-        tr->heard_ms = now_ms(tr);
+        n->heard_ms = now_ms(tr);
         break;
     default:
         break;
@@ -213,86 +195,183 @@ static void on_message(redisAsyncContext *ac, void *r, void *privdata)
 static void on_id(redisAsyncContext *ac, void *r, void *privdata)
 {
     (void)ac;
-    tracking *tr = privdata;
+    tr_node *n = privdata;
     redisReply *reply = r;
-    if (!reply || tr->state == T_CLOSED)
+    if (!reply || n->tr->closed)
         return;
     if (reply->type == REDIS_REPLY_INTEGER)
-        tr->id = reply->integer;
+        n->id = reply->integer;
     else
-        drop_connection(tr, reply->type == REDIS_REPLY_ERROR ? reply->str : "CLIENT ID failed");
+        drop(n, reply->type == REDIS_REPLY_ERROR ? reply->str : "CLIENT ID failed");
 }
 
 static void on_auth(redisAsyncContext *ac, void *r, void *privdata)
 {
     (void)ac;
-    tracking *tr = privdata;
+    tr_node *n = privdata;
     redisReply *reply = r;
-    if (reply && reply->type == REDIS_REPLY_ERROR && tr->state != T_CLOSED)
-        drop_connection(tr, reply->str);
+    if (reply && reply->type == REDIS_REPLY_ERROR && !n->tr->closed)
+        drop(n, reply->str);
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)
 {
-    tracking *tr = ac->data;
+    tr_node *n = ac->data;
     if (status != REDIS_OK) {
-        tr->ac = NULL; /* hiredis frees the context after this callback */
-        schedule_reconnect(tr);
+        n->ac = NULL; /* hiredis frees the context after this callback */
+        schedule_retry(n);
         return;
     }
-    tr->state = T_SUBSCRIBING;
-    redisAsyncContext *c = tr->ac;
-    store_endpoint ep = store_get_endpoint(tr->app->store);
-    if (ep.password[0]) {
-        if (ep.user[0])
-            redisAsyncCommand(c, on_auth, tr, "AUTH %s %s", ep.user, ep.password);
+    n->state = T_SUBSCRIBING;
+    redisAsyncContext *c = n->ac;
+    store_endpoint at = store_node_at(n->tr->app->store, n->idx);
+    if (at.password[0]) {
+        if (at.user[0])
+            redisAsyncCommand(c, on_auth, n, "AUTH %s %s", at.user, at.password);
         else
-            redisAsyncCommand(c, on_auth, tr, "AUTH %s", ep.password);
+            redisAsyncCommand(c, on_auth, n, "AUTH %s", at.password);
     }
-    redisAsyncCommand(c, on_id, tr, "CLIENT ID");
-    redisAsyncCommand(c, on_message, tr, "SUBSCRIBE %s %s", INVALIDATE_CHANNEL, tr->channel);
+    redisAsyncCommand(c, on_id, n, "CLIENT ID");
+    redisAsyncCommand(c, on_message, n, "SUBSCRIBE %s %s", INVALIDATE_CHANNEL, n->channel);
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
     (void)status;
-    tracking *tr = ac->data;
-    tr->ac = NULL;
-    cache_off(tr);
-    if (tr->state == T_CLOSED)
-        return;
-    schedule_reconnect(tr);
+    tr_node *n = ac->data;
+    bool was = n->ac == ac;
+    if (was)
+        n->ac = NULL;
+    if (n->tr->closed || !was)
+        return; /* dropped on purpose: drop() has done the rest */
+    unconfirm(n);
+    evaluate(n->tr, "a node's invalidation connection went");
+    schedule_retry(n);
 }
 
 /* Connects to the resolved address: no blocking lookup inside hiredis. The store logs a host
  * that does not resolve; here a failure is only retried. */
 static void on_resolved(void *data, int status, const char *numeric)
 {
-    tracking *tr = data;
-    if (tr->state == T_CLOSED)
-        return; /* tracking_close ran meanwhile; tr itself lives until tracking_free */
+    tr_node *n = data;
+    tracking *tr = n->tr;
+    if (tr->closed || n->state != T_RESOLVING)
+        return; /* closed or dropped meanwhile; n itself lives until tracking_free */
     if (status != 0) {
-        schedule_reconnect(tr);
+        schedule_retry(n);
         return;
     }
-    store_endpoint ep = store_get_endpoint(tr->app->store);
-    snprintf(tr->host, sizeof tr->host, "%s", ep.host);
-    tr->port = ep.port;
-    tr->ac = redis_uv_connect(tr->app->loop, numeric, ep.port, tr, NULL, on_connect, on_disconnect);
-    if (!tr->ac)
-        schedule_reconnect(tr);
+    n->state = T_CONNECTING;
+    n->ac = redis_uv_connect(tr->app->loop, numeric, n->port, n, NULL, on_connect, on_disconnect);
+    if (!n->ac)
+        schedule_retry(n);
 }
 
-static void start_connect(tracking *tr)
+static void start_connect(tr_node *n)
 {
-    if (tr->state == T_CLOSED)
+    store_endpoint at = store_node_at(n->tr->app->store, n->idx);
+    snprintf(n->host, sizeof n->host, "%s", at.host);
+    n->port = at.port;
+    n->state = T_RESOLVING;
+    n->id = 0;
+    n->refused = false;
+    n->tr->stats.reconnects++;
+    resolve_start(&n->resolver, n->tr->app->loop, n->host, on_resolved, n);
+}
+
+/* The node's address changed under its invalidation connection (the primary the sentinels
+ * name moved): that connection no longer hears the node's keys. */
+static bool moved(const tr_node *n)
+{
+    store_endpoint at = store_node_at(n->tr->app->store, n->idx);
+    return n->state != T_DOWN && (at.port != n->port || strcmp(at.host, n->host));
+}
+
+static tr_node *node_get(tracking *tr, int idx)
+{
+    if (tr->nodes[idx])
+        return tr->nodes[idx];
+    tr_node *n = calloc(1, sizeof *n);
+    if (!n)
+        return NULL;
+    n->tr = tr;
+    n->idx = idx;
+    n->state = T_DOWN;
+    backoff_init(&n->backoff, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
+    snprintf(n->channel, sizeof n->channel, "entityd:heartbeat:%s:%d", tr->id, idx);
+    tr->nodes[idx] = n;
+    return n;
+}
+
+static void on_ignored(void *data, int status, redisReply *reply)
+{
+    (void)data;
+    (void)status;
+    (void)reply;
+}
+
+/* Connects to every owner whose pipelined connection is up, points, beats, and watches for
+ * silence; then decides whether the cache is on. */
+static void sweep(tracking *tr)
+{
+    if (tr->closed)
         return;
-    tr->state = T_CONNECTING;
-    tr->id = 0;
-    tr->refused = false;
-    tr->stats.reconnects++;
-    resolve_start(&tr->resolver, tr->app->loop, store_get_endpoint(tr->app->store).host,
-                  on_resolved, tr);
+    store *st = tr->app->store;
+    uint64_t now = now_ms(tr);
+    bool owns[TRANSPORT_MAX_NODES];
+    store_node_owners(st, owns);
+    for (int i = 0; i < store_node_count(st); i++) {
+        tr_node *n = owns[i] ? node_get(tr, i) : tr->nodes[i];
+        if (!n)
+            continue;
+        bool up = store_node_ready(st, i);
+        if (n->state == T_DOWN && owns[i] && up && now >= n->retry_at &&
+            !resolve_busy(&n->resolver)) {
+            start_connect(n);
+            continue;
+        }
+        if (n->state != T_READY)
+            continue;
+        if (n->confirmed && now - n->heard_ms > SILENCE_MS) {
+            tr->stats.silences++;
+            drop(n, "a node's invalidation connection went silent");
+            continue;
+        }
+        if (!n->confirmed) {
+            point(n);
+        } else if (up && now - n->beat_ms >= HEARTBEAT_MS) {
+            n->beat_ms = now;
+            const char *argv[] = {"PUBLISH", n->channel, "1"};
+            size_t lens[] = {7, strlen(n->channel), 1};
+            store_node_control(st, i, on_ignored, NULL, 3, argv, lens);
+        }
+    }
+    evaluate(tr, "a node that owns slots has no confirmed tracking");
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    sweep(t->data);
+}
+
+static void on_node(void *ctx, int event, int node)
+{
+    tracking *tr = ctx;
+    if (tr->closed)
+        return;
+    /* A map change may name no node. */
+    tr_node *n = event == TRANSPORT_MAP_CHANGED ? NULL : tr->nodes[node];
+    if (event == TRANSPORT_MAP_CHANGED) {
+        /* A slot changed owner: answers the old owner would have invalidated are dropped. */
+        if (readcache_enabled(tr->app->reads))
+            readcache_flush(tr->app->reads);
+    } else if (n && event == TRANSPORT_NODE_READY && moved(n)) {
+        drop(n, "the primary moved");
+    } else if (n) {
+        /* A new or lost pipelined connection: tracking must be set up on it again. */
+        unconfirm(n);
+    }
+    sweep(tr);
 }
 
 tracking *tracking_new(app *a)
@@ -300,59 +379,51 @@ tracking *tracking_new(app *a)
     tracking *tr = calloc(1, sizeof *tr);
     if (!tr)
         return NULL;
-    tr->app = a;
-    if (store_cluster_mode(a->store)) {
-        tr->state = T_CLOSED; /* this connection is not used */
-        if (!(tr->ct = cluster_tracking_new(a, store_cluster(a->store)))) {
-            free(tr);
-            return NULL;
-        }
-        return tr;
-    }
-    char id[IDS_SIZE];
-    if (ids_new(id, 'c') != 0) {
+    if (ids_new(tr->id, 'c') != 0) {
         free(tr);
         return NULL;
     }
-    snprintf(tr->channel, sizeof tr->channel, "entityd:heartbeat:%s", id);
     tr->app = a;
-    backoff_init(&tr->backoff, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
-    tr->state = T_DOWN;
-    uv_timer_init(a->loop, &tr->timer);
-    tr->timer.data = tr;
-    store_set_listener(a->store, on_store, tr);
-    start_connect(tr);
+    uv_timer_init(a->loop, &tr->tick);
+    tr->tick.data = tr;
+    uv_timer_start(&tr->tick, on_tick, TICK_MS, TICK_MS);
+    store_node_listen(a->store, on_node, tr);
     return tr;
 }
 
 void tracking_close(tracking *tr)
 {
-    if (tr && tr->ct)
-        cluster_tracking_close(tr->ct);
-    if (!tr || tr->state == T_CLOSED)
+    if (!tr || tr->closed)
         return;
-    tr->state = T_CLOSED;
-    store_set_listener(tr->app->store, NULL, NULL);
-    cache_off(tr);
-    /* A resolution under way still calls back (on_resolved sees T_CLOSED) before the loop
-     * ends, and so before tracking_free. */
-    resolve_cancel(&tr->resolver);
-    if (tr->ac) {
-        redisAsyncContext *ac = tr->ac;
-        tr->ac = NULL;
-        redisAsyncFree(ac);
+    tr->closed = true;
+    store_node_listen(tr->app->store, NULL, NULL);
+    set_cache(tr, false, "closing");
+    for (int i = 0; i < TRANSPORT_MAX_NODES; i++) {
+        tr_node *n = tr->nodes[i];
+        if (!n)
+            continue;
+        /* A resolution under way still calls back (on_resolved sees closed) before the loop
+         * ends, and so before tracking_free. */
+        resolve_cancel(&n->resolver);
+        if (n->ac) {
+            redisAsyncContext *ac = n->ac;
+            n->ac = NULL;
+            redisAsyncFree(ac);
+        }
     }
-    uv_close((uv_handle_t *)&tr->timer, NULL);
+    uv_close((uv_handle_t *)&tr->tick, NULL);
 }
 
 void tracking_free(tracking *tr)
 {
-    if (tr)
-        cluster_tracking_free(tr->ct);
+    if (!tr)
+        return;
+    for (int i = 0; i < TRANSPORT_MAX_NODES; i++)
+        free(tr->nodes[i]);
     free(tr);
 }
 
 const tracking_stats *tracking_get_stats(const tracking *tr)
 {
-    return tr->ct ? cluster_tracking_get_stats(tr->ct) : &tr->stats;
+    return &tr->stats;
 }
