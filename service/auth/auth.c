@@ -192,9 +192,11 @@ static void after_budget(auth_ctx *ac)
 }
 
 static void on_budget(request *req, void *data, int status, long long wait_ms);
+static void half_done(auth_ctx *ac);
+static void contract_done(auth_ctx *ac);
 
 /* Both halves are in: decide. */
-void auth_finish(auth_ctx *ac)
+static void finish(auth_ctx *ac)
 {
     request *req = ac->req;
     auth *au = ac->au;
@@ -217,7 +219,7 @@ void auth_finish(auth_ctx *ac)
         bool expired = matched < 0 && ac->rec_ok[2] && !memcmp(ac->rec[2], ac->addr, 20);
         if (matched < 0 && !expired && ac->contract == CONTRACT_NONE && au->rpc) {
             /* Signed by no key of that address: perhaps by its contract (EIP-1271). */
-            if (auth_contract_check(ac) == 0)
+            if (auth_contract_check(ac, contract_done) == 0)
                 return;
         }
         if (matched < 0 && ac->contract == CONTRACT_VALID) {
@@ -303,14 +305,25 @@ void auth_finish(auth_ctx *ac)
     after_budget(ac);
 }
 
-void auth_half_done(auth_ctx *ac)
+/* One half is in; the last one decides. */
+static void half_done(auth_ctx *ac)
 {
     if (--ac->pending == 0)
-        auth_finish(ac);
+        finish(ac);
 }
 
-/* The budget's answer: sent early, it is one of the halves auth_finish waits for; sent late
- * (by auth_finish, once nothing else was pending), the request goes on from here. */
+/* The contract's answer: one of the halves finish waits for when the check was started by
+ * auth_authenticate, otherwise (started by finish) the request goes on from here. */
+static void contract_done(auth_ctx *ac)
+{
+    if (ac->pending > 0)
+        half_done(ac);
+    else
+        finish(ac);
+}
+
+/* The budget's answer: sent early, it is one of the halves finish waits for; sent late
+ * (by finish, once nothing else was pending), the request goes on from here. */
 static void on_budget(request *req, void *data, int status, long long wait_ms)
 {
     (void)req;
@@ -318,7 +331,7 @@ static void on_budget(request *req, void *data, int status, long long wait_ms)
     ac->budget_status = status;
     ac->budget_wait_ms = wait_ms;
     if (ac->pending > 0)
-        auth_half_done(ac);
+        half_done(ac);
     else
         after_budget(ac);
 }
@@ -327,7 +340,7 @@ static void on_revocation(void *data, int status, redisReply *reply)
 {
     auth_ctx *ac = data;
     ac->store_status = auth_revocation_answer(status, reply, &ac->revoked);
-    auth_half_done(ac);
+    half_done(ac);
 }
 
 static void work_recover(uv_work_t *w)
@@ -368,7 +381,7 @@ static void after_recover(uv_work_t *w, int status)
     ac->au->stats.queue_depth--;
     if (status != 0) /* cancelled: cannot happen as nothing cancels, but never hang */
         memset(ac->rec_ok, 0, sizeof ac->rec_ok);
-    auth_half_done(ac);
+    half_done(ac);
 }
 
 void auth_authenticate(request *req, int mode, int flags, auth_next next)
@@ -493,7 +506,7 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     ac->pending = (ac->cached ? 0 : 1) + (ac->deferred || after_contract ? 0 : 1);
     /* A cached signature with its address names the caller already: its write budget is
      * charged now, pipelined with the revocation check (one round trip for both). Without an
-     * address the epoch that speaks is decided later, so the charge waits for auth_finish. */
+     * address the epoch that speaks is decided later, so the charge waits for finish. */
     bool early_budget = false;
     if (ac->budget && ac->cached && ac->have_addr) {
         address_format_lower(ac->rec[cached_at], ac->budget_caller);
@@ -506,7 +519,7 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
         ac->pending++;
     if (!ac->cached && ac->contract_only) {
         /* No key to recover: the contract's answer is this half. */
-        if (auth_contract_check(ac) != 0)
+        if (auth_contract_check(ac, contract_done) != 0)
             ac->pending--;
     } else if (!ac->cached) {
         /* Without an address only the current epoch is tried; with one, up to the expired
@@ -543,7 +556,7 @@ void auth_authenticate(request *req, int mode, int flags, auth_next next)
     }
     if (ac->deferred || after_contract) {
         if (ac->pending == 0)
-            auth_finish(ac);
+            finish(ac);
         return;
     }
     auth_revocation_send(ac, on_revocation);

@@ -69,7 +69,8 @@ enum contract_state {
     CONTRACT_CAPPED,      /* the address is not known to hold code and the cap is spent */
 };
 
-typedef struct auth_ctx {
+typedef struct auth_ctx auth_ctx;
+struct auth_ctx {
     uv_work_t work;
     eip1271_waiter waiter;
     request *req;
@@ -111,6 +112,7 @@ typedef struct auth_ctx {
     bool by_contract;          /* accepted by the contract: revoked by (address, epoch) */
     bool read;                 /* a read route: revocation checks go through store_read */
     int contract_store_status; /* of the revocation check sent after the contract's answer */
+    void (*contract_done)(auth_ctx *ac); /* where the contract's answer goes (auth.c's join) */
     /* results */
     bool cached;
     bool deferred; /* a read: revocation is checked with the handler's read */
@@ -124,19 +126,13 @@ typedef struct auth_ctx {
     bool revoked;
     int64_t matched_epoch;
     char revocation_id[SIG_REVOCATION_ID_SIZE];
-} auth_ctx;
+};
 
 /* message.c: the messages of the accepted epochs. */
 /* Keeps au->msgs[] on the current epoch; cheap when it has not changed. Returns 0 or -1. */
 int auth_refresh(auth *au);
 /* The slot of addr in the SIWE hints (an address that fetched its SIWE message lately). */
 uint8_t *auth_siwe_hint(auth *au, const uint8_t addr[20]);
-
-/* auth.c: the join of the halves. */
-/* One half is in; the last one decides (auth_finish). */
-void auth_half_done(auth_ctx *ac);
-/* Every half is in: decides, then the write budget and the handler, or an answer. */
-void auth_finish(auth_ctx *ac);
 
 /* contract.c: contract wallets (EIP-1271). */
 /* With ETH_RPC_URL set, a signature that is no ECDSA signature may still be a contract
@@ -150,10 +146,10 @@ int auth_contract_raw_signature(auth_ctx *ac);
 void auth_contract_cache_key(const uint8_t *sig, size_t len, uint8_t out[65]);
 /* Sets the revocation id of a sign-in accepted by the contract of ac->addr over `epoch`. */
 void auth_contract_revocation_id(auth_ctx *ac, int64_t epoch);
-/* Asks the address's contract about the signature. Returns 0 when the check is under way (a
- * half when started by auth_authenticate, otherwise auth_finish runs again once it is
- * answered), -1 when it cannot be asked. */
-int auth_contract_check(auth_ctx *ac);
+/* Asks the address's contract about the signature. Returns 0 when the check is under way:
+ * done(ac) runs once it is answered (and its revocation checked, where that is not deferred);
+ * -1 when it cannot be asked. */
+int auth_contract_check(auth_ctx *ac, void (*done)(auth_ctx *ac));
 
 /* revocation.c: is the signature revoked. */
 /* Sends EXISTS on the revocation key of ac->revocation_id (through the read cache for a read

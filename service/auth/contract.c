@@ -1,6 +1,7 @@
 /* auth contract: signatures of contract wallets (EIP-1271, CONTRACT section 11): the signature's
  * bytes, its cache key and revocation id, and the question to the wallet's contract through
- * rpc/eip1271.c, whose answer goes back to the join of the halves (auth_finish). */
+ * rpc/eip1271.c, whose answer goes back to the function auth_contract_check was handed (the
+ * join of the halves, in auth.c: this file calls nothing of auth.c's). */
 #include <stdio.h>
 #include <string.h>
 
@@ -28,21 +29,11 @@ void auth_contract_revocation_id(auth_ctx *ac, int64_t epoch)
     ac->by_contract = true;
 }
 
-/* The contract's half is over: one of the halves auth_finish waits for when started by
- * auth_authenticate, otherwise (started by auth_finish) the request goes on from here. */
-static void contract_done(auth_ctx *ac)
-{
-    if (ac->pending > 0)
-        auth_half_done(ac);
-    else
-        auth_finish(ac);
-}
-
 static void on_contract_revocation(void *data, int status, redisReply *reply)
 {
     auth_ctx *ac = data;
     ac->contract_store_status = auth_revocation_answer(status, reply, &ac->revoked);
-    contract_done(ac);
+    ac->contract_done(ac);
 }
 
 static void on_contract(eip1271_waiter *w, int outcome, int which)
@@ -66,7 +57,7 @@ static void on_contract(eip1271_waiter *w, int outcome, int which)
     } else {
         ac->contract = outcome == EIP1271_INVALID ? CONTRACT_INVALID : CONTRACT_UNAVAILABLE;
     }
-    contract_done(ac);
+    ac->contract_done(ac);
 }
 
 /* An ECDSA signature, for its address's contract: its bytes as given (a Safe reads v, which
@@ -93,12 +84,12 @@ int auth_contract_raw_signature(auth_ctx *ac)
 
 /* Asks the address's contract about the signature, for the messages of the two accepted
  * epochs (section 2's and the SIWE one of the address): one batched call. Returns 0 when the
- * check is under way (it counts as a half when started by auth_authenticate, otherwise
- * auth_finish runs again once it is answered), -1 when it cannot be asked (the signature is
- * then refused as not matching). */
-int auth_contract_check(auth_ctx *ac)
+ * check is under way (done(ac) runs once it is answered), -1 when it cannot be asked (the signature
+ * is then refused as not matching). */
+int auth_contract_check(auth_ctx *ac, void (*done)(auth_ctx *ac))
 {
     auth *au = ac->au;
+    ac->contract_done = done;
     if (auth_contract_raw_signature(ac) != 0)
         return -1;
     uint8_t hashes[4][32], key[32];
