@@ -331,6 +331,8 @@ void request_reset(request *req)
     req->traceparent[0] = '\0';
     req->origin[0] = '\0';
     req->preflight = false;
+    req->bearer[0] = req->session_cookie[0] = req->user_agent[0] = '\0';
+    req->bearer_bad = req->cookie_bad = false;
     req->has_content_type = req->json_content_type = false;
     req->expect_continue = false;
     req->body_total = 0;
