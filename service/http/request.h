@@ -110,6 +110,11 @@ slice request_path_param(const request *req, size_t n);
 /* Answers with `{"success":true,...}`: `body` is an object whose members follow "success".
  * Steals the reference to body. Exactly one answer per request. */
 void request_reply(request *req, int status, json_t *body);
+/* request_reply with the raw "Name: v\r\n" header lines `extra` (a Set-Cookie). */
+void request_reply_headers(request *req, int status, json_t *body, const char *extra);
+/* request_fail (no field) with the raw header lines `extra`. */
+void request_fail_headers(request *req, int status, const char *code, const char *message,
+                          const char *extra);
 /* Answers with the contract's error envelope; `field` may be NULL. */
 void request_fail(request *req, int status, const char *code, const char *message,
                   const char *field);
