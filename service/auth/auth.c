@@ -384,12 +384,23 @@ static void after_recover(uv_work_t *w, int status)
     half_done(ac);
 }
 
+bool auth_request_by_contract(const request *req)
+{
+    return req->auth && req->auth->by_contract;
+}
+
 void auth_authenticate(request *req, int mode, int flags, auth_next next)
 {
-    auth *au = req->app->auth;
     size_t alen = 0, slen = 0;
     const char *address = request_param(req, "address", &alen);
     const char *signature = request_param(req, "signature", &slen);
+    auth_authenticate_with(req, mode, flags, address, alen, signature, slen, next);
+}
+
+void auth_authenticate_with(request *req, int mode, int flags, const char *address, size_t alen,
+                            const char *signature, size_t slen, auth_next next)
+{
+    auth *au = req->app->auth;
     if (address && alen == 0)
         address = NULL;
     if (signature && slen == 0)

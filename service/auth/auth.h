@@ -54,6 +54,33 @@ enum auth_mode {
  * answers 400/401/429/503/504 itself. flags: AUTH_* above. */
 void auth_authenticate(request *req, int mode, int flags, auth_next next);
 
+/* auth_authenticate with the address and signature given (a body's, not the query's; NULL or
+ * empty: absent). Both must stay valid until next has run (the request's memory). */
+void auth_authenticate_with(request *req, int mode, int flags, const char *address, size_t alen,
+                            const char *signature, size_t slen, auth_next next);
+/* Whether the request's signature was accepted by its wallet's contract (EIP-1271). */
+bool auth_request_by_contract(const request *req);
+
+/* The outcome of auth_verify_hash. */
+enum auth_verify_outcome {
+    AUTH_VERIFY_KEY = 0,     /* the address's key signed the hash */
+    AUTH_VERIFY_CONTRACT,    /* the address's contract accepted the signature (EIP-1271) */
+    AUTH_VERIFY_BAD,         /* neither: a wrong or malformed signature */
+    AUTH_VERIFY_UNAVAILABLE, /* the contract could not be asked (RPC down, busy, capped) */
+};
+typedef void (*auth_verified)(request *req, int outcome);
+/* Checks that signature (text, kept valid by the caller until done runs) signs the EIP-191
+ * hash for addr: recovery on the threadpool, then, with ETH_RPC_URL, the address's contract.
+ * done runs exactly once (maybe before this returns), unless this answered the request itself
+ * (500: no memory), in which case done never runs. */
+void auth_verify_hash(request *req, const uint8_t addr[20], const char *signature, size_t slen,
+                      const uint8_t hash[32], auth_verified done);
+
+/* A challenge's SIWE message (crypto/siwe.h: siwe_message_nonce) with this deployment's
+ * domain, URI and chain id, into buf (cap: auth_siwe_message_cap). Returns its length, or 0. */
+size_t auth_challenge_message(const auth *au, const uint8_t addr[20], const char *nonce,
+                              int64_t issued_ms, int64_t expires_ms, char *buf, size_t cap);
+
 /* The message callers sign now. Valid until the next call. */
 void auth_current_message(auth *au, auth_message *out);
 /* The SIWE (EIP-4361) message of the current epoch for addr, written to text (cap bytes, at least

@@ -170,6 +170,17 @@ static const opt opts[] = {
     {"ETH_RPC_MAX_PER_SECOND", OPT_INT, OFF(eth_rpc_max_per_second), "50", 1, 1000000,
      "EIP-1271 checks per second of addresses not known to hold code (each one eth_getCode); "
      "past it such a sign-in gets 503 with Retry-After, known contracts are still checked"},
+    {"SESSION_TTL_SECONDS", OPT_INT, OFF(session_ttl_seconds), "604800", 60, 31536000,
+     "life of a session made from a challenge (POST /api/auth/session with a nonce)"},
+    {"SESSION_CONTRACT_TTL_SECONDS", OPT_INT, OFF(session_contract_ttl_seconds), "86400", 1,
+     31536000, "longest life of a contract wallet's (EIP-1271) session"},
+    {"SESSIONS_PER_ADDRESS", OPT_INT, OFF(sessions_per_address), "50", 1, 10000,
+     "live sessions per address; a new one past it ends the oldest"},
+    {"SESSION_COOKIE_SAMESITE", OPT_STR, OFF(session_cookie_samesite), "Lax", 0, 0,
+     "SameSite of the session cookie: Lax, Strict or None"},
+    {"CHALLENGES_PER_SECOND", OPT_INT, OFF(challenges_per_second), "100", 1, 1000000,
+     "sign-in challenges one process makes per second (a burst of as many); past it 429: "
+     "bounds what strangers can store, 10 minutes each"},
     {"FIND_REPAIR_GRACE_MS", OPT_INT, OFF(find_repair_grace_ms), "60000", 100, 86400000,
      "a wallet or directory index entry added this recently is never dropped by a read's repair"},
     {"FIND_BACKFILL_BATCH", OPT_INT, OFF(find_backfill_batch), "500", 1, 100000,
@@ -245,6 +256,12 @@ static int validate(const config *cfg, char *err, size_t err_len)
         strncasecmp(cfg->eth_rpc_url, "https://", 8) != 0) {
         /* The URL may hold credentials: never echo it. */
         snprintf(err, err_len, "ETH_RPC_URL must start with http:// or https://");
+        return -1;
+    }
+    if (strcmp(cfg->session_cookie_samesite, "Lax") != 0 &&
+        strcmp(cfg->session_cookie_samesite, "Strict") != 0 &&
+        strcmp(cfg->session_cookie_samesite, "None") != 0) {
+        snprintf(err, err_len, "SESSION_COOKIE_SAMESITE must be Lax, Strict or None");
         return -1;
     }
     if (!*cfg->auth_secret && !cfg->dev) {

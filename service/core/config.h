@@ -78,6 +78,12 @@ typedef struct config {
     int64_t eth_rpc_max_inflight;
     int64_t eth_rpc_code_ttl_seconds;
     int64_t eth_rpc_max_per_second;
+    /* Sessions (CONTRACT section 13) */
+    int64_t session_ttl_seconds;          /* a challenge session's life */
+    int64_t session_contract_ttl_seconds; /* a contract wallet's session's longest life */
+    int64_t sessions_per_address;         /* live sessions per address; a new one ends the oldest */
+    char *session_cookie_samesite;        /* Lax, Strict or None */
+    int64_t challenges_per_second;        /* challenges one process makes per second */
 } config;
 
 enum config_result {

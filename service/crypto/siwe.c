@@ -22,15 +22,14 @@ size_t siwe_head(const siwe_params *p, char *buf, size_t cap)
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
 
-size_t siwe_tail(const siwe_params *p, int64_t epoch, char *buf, size_t cap)
+/* From "\n\nSign in to" to the Expiration Time, with the given nonce and times. */
+static size_t tail_with(const siwe_params *p, const char *nonce, int64_t issued_ms,
+                        int64_t expires_ms, char *buf, size_t cap)
 {
-    char nonce[SIGNIN_NONCE_SIZE], issued[ISOTIME_STRING_SIZE], expires[ISOTIME_STRING_SIZE];
+    char issued[ISOTIME_STRING_SIZE], expires[ISOTIME_STRING_SIZE];
 
-    signin_nonce(p->secret, p->secret_len, epoch, nonce);
-    isotime_format(signin_epoch_start_ms(epoch, p->epoch_seconds), issued);
-    isotime_format(
-        signin_epoch_start_ms(epoch < INT64_MAX - 2 ? epoch + 2 : epoch, p->epoch_seconds),
-        expires);
+    isotime_format(issued_ms, issued);
+    isotime_format(expires_ms, expires);
     int n = snprintf(buf, cap,
                      "\n"
                      "\n"
@@ -44,6 +43,17 @@ size_t siwe_tail(const siwe_params *p, int64_t epoch, char *buf, size_t cap)
                      "Expiration Time: %s",
                      p->domain, p->uri, p->chain_id, nonce, issued, expires);
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
+}
+
+size_t siwe_tail(const siwe_params *p, int64_t epoch, char *buf, size_t cap)
+{
+    char nonce[SIGNIN_NONCE_SIZE];
+
+    signin_nonce(p->secret, p->secret_len, epoch, nonce);
+    return tail_with(
+        p, nonce, signin_epoch_start_ms(epoch, p->epoch_seconds),
+        signin_epoch_start_ms(epoch < INT64_MAX - 2 ? epoch + 2 : epoch, p->epoch_seconds), buf,
+        cap);
 }
 
 void siwe_hash_parts(const char *head, size_t head_len, const uint8_t addr[20], const char *tail,
@@ -92,4 +102,18 @@ int siwe_hash(const siwe_params *p, const uint8_t addr[20], int64_t epoch, uint8
     if (buf != stackbuf)
         free(buf);
     return tail ? 0 : -1;
+}
+
+size_t siwe_message_nonce(const siwe_params *p, const uint8_t addr[20], const char *nonce,
+                          int64_t issued_ms, int64_t expires_ms, char *buf, size_t cap)
+{
+    if (strlen(nonce) > SIWE_NONCE_MAX)
+        return 0;
+    size_t head = siwe_head(p, buf, cap);
+    if (!head || cap - head < ADDRESS_STRING_SIZE)
+        return 0;
+    address_format_checksum(addr, buf + head);
+    size_t at = head + ADDRESS_STRING_SIZE - 1;
+    size_t tail = tail_with(p, nonce, issued_ms, expires_ms, buf + at, cap - at);
+    return tail ? at + tail : 0;
 }

@@ -46,4 +46,14 @@ size_t siwe_message(const siwe_params *p, const uint8_t addr[20], int64_t epoch,
  * be built (allocation). */
 int siwe_hash(const siwe_params *p, const uint8_t addr[20], int64_t epoch, uint8_t out[32]);
 
+/* Longest nonce siwe_message_nonce takes (a challenge's: CONTRACT section 13). */
+#define SIWE_NONCE_MAX 32
+
+/* The SIWE message for addr with the given nonce (at most SIWE_NONCE_MAX characters, which
+ * SIWE_MESSAGE_EXTRA leaves room for), Issued At and Expiration Time (Unix ms): a challenge's,
+ * rebuilt from its stored record. Same lines as siwe_message otherwise. Returns the length
+ * without the NUL, or 0 when cap is too small or the nonce too long. */
+size_t siwe_message_nonce(const siwe_params *p, const uint8_t addr[20], const char *nonce,
+                          int64_t issued_ms, int64_t expires_ms, char *buf, size_t cap);
+
 #endif

@@ -2,6 +2,7 @@
 #include "http/http.h"
 
 #include <stdio.h>
+#include <ctype.h>
 #include <string.h>
 #include <strings.h>
 
@@ -178,6 +179,67 @@ static bool traceparent_acceptable(const char *v, size_t len)
     return len == REQ_TRACEPARENT_LEN || v[REQ_TRACEPARENT_LEN] == '-';
 }
 
+/* `Authorization: Bearer <token>` (RFC 6750: the scheme is case-insensitive, one or more
+ * spaces, then the token's characters). Anything else, or a second Authorization header,
+ * leaves bearer_bad set: a credential the caller meant to send is never silently dropped. */
+static void http_take_bearer(request *req, const char *v, size_t vlen)
+{
+    bool second = req->bearer[0] || req->bearer_bad;
+    req->bearer[0] = '\0';
+    req->bearer_bad = true;
+    if (second || vlen < 8 || strncasecmp(v, "bearer ", 7))
+        return;
+    v += 7;
+    vlen -= 7;
+    while (vlen && *v == ' ') {
+        v++;
+        vlen--;
+    }
+    if (vlen == 0 || vlen > REQ_TOKEN_MAX)
+        return;
+    for (size_t i = 0; i < vlen; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        if (!(isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~' || ch == '+' ||
+              ch == '/' || ch == '='))
+            return;
+    }
+    memcpy(req->bearer, v, vlen);
+    req->bearer[vlen] = '\0';
+    req->bearer_bad = false;
+}
+
+/* The entityd_session cookie among `name=value; name=value` pairs (RFC 6265 section 5.4), in
+ * any Cookie header of the request; the first one found counts. */
+static void http_take_session_cookie(request *req, const char *v, size_t vlen)
+{
+    static const char name[] = "entityd_session=";
+    const size_t nl = sizeof name - 1;
+    if (req->session_cookie[0] || req->cookie_bad)
+        return;
+    size_t i = 0;
+    while (i < vlen) {
+        while (i < vlen && (v[i] == ' ' || v[i] == ';'))
+            i++;
+        size_t start = i;
+        while (i < vlen && v[i] != ';')
+            i++;
+        size_t len = i - start;
+        if (len > nl && !memcmp(v + start, name, nl)) {
+            const char *val = v + start + nl;
+            size_t n = len - nl;
+            while (n && val[n - 1] == ' ')
+                n--;
+            if (n > REQ_TOKEN_MAX) {
+                req->cookie_bad = true;
+                return;
+            }
+            memcpy(req->session_cookie, val, n);
+            req->session_cookie[n] = '\0';
+            return;
+        }
+    }
+}
+
 static int on_header_value_complete(llhttp_t *p)
 {
     http_conn *c = conn_of(p);
@@ -205,6 +267,14 @@ static int on_header_value_complete(llhttp_t *p)
             memcpy(c->req.origin, v, vlen);
             c->req.origin[vlen] = '\0';
         }
+    } else if (nlen == 13 && !strncasecmp(name, "authorization", 13)) {
+        http_take_bearer(&c->req, v, vlen);
+    } else if (nlen == 6 && !strncasecmp(name, "cookie", 6)) {
+        http_take_session_cookie(&c->req, v, vlen);
+    } else if (nlen == 10 && !strncasecmp(name, "user-agent", 10)) {
+        size_t n = vlen < REQ_USER_AGENT_MAX ? vlen : REQ_USER_AGENT_MAX;
+        memcpy(c->req.user_agent, v, n);
+        c->req.user_agent[n] = '\0';
     } else if (nlen == 29 && !strncasecmp(name, "access-control-request-method", 29)) {
         c->req.preflight = true;
     } else if (nlen == 6 && !strncasecmp(name, "expect", 6)) {

@@ -92,6 +92,8 @@ static void log_request(request *req)
 }
 
 static const char *extra_headers_for(int status);
+static void fail_with_headers(request *req, int status, const char *code, const char *message,
+                              const char *field, const char *extra);
 
 /* The answer's extra header lines: the handler's, then the trace context and CORS ones (each
  * only when the request asks for it, so a request without them is answered as before). */
@@ -176,6 +178,24 @@ void request_reply(request *req, int status, json_t *body)
     }
     json_decref(body);
     finish(req, status, JSON_TYPE, extra_headers_for(status), scratch.data, scratch.len);
+}
+
+void request_reply_headers(request *req, int status, json_t *body, const char *extra)
+{
+    buf_reset(&scratch, 1 << 20);
+    if (!body || json_dump_callback(body, dump_cb, &scratch, JSON_COMPACT) != 0) {
+        json_decref(body);
+        request_fail_internal(req, "response encoding failed");
+        return;
+    }
+    json_decref(body);
+    finish(req, status, JSON_TYPE, extra, scratch.data, scratch.len);
+}
+
+void request_fail_headers(request *req, int status, const char *code, const char *message,
+                          const char *extra)
+{
+    fail_with_headers(req, status, code, message, NULL, extra);
 }
 
 static void fail_with_headers(request *req, int status, const char *code, const char *message,
@@ -331,6 +351,8 @@ void request_reset(request *req)
     req->traceparent[0] = '\0';
     req->origin[0] = '\0';
     req->preflight = false;
+    req->bearer[0] = req->session_cookie[0] = req->user_agent[0] = '\0';
+    req->bearer_bad = req->cookie_bad = false;
     req->has_content_type = req->json_content_type = false;
     req->expect_continue = false;
     req->body_total = 0;

@@ -28,6 +28,10 @@ typedef struct slice {
 #define REQ_ID_MAX          128
 #define REQ_TRACEPARENT_LEN 55
 #define REQ_ORIGIN_MAX      256
+/* A session token or API key (CONTRACT section 13) is far shorter; a longer one is no token. */
+#define REQ_TOKEN_MAX 128
+/* User-Agent as a session records it (section 13: cut to 200 characters). */
+#define REQ_USER_AGENT_MAX 200
 
 /* Where answers go: the connection layer's side of a request, so that answering never names a
  * connection. */
@@ -65,6 +69,16 @@ typedef struct request {
      * request is a CORS preflight (it names Access-Control-Request-Method). */
     char origin[REQ_ORIGIN_MAX + 1];
     bool preflight;
+    /* Credentials outside the URL (section 13). `bearer`: the token of an `Authorization:
+     * Bearer` header ("" when absent), `bearer_bad` when that header is present but is no
+     * Bearer credential of at most REQ_TOKEN_MAX bytes. `session_cookie`: the value of the
+     * entityd_session cookie ("" when absent), `cookie_bad` when it is present but longer than
+     * REQ_TOKEN_MAX. Never logged. */
+    char bearer[REQ_TOKEN_MAX + 1];
+    bool bearer_bad;
+    char session_cookie[REQ_TOKEN_MAX + 1];
+    bool cookie_bad;
+    char user_agent[REQ_USER_AGENT_MAX + 1]; /* cut to REQ_USER_AGENT_MAX bytes */
     bool has_content_type, json_content_type;
     bool expect_continue;
     uint64_t body_total;
@@ -96,6 +110,11 @@ slice request_path_param(const request *req, size_t n);
 /* Answers with `{"success":true,...}`: `body` is an object whose members follow "success".
  * Steals the reference to body. Exactly one answer per request. */
 void request_reply(request *req, int status, json_t *body);
+/* request_reply with the raw "Name: v\r\n" header lines `extra` (a Set-Cookie). */
+void request_reply_headers(request *req, int status, json_t *body, const char *extra);
+/* request_fail (no field) with the raw header lines `extra`. */
+void request_fail_headers(request *req, int status, const char *code, const char *message,
+                          const char *extra);
 /* Answers with the contract's error envelope; `field` may be NULL. */
 void request_fail(request *req, int status, const char *code, const char *message,
                   const char *field);

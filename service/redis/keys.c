@@ -30,6 +30,17 @@ size_t keys_limit(char out[KEYS_LIMIT_SIZE], const char *address)
     return put(out, KEYS_LIMIT_SIZE, "limit:{", address, "}");
 }
 
+size_t keys_sessions(char out[KEYS_SESSIONS_SIZE], const char *address)
+{
+    return put(out, KEYS_SESSIONS_SIZE, "auth:sess:{", address, "}");
+}
+
+size_t keys_challenge(char out[KEYS_CHALLENGE_SIZE], const char *address, const char *nonce)
+{
+    int n = snprintf(out, KEYS_CHALLENGE_SIZE, "auth:chal:{%s}:%s", address, nonce);
+    return n < 0 || (size_t)n >= KEYS_CHALLENGE_SIZE ? 0 : (size_t)n;
+}
+
 /* The entity's keys: where each is written in entity_keys, and its suffix after the tag. */
 #define KEY(f, suffix)                                                                             \
     {                                                                                              \

@@ -199,6 +199,18 @@
  *                             decimal epoch): a Safe ignores bytes past its owners'
  *                             signatures, so no form of the bytes could name them all
  *
+ * Sessions (CONTRACT section 13), every key of one address in its slot:
+ *   auth:sess:{<address>}     hash    <id> -> "<expiresAtMs>:<createdAtMs>:<kind>:<token hash>:
+ *                                     <revocation id or ->" (kind: c a challenge's, e an epoch
+ *                                     signature's, w a contract wallet's), u:<id> -> lastUsedAt
+ *                                     (ms, to the minute), a:<id> -> User-Agent (200 at most);
+ *                                     <id> is the token hash's first 24 digits (auth/token.h).
+ *                                     Expired entries are dropped by the scripts that add and
+ *                                     list; PEXPIREAT at the latest expiry, so an address with
+ *                                     no live session holds no key
+ *   auth:chal:{<address>}:<nonce>  string "<issuedAtMs>", PX 10 minutes: a challenge not yet
+ *                                     used; the session that uses it deletes it
+ *
  * Per-address limits (CONTRACT section 7), one key per caller in its own slot, touched by
  * rate_limit.lua alone (never in a transaction with another key):
  *   limit:{<address>}         string  "<writes>:<creations>": each limit's theoretical arrival
@@ -230,6 +242,14 @@ size_t keys_revoked(char out[KEYS_REVOKED_SIZE], const char *revocation_id);
 #define KEYS_LIMIT_SIZE (7 + 42 + 1 + 1)
 /* The per-address limit key of a lowercase "0x…" address; returns its length. */
 size_t keys_limit(char out[KEYS_LIMIT_SIZE], const char *address);
+/* "auth:sess:{" + a lowercase address (42) + "}" + NUL */
+#define KEYS_SESSIONS_SIZE (11 + 42 + 1 + 1)
+/* The sessions hash of a lowercase "0x…" address; returns its length. */
+size_t keys_sessions(char out[KEYS_SESSIONS_SIZE], const char *address);
+/* "auth:chal:{" + address + "}:" + a nonce of at most 32 characters + NUL */
+#define KEYS_CHALLENGE_SIZE (11 + 42 + 2 + 32 + 1)
+/* The challenge key of a lowercase address and a nonce (at most 32 alphanumerics). */
+size_t keys_challenge(char out[KEYS_CHALLENGE_SIZE], const char *address, const char *nonce);
 /* Fills every key of the entity `id` (a validated "c-<uuid>"). */
 void keys_entity(entity_keys *k, const char *id);
 /* The four of them a role check reads (the finds' checks of ~21 entities a page). */

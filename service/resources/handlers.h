@@ -13,6 +13,13 @@ void metrics_get(request *req);
 /* signin.c: the sign-in message, signature revocation */
 void auth_message_get(request *req);
 void auth_revoke_post(request *req);
+/* sessions.c: challenges, sessions made, ended and listed (CONTRACT section 13) */
+void auth_challenge_post(request *req);
+void auth_session_post(request *req);
+void auth_session_delete(request *req);
+void auth_sessions_id_delete(request *req);
+void auth_sessions_revoke_all(request *req);
+void auth_sessions_get(request *req);
 
 /* entities.c: an entity read (by id, by alias: CONTRACT §9), created or updated */
 void entity_get(request *req);

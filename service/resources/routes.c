@@ -1,6 +1,6 @@
 /* routes: the route table, the one place every method, path, handler and auth need is listed.
- * Every signed write is ROUTE_WRITE except revoking a signature, which must work for a wallet
- * whose budget a leaked signature has spent. */
+ * Every signed write is ROUTE_WRITE except revoking a signature or ending sessions, which must
+ * work for a wallet whose budget a leaked credential has spent. */
 #include <llhttp.h>
 
 #include "resources/routes.h"
@@ -13,6 +13,14 @@ const route router_routes[] = {
     {HTTP_GET, "/metrics", metrics_get, AUTH_NONE, 0},
     {HTTP_GET, "/api/auth/message", auth_message_get, AUTH_NONE, 0},
     {HTTP_POST, "/api/auth/revoke", auth_revoke_post, AUTH_REQUIRED, 0},
+    /* Sessions: made by a signature in the body, ended by their token or their address's
+     * signature; none spends the write budget (CONTRACT section 13). */
+    {HTTP_POST, "/api/auth/challenge", auth_challenge_post, AUTH_NONE, 0},
+    {HTTP_POST, "/api/auth/session", auth_session_post, AUTH_NONE, 0},
+    {HTTP_DELETE, "/api/auth/session", auth_session_delete, AUTH_NONE, 0},
+    {HTTP_GET, "/api/auth/sessions", auth_sessions_get, AUTH_REQUIRED, 0},
+    {HTTP_POST, "/api/auth/sessions/revoke-all", auth_sessions_revoke_all, AUTH_REQUIRED, 0},
+    {HTTP_DELETE, "/api/auth/sessions/{id}", auth_sessions_id_delete, AUTH_REQUIRED, 0},
     {HTTP_GET, "/api/entities", entities_list_get, AUTH_OPTIONAL, ROUTE_READ_WITH_REVOCATION},
     {HTTP_POST, "/api/entities", entity_post, AUTH_REQUIRED, ROUTE_WRITE},
     /* before "/api/entities/{id}/…": an alias may read "users" or "admins" */

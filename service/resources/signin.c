@@ -1,4 +1,5 @@
-/* signin: the sign-in message and signature revocation (POST /api/auth/revoke). */
+/* signin: the sign-in message and signature revocation (POST /api/auth/revoke), which ends the
+ * sessions made from that signature too. */
 #include <stdio.h>
 #include <string.h>
 
@@ -40,14 +41,26 @@ void auth_message_get(request *req)
     request_reply(req, 200, json_pack("{s:b, s:o}", "success", 1, "data", data));
 }
 
+/* The revocation and the end of the signature's sessions, sent together (their keys lie in
+ * different slots): the answer waits for both. */
+typedef struct revoke_state {
+    int pending;
+    int status; /* the worst of the two: STORE_OK, or the first failure */
+} revoke_state;
+
 static void on_revoked(void *data, int status, redisReply *reply)
 {
     request *req = data;
-    if (status == STORE_TIMEOUT) {
+    revoke_state *rs = req->state;
+    if (rs->status == STORE_OK && (status != STORE_OK || reply->type == REDIS_REPLY_ERROR))
+        rs->status = status != STORE_OK ? status : STORE_UNAVAILABLE;
+    if (--rs->pending > 0)
+        return;
+    if (rs->status == STORE_TIMEOUT) {
         request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
         return;
     }
-    if (status != STORE_OK || reply->type == REDIS_REPLY_ERROR) {
+    if (rs->status != STORE_OK) {
         request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
         return;
     }
@@ -56,11 +69,21 @@ static void on_revoked(void *data, int status, redisReply *reply)
 
 void auth_revoke_post(request *req)
 {
-    char key[KEYS_REVOKED_SIZE], expiry[32];
-    size_t klen = keys_revoked(key, auth_request_revocation_id(req));
+    revoke_state *rs = request_state(req, sizeof *rs);
+    if (!rs)
+        return;
+    rs->pending = 2;
+    rs->status = STORE_OK;
+    const char *rid = auth_request_revocation_id(req);
+    char key[KEYS_REVOKED_SIZE], expiry[32], skey[KEYS_SESSIONS_SIZE];
+    size_t klen = keys_revoked(key, rid);
     int elen = snprintf(expiry, sizeof expiry, "%lld",
                         (long long)auth_signature_expiry(req->app->auth, auth_request_epoch(req)));
     const char *argv[2] = {key, expiry};
     size_t lens[2] = {klen, (size_t)elen};
+    size_t sklen = keys_sessions(skey, req->caller);
+    const char *sargv[2] = {skey, rid};
+    size_t slens[2] = {sklen, strlen(rid)};
     store_script(req->app->store, LUA_REVOKE, on_revoked, req, 1, 2, argv, lens);
+    store_script(req->app->store, LUA_SESSION_REVOKE, on_revoked, req, 1, 2, sargv, slens);
 }

@@ -436,8 +436,13 @@ class OpenApiMatchesRoutes(unittest.TestCase):
             where = '%s %s' % (meth, path)
             self.assertTrue(any(s.startswith('2') for s in responses), where)
             self.assertIn('500', responses, where)
-            if auth == 'none':
+            if auth == 'none' and op.get('x-entityd-credential') is None:
                 self.assertNotIn('401', responses, where)
+            elif auth == 'none':
+                # A credential of its own (a signature in the body, a session token): 401 when
+                # it fails, and said which.
+                self.assertIn(op['x-entityd-credential'], ('body-signature', 'session-token'))
+                self.assertIn('401', responses, where)
             else:
                 self.assertIn('401', responses, where)
                 self.assertIn('504', responses, where)
