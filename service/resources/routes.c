@@ -12,7 +12,7 @@ const route router_routes[] = {
     {HTTP_GET, "/readyz", health_ready, AUTH_NONE, 0},
     {HTTP_GET, "/metrics", metrics_get, AUTH_NONE, 0},
     {HTTP_GET, "/api/auth/message", auth_message_get, AUTH_NONE, 0},
-    {HTTP_POST, "/api/auth/revoke", auth_revoke_post, AUTH_REQUIRED, 0},
+    {HTTP_POST, "/api/auth/revoke", auth_revoke_post, AUTH_REQUIRED, ROUTE_SIGNATURE_ONLY},
     {HTTP_GET, "/api/entities", entities_list_get, AUTH_OPTIONAL, ROUTE_READ_WITH_REVOCATION},
     {HTTP_POST, "/api/entities", entity_post, AUTH_REQUIRED, ROUTE_WRITE},
     /* before "/api/entities/{id}/…": an alias may read "users" or "admins" */
