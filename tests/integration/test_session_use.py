@@ -266,15 +266,17 @@ class SessionUseTest(harness.ServiceTestCase):
         read = ('GET', '/api/entities/%s?address=%s' % (self.private, self.owner.address), None)
         write = ('POST', '/api/entities/%s/levels/lv-end/update' % self.private,
                  {'name': 'L', 'skillIds': [], 'scores': [], 'XP': 1})
+        # A kept find page is answered with no read of its own: the check is made alone.
+        find = ('GET', '/api/wallets/%s/entities' % self.owner.address, None)
         for svc in (self.a, self.b):
-            for method, path, body in (read, write):
+            for method, path, body in (read, write, find, find):
                 st, _, b = svc.request(method, path, body, headers=bearer(token))
                 self.assertIn(st, (200, 201), b)
         # Ended on "another instance" (revoke-all deletes the fields): every instance refuses
         # it on its very next request, read or write, Bearer or cookie.
         self.r.cli('HDEL', session_key(self.owner.address), sid, 'u:' + sid)
         for svc in (self.b, self.a):
-            for method, path, body in (read, write):
+            for method, path, body in (read, write, find):
                 for hdrs in (bearer(token), cookie(token)):
                     self.assertDead(svc.request(method, path, body, headers=hdrs), token)
 
