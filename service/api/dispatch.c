@@ -126,6 +126,7 @@ void dispatch_request(request *req)
     else
         auth_authenticate(req, r->auth,
                           ((r->flags & ROUTE_READ_WITH_REVOCATION) ? AUTH_DEFERRED_REVOCATION : 0) |
-                              ((r->flags & ROUTE_WRITE) ? AUTH_WRITE_BUDGET : 0),
+                              ((r->flags & ROUTE_WRITE) ? AUTH_WRITE_BUDGET : 0) |
+                              ((r->flags & ROUTE_SIGNATURE_ONLY) ? AUTH_SIGNATURE_ONLY : 0),
                           run_handler);
 }

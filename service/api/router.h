@@ -24,6 +24,9 @@ typedef struct route {
 /* A signed write: it spends the caller's write budget (RATE_WRITES_PER_MINUTE) before its
  * handler runs. */
 #define ROUTE_WRITE 2
+/* The query's signature is the request's object, not only its sign-in (POST /api/auth/revoke
+ * revokes it): credentials outside the URL do not stand in for it. */
+#define ROUTE_SIGNATURE_ONLY 4
 
 enum router_result { ROUTER_FOUND = 0, ROUTER_NOT_FOUND, ROUTER_METHOD_NOT_ALLOWED };
 

@@ -13,6 +13,7 @@
 
 #include "auth/auth_int.h"
 #include "auth/limits.h"
+#include "auth/session.h"
 #include "core/metrics.h"
 #include "core/pool.h"
 
@@ -195,11 +196,17 @@ static void on_budget(request *req, void *data, int status, long long wait_ms);
 static void half_done(auth_ctx *ac);
 static void contract_done(auth_ctx *ac);
 
+static void session_finish(auth_ctx *ac);
+
 /* Both halves are in: decide. */
 static void finish(auth_ctx *ac)
 {
     request *req = ac->req;
     auth *au = ac->au;
+    if (ac->by_session) {
+        session_finish(ac);
+        return;
+    }
     int store_status = ac->store_status != STORE_OK ? ac->store_status : ac->contract_store_status;
     if (store_status == STORE_TIMEOUT) {
         give_back(ac);
@@ -389,7 +396,8 @@ bool auth_request_by_contract(const request *req)
     return req->auth && req->auth->by_contract;
 }
 
-void auth_authenticate(request *req, int mode, int flags, auth_next next)
+/* Sign-in by the query's address and signature (the seed's way). */
+static void by_signature(request *req, int mode, int flags, auth_next next)
 {
     size_t alen = 0, slen = 0;
     const char *address = request_param(req, "address", &alen);
@@ -405,6 +413,8 @@ void auth_authenticate_with(request *req, int mode, int flags, const char *addre
         address = NULL;
     if (signature && slen == 0)
         signature = NULL;
+    if (signature)
+        req->credential = REQ_CREDENTIAL_QUERY;
 
     uint8_t addr[20];
     if (address) {
@@ -449,6 +459,7 @@ void auth_authenticate_with(request *req, int mode, int flags, const char *addre
     ac->au = au;
     ac->next = next;
     ac->mode = mode;
+    ac->flags = flags;
     ac->ctx = au->ctx;
     ac->have_addr = address != NULL;
     if (address)
@@ -571,4 +582,159 @@ void auth_authenticate_with(request *req, int mode, int flags, const char *addre
         return;
     }
     auth_revocation_send(ac, on_revocation);
+}
+
+/* --- sessions (CONTRACT section 13) --- */
+
+/* The session check's verdict is in (and the budget's, when charged with it): decide. */
+static void session_finish(auth_ctx *ac)
+{
+    request *req = ac->req;
+    auth *au = ac->au;
+    switch (ac->session_verdict) {
+    case SESSION_LIVE:
+        break;
+    case SESSION_TIMEOUT:
+        give_back(ac);
+        request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
+        return;
+    case SESSION_DEAD:
+        give_back(ac);
+        if (req->credential == REQ_CREDENTIAL_COOKIE && ac->mode == AUTH_OPTIONAL) {
+            /* A stale cookie where signing is optional: as if it were not there. */
+            req->credential = REQ_CREDENTIAL_NONE;
+            req->clear_session_cookie = true;
+            req->auth = NULL;
+            by_signature(req, ac->mode, ac->flags, ac->next);
+            return;
+        }
+        au->stats.revoked++;
+        unauthenticated(req, REQUEST_SESSION_DEAD);
+        return;
+    default:
+        give_back(ac);
+        request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
+        return;
+    }
+    au->stats.ok++;
+    memcpy(req->caller, ac->session.address, sizeof req->caller);
+    req->signed_in = true;
+    after_budget(ac);
+}
+
+static void on_session(void *data, int status, redisReply *reply)
+{
+    auth_ctx *ac = data;
+    ac->session_verdict = session_answer(ac->req, &ac->session, status, reply);
+    half_done(ac);
+}
+
+/* The session token the request carries, Bearer first, parsed into t. Returns the
+ * REQ_CREDENTIAL_* it came by; REQ_CREDENTIAL_NONE when there is none to use (a bad cookie
+ * where signing is optional is dropped here, and cleared by the answer); -1 when the request
+ * has been answered (401). The answers never repeat the token. */
+static int session_credential(request *req, int mode, token *t)
+{
+    if (req->bearer_bad) {
+        unauthenticated(req, "The Authorization header is no Bearer session token.");
+        return -1;
+    }
+    if (req->bearer[0]) {
+        if (!token_parse_session(req->bearer, strlen(req->bearer), t)) {
+            req->app->auth->stats.malformed++;
+            unauthenticated(req, REQUEST_SESSION_DEAD);
+            return -1;
+        }
+        return REQ_CREDENTIAL_BEARER;
+    }
+    if (!req->cookie_bad && !req->session_cookie[0])
+        return REQ_CREDENTIAL_NONE;
+    if (!req->cookie_bad &&
+        token_parse_session(req->session_cookie, strlen(req->session_cookie), t))
+        return REQ_CREDENTIAL_COOKIE;
+    if (mode == AUTH_OPTIONAL) {
+        req->clear_session_cookie = true;
+        return REQ_CREDENTIAL_NONE;
+    }
+    req->app->auth->stats.malformed++;
+    unauthenticated(req, REQUEST_SESSION_DEAD);
+    return -1;
+}
+
+/* Sign-in by a session token. Its check rides where the signature path goes to Redis anyway:
+ * a read's just ahead of the handler's read (one round trip), a write's with the budget's
+ * charge; else, like a signature's revocation check, alone before the handler. */
+static void by_session(request *req, int mode, int flags, auth_next next, const token *t)
+{
+    auth *au = req->app->auth;
+    size_t alen = 0;
+    const char *address = request_param(req, "address", &alen);
+    if (address && alen) {
+        uint8_t addr[20];
+        if (!auth_parse_address(req, address, alen, addr))
+            return;
+        if (memcmp(addr, t->addr, 20) != 0) {
+            request_fail_field(req, "address",
+                               "The address query parameter names another address than the "
+                               "session token's.");
+            return;
+        }
+    }
+    auth_ctx *ac = arena_alloc(&req->pool, sizeof *ac);
+    if (!ac) {
+        request_fail_internal(req, "auth context");
+        return;
+    }
+    memset(ac, 0, sizeof *ac);
+    ac->req = req;
+    ac->au = au;
+    ac->next = next;
+    ac->mode = mode;
+    ac->flags = flags;
+    ac->by_session = true;
+    ac->session = *t;
+    ac->have_addr = true;
+    memcpy(ac->addr, t->addr, 20);
+    req->auth = ac;
+    ac->read = (flags & AUTH_DEFERRED_REVOCATION) != 0;
+    /* A cookie where signing is optional is checked first: when it is dead the request goes on
+     * unsigned, which cannot be decided once the handler's read has gone out signed in. In
+     * cluster mode the session's key lives on its own slot's node: up front, as a signature's
+     * revocation check. */
+    ac->deferred = ac->read && !store_cluster_mode(req->app->store) &&
+                   !(req->credential == REQ_CREDENTIAL_COOKIE && mode == AUTH_OPTIONAL);
+    if (ac->deferred) {
+        session_defer(req);
+        au->stats.ok++;
+        memcpy(req->caller, t->address, sizeof req->caller);
+        req->signed_in = true;
+        next(req);
+        return;
+    }
+    ac->budget = (flags & AUTH_WRITE_BUDGET) != 0 &&
+                 limits_apply(req, LIMITS_WRITES, auth_is_platform_admin(au, t->address));
+    ac->pending = ac->budget ? 2 : 1;
+    if (ac->budget) {
+        /* The token names the caller at once: the charge goes out with the check. */
+        ac->budget_sent = true;
+        memcpy(ac->budget_caller, t->address, sizeof ac->budget_caller);
+        limits_take(req, LIMITS_WRITES, ac->budget_caller, on_budget, ac);
+    }
+    session_send(req, &ac->session, false, on_session, ac);
+}
+
+void auth_authenticate(request *req, int mode, int flags, auth_next next)
+{
+    if (!(flags & AUTH_SIGNATURE_ONLY)) {
+        token t;
+        int credential = session_credential(req, mode, &t);
+        if (credential < 0)
+            return;
+        if (credential != REQ_CREDENTIAL_NONE) {
+            req->credential = credential;
+            by_session(req, mode, flags, next, &t);
+            return;
+        }
+    }
+    by_signature(req, mode, flags, next);
 }

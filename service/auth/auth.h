@@ -49,9 +49,17 @@ enum auth_mode {
 /* A write: the caller's write budget (auth/limits.h) is charged before next runs; over it the
  * request is answered 429. Sent with the revocation check when the signature is cached. */
 #define AUTH_WRITE_BUDGET 2
+/* Only the query's signature signs in (the route acts on that signature): a session token in
+ * the Authorization header or the cookie is not looked at. */
+#define AUTH_SIGNATURE_ONLY 4
 
 /* Runs the route's sign-in step (enum auth_mode), then next(req) with req->caller set; or
- * answers 400/401/429/503/504 itself. flags: AUTH_* above. */
+ * answers 400/401/429/503/504 itself. flags: AUTH_* above. A session token (CONTRACT section
+ * 13: `Authorization: Bearer`, else the entityd_session cookie) signs in in place of the
+ * query's address and signature, with the same roles, budget and answers; the query's
+ * signature is then not looked at, and an address in the query must be the token's (else
+ * 400). A cookie that is no live session is ignored where signing is optional (and cleared
+ * by the answer), 401 elsewhere. req->credential says which credential was used. */
 void auth_authenticate(request *req, int mode, int flags, auth_next next);
 
 /* auth_authenticate with the address and signature given (a body's, not the query's; NULL or

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "auth/auth.h"
+#include "auth/token.h"
 #include "cache/sigcache.h"
 #include "core/app.h"
 #include "crypto/address.h"
@@ -77,6 +78,7 @@ struct auth_ctx {
     auth *au;
     auth_next next;
     int mode;
+    int flags; /* AUTH_* of auth_authenticate */
     eth_sig sig;
     uint8_t sig65[65];
     bool have_addr;
@@ -124,6 +126,11 @@ struct auth_ctx {
     char budget_caller[ADDRESS_STRING_SIZE];
     int store_status;
     bool revoked;
+    /* Signed in by a session token (session.c) instead of a signature: its address is the
+     * caller's, its check's verdict (enum session_verdict) one of the halves. */
+    bool by_session;
+    token session;
+    int session_verdict;
     int64_t matched_epoch;
     char revocation_id[SIG_REVOCATION_ID_SIZE];
 };

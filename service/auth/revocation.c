@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "auth/auth_int.h"
+#include "auth/session.h"
 #include "redis/keys.h"
 
 int auth_revocation_answer(int status, const redisReply *reply, bool *revoked)
@@ -86,6 +87,10 @@ void auth_check_revocation(request *req, auth_next next)
 {
     if (!req->before_read) {
         next(req);
+        return;
+    }
+    if (req->auth && req->auth->by_session) {
+        session_check_then(req, next);
         return;
     }
     req->before_read = NULL; /* made here instead, alone */

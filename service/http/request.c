@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/app.h"
 #include "core/log.h"
 #include "http/cors.h"
 #include "core/metrics.h"
@@ -100,13 +101,16 @@ static void fail_with_headers(request *req, int status, const char *code, const 
 static const char *answer_headers(const request *req, const char *extra, char *out, size_t cap)
 {
     const char *cors = cors_response_headers(req);
-    if (!req->traceparent[0] && !cors)
+    if (!req->traceparent[0] && !cors && !req->clear_session_cookie)
         return extra;
     int n = snprintf(out, cap, "%s", extra ? extra : "");
     if (req->traceparent[0] && n >= 0 && (size_t)n < cap)
         n += snprintf(out + n, cap - (size_t)n, "traceparent: %s\r\n", req->traceparent);
     if (cors && n >= 0 && (size_t)n < cap)
         n += snprintf(out + n, cap - (size_t)n, "%s", cors);
+    if (req->clear_session_cookie && n >= 0 && (size_t)n < cap)
+        n += snprintf(out + n, cap - (size_t)n, "Set-Cookie: entityd_session=; Max-Age=0%s\r\n",
+                      request_session_cookie_attributes(req));
     return n >= 0 && (size_t)n < cap ? out : extra;
 }
 
@@ -119,7 +123,9 @@ static void finish_parts(request *req, int status, const char *ctype, const char
         /* The revocation check that ran with the handler's read refused the caller. */
         int veto = req->auth_veto;
         req->auth_veto = 0;
-        if (veto == 401)
+        if (veto == 401 && req->credential != REQ_CREDENTIAL_QUERY)
+            request_fail(req, 401, "unauthenticated", REQUEST_SESSION_DEAD, NULL);
+        else if (veto == 401)
             request_fail(req, 401, "unauthenticated", "The signature has been revoked.", NULL);
         else if (veto == 504)
             request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
@@ -312,6 +318,13 @@ void request_fail_internal(request *req, const char *what)
     request_fail(req, 500, "internal", "An internal error occurred.", NULL);
 }
 
+const char *request_session_cookie_attributes(const request *req)
+{
+    /* Secure is left out only in development, where the service is reached over plain HTTP. */
+    return req->app && req->app->cfg.dev ? "; Path=/api; HttpOnly; SameSite=Lax"
+                                         : "; Path=/api; HttpOnly; Secure; SameSite=Lax";
+}
+
 void request_reply_raw(request *req, int status, const char *ctype, const char *body, size_t len)
 {
     finish(req, status, ctype, NULL, body, len);
@@ -353,6 +366,8 @@ void request_reset(request *req)
     req->preflight = false;
     req->bearer[0] = req->session_cookie[0] = req->user_agent[0] = '\0';
     req->bearer_bad = req->cookie_bad = false;
+    req->credential = REQ_CREDENTIAL_NONE;
+    req->clear_session_cookie = false;
     req->has_content_type = req->json_content_type = false;
     req->expect_continue = false;
     req->body_total = 0;

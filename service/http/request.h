@@ -33,6 +33,17 @@ typedef struct slice {
 /* User-Agent as a session records it (section 13: cut to 200 characters). */
 #define REQ_USER_AGENT_MAX 200
 
+/* Which credential signed a request in (req->credential). */
+enum req_credential {
+    REQ_CREDENTIAL_NONE = 0,
+    REQ_CREDENTIAL_QUERY,  /* address and signature in the query string */
+    REQ_CREDENTIAL_BEARER, /* Authorization: Bearer <session token> */
+    REQ_CREDENTIAL_COOKIE, /* the entityd_session cookie */
+};
+
+/* The answer to a session token that is not live; it names no token. */
+#define REQUEST_SESSION_DEAD "The session token is unknown, expired or ended; create a new session."
+
 /* Where answers go: the connection layer's side of a request, so that answering never names a
  * connection. */
 typedef struct request_sink {
@@ -79,6 +90,12 @@ typedef struct request {
     char session_cookie[REQ_TOKEN_MAX + 1];
     bool cookie_bad;
     char user_agent[REQ_USER_AGENT_MAX + 1]; /* cut to REQ_USER_AGENT_MAX bytes */
+    /* The credential the sign-in step used (enum req_credential): a cookie-authenticated
+     * write is held to its Origin, which a Bearer token or a query signature is not. */
+    int credential;
+    /* The entityd_session cookie was no live session on a route where signing is optional:
+     * the request went on without it, and the answer clears it (Max-Age=0). */
+    bool clear_session_cookie;
     bool has_content_type, json_content_type;
     bool expect_continue;
     uint64_t body_total;
@@ -139,6 +156,10 @@ void request_reset(request *req);
  * read must be sent with; 0 when none is owed. Call it just before the read, as an argument of
  * the store call. */
 int request_read_flags(request *req);
+
+/* The attributes of the entityd_session cookie after its value ("; HttpOnly; ..."), the same
+ * whether it is set or cleared, so that a browser replaces the one it holds. */
+const char *request_session_cookie_attributes(const request *req);
 
 /* Monotonic nanoseconds. */
 uint64_t request_now_ns(void);

@@ -45,6 +45,11 @@ struct cluster *store_cluster(const store *st);
  * same for every call below), cb runs before this returns, with STORE_UNAVAILABLE. */
 void store_command(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens);
+/* The same, for a request's check that its own read follows (STORE_READ_NO_HIT) on the same
+ * connection: room is kept for that read (STORE_READ_RESERVE). Never through the read cache.
+ * Returns true when cb has already run (the store not ready, or the command shed). */
+bool store_command_ahead(store *st, store_cb cb, void *data, int argc, const char **argv,
+                         const size_t *lens);
 /* The same for the service's own upkeep (the read cache's tracking request and heartbeat): the
  * last few commands below REDIS_MAX_PENDING are kept for it, so requests filling the rest do
  * not starve it; at the cap itself it is shed too (Redis is then not answering, and a missed

@@ -26,6 +26,12 @@ void store_command(store *st, store_cb cb, void *data, int argc, const char **ar
     store_send_command(st, 0, cb, data, argc, argv, lens);
 }
 
+bool store_command_ahead(store *st, store_cb cb, void *data, int argc, const char **argv,
+                         const size_t *lens)
+{
+    return store_send_command(st, SEND_RESERVE, cb, data, argc, argv, lens);
+}
+
 void store_control(store *st, store_cb cb, void *data, int argc, const char **argv,
                    const size_t *lens)
 {

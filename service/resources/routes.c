@@ -12,7 +12,7 @@ const route router_routes[] = {
     {HTTP_GET, "/readyz", health_ready, AUTH_NONE, 0},
     {HTTP_GET, "/metrics", metrics_get, AUTH_NONE, 0},
     {HTTP_GET, "/api/auth/message", auth_message_get, AUTH_NONE, 0},
-    {HTTP_POST, "/api/auth/revoke", auth_revoke_post, AUTH_REQUIRED, 0},
+    {HTTP_POST, "/api/auth/revoke", auth_revoke_post, AUTH_REQUIRED, ROUTE_SIGNATURE_ONLY},
     /* Sessions: made by a signature in the body, ended by their token or their address's
      * signature; none spends the write budget (CONTRACT section 13). */
     {HTTP_POST, "/api/auth/challenge", auth_challenge_post, AUTH_NONE, 0},

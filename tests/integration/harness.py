@@ -61,5 +61,7 @@ from support.wallets import (SECP256K1_N, Signer, Wallet, _parse_sign_line,  # n
                              fresh_wallet, high_s, iso_ms, join_signature, keccak256,
                              personal_hash, probe_path, revoke_path, signin_message,
                              signin_nonce, split_signature, to_compact, to_v01)
+from support.sessions import (make_session, new_token, session_key,  # noqa: E402,F401
+                              token_parts)
 from support.web import (Client, RawConn, Response, chunked,  # noqa: E402,F401
                          http_request_bytes, read_answers, request)

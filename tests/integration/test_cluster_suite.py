@@ -20,6 +20,7 @@ import test_contrib_write  # noqa: E402
 import test_entities  # noqa: E402
 import test_progress_read  # noqa: E402
 import test_progression  # noqa: E402
+import test_session_use  # noqa: E402
 import test_skills  # noqa: E402
 import test_sweep  # noqa: E402
 import test_tend  # noqa: E402
@@ -58,6 +59,14 @@ class ClusterSkillsTest(OnCluster, test_skills.SkillsTest):
 
 class ClusterProgressionTest(OnCluster, test_progression.ProgressionTest):
     pass
+
+
+class ClusterSessionUseTest(OnCluster, test_session_use.SessionUseTest):
+    """Session checks go up front here (the session's key is on its own slot's node)."""
+
+    @unittest.skip('listens to one node\'s keyspace notifications')
+    def test_last_used_at_written_once_a_minute(self):
+        pass
 
 
 class ClusterNumberBoundTest(OnCluster, test_bounds.NumberBoundTest):

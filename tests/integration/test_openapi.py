@@ -9,6 +9,9 @@ may differ: `{id}` in the table is `{entityId}` in the document), and each opera
     AUTH_OPTIONAL -> optional  security: [{walletAddress, walletSignature}, {walletAddress}]
     AUTH_RECOVER  -> recover   security: [{walletAddress, walletSignature}, {walletSignature}]
 
+and every mode but none also [{bearerAuth}, {cookieAuth}] (a session token, CONTRACT section
+13), except on a route flagged ROUTE_SIGNATURE_ONLY, whose signature is its object.
+
 The error code enum must equal the codes the service's C code answers with. The document is
 read with a small reader for the block-style YAML subset it is written in (no PyYAML here);
 the reader refuses what it does not understand rather than guess.
@@ -43,6 +46,15 @@ EXPECTED_SECURITY = {
     'optional': {BOTH, frozenset(('walletAddress',))},
     'recover': {BOTH, frozenset(('walletSignature',))},
 }
+SESSION_SCHEMES = {frozenset(('bearerAuth',)), frozenset(('cookieAuth',))}
+
+
+def signature_only_routes():
+    """(METHOD, normalized path) of the routes.c entries flagged ROUTE_SIGNATURE_ONLY."""
+    with open(ROUTES_C, encoding='utf-8') as f:
+        src = f.read()
+    return {(meth, normalize(path)) for meth, path in re.findall(
+        r'\{\s*HTTP_([A-Z]+)\s*,\s*"([^"]*)"[^}]*ROUTE_SIGNATURE_ONLY', src)}
 
 
 # ------------------------------------------------------------------------------------------
@@ -335,6 +347,7 @@ def security_sets(op):
 def compare(routes, ops):
     """Problems found comparing the route table with the document's operations."""
     problems = []
+    signature_only = signature_only_routes()
     table = {(r[0], r[1]): r for r in routes}
     if len(table) != len(routes):
         problems.append('routes.c lists a method+path twice')
@@ -354,10 +367,13 @@ def compare(routes, ops):
             problems.append('%s: x-entityd-auth is %r, routes.c says %s (%s)'
                             % (where, got, want, table[k][4]))
         sec = security_sets(op)
-        if sec != EXPECTED_SECURITY[want]:
+        expected = EXPECTED_SECURITY[want]
+        if want != 'none' and k not in signature_only:
+            expected = expected | SESSION_SCHEMES
+        if sec != expected:
             problems.append('%s: security %s does not match %s: expected %s'
                             % (where, sorted(map(sorted, sec)) if sec is not None else None,
-                               want, sorted(map(sorted, EXPECTED_SECURITY[want]))))
+                               want, sorted(map(sorted, expected))))
     return problems
 
 
