@@ -199,7 +199,7 @@ class BrowserTest(harness.ServiceTestCase):
         # The cookie alone: no address or signature in the URL, no Authorization header.
         self.assertEqual(out['create'].get('status'), 201, out)
         eid = out['create']['body']['data']['id']
-        st, _, body = self.svc.request('GET', '/api/entities/' + eid)
+        st, _, body = self.svc.request('GET', '/api/entities/%s?address=%s' % (eid, address))
         self.assertEqual(st, 200, body)
         # The same browser, now holding the cookie, on an unlisted origin's page.
         self.assert_unlisted_refused(w)

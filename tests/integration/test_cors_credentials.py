@@ -146,8 +146,12 @@ class CorsCredentialsTest(harness.ServiceTestCase):
         self.assertNotOriginRefused(resp, 'Bearer')
         msg, _ = harness.current_message(svc.port)
         query = harness.auth_query(*w.sign(msg))
+        resp = self.req(svc, 'POST', '/api/entities?' + query, entity_body(w.address),
+                        headers={'Cookie': COOKIE, 'Origin': 'https://evil.example'})
+        self.assertNotOriginRefused(resp, 'signature')
+        # Without the cookie the same signature writes, from any origin.
         st, _, body = self.req(svc, 'POST', '/api/entities?' + query, entity_body(w.address),
-                               headers={'Cookie': COOKIE, 'Origin': 'https://evil.example'})
+                               headers={'Origin': 'https://evil.example'})
         self.assertEqual(st, 201, body)
         self.assertNotEqual(self.commands(), {})  # the counters above do see the service's
 
