@@ -5,7 +5,7 @@
 ENTITYD_BUILD_PKGS="build-essential meson ninja-build pkg-config python3 libuv1-dev node-llhttp
   libhiredis-dev libsecp256k1-dev nettle-dev libjansson-dev libcurl4-openssl-dev"
 ENTITYD_RUN_PKGS="redis-server"
-ENTITYD_TEST_PKGS="redis-server redis-tools libcmocka-dev clang-format prometheus"
+ENTITYD_TEST_PKGS="redis-server redis-tools libcmocka-dev clang-format prometheus chromium"
 
 # ensure_packages PKG...: apt-get only when something is missing.
 ensure_packages() {

@@ -45,14 +45,15 @@ void dispatch_init(const route *table, size_t n_routes)
  * listed origin only (http/cors.c), so an unlisted one gets no CORS headers. */
 static void answer_preflight(request *req, const char *allow)
 {
-    char extra[320];
+    char extra[384];
     bool allowed = cors_origin_allowed(req);
     if (req->preflight)
         cors_count_preflight(allowed);
     if (allowed)
         snprintf(extra, sizeof extra,
                  "Allow: %s\r\nAccess-Control-Allow-Methods: %s\r\n"
-                 "Access-Control-Allow-Headers: Content-Type, X-Request-Id, traceparent\r\n"
+                 "Access-Control-Allow-Headers: Authorization, Content-Type, X-Request-Id, "
+                 "traceparent\r\n"
                  "Access-Control-Max-Age: %d\r\n",
                  allow, allow, CORS_MAX_AGE_SECONDS);
     else
@@ -116,6 +117,13 @@ void dispatch_request(request *req)
     req->route = r;
     req->route_name = r->pattern;
     req->route_slot = (int)(r - routes);
+    /* Before anything is spent (section 12): a cross-site page must not be able to make the
+     * browser's cookie act for it. */
+    if (!cors_cookie_origin_ok(req)) {
+        request_fail(req, 403, "forbidden",
+                     "A request signed in by cookie must come from a listed origin.", NULL);
+        return;
+    }
     if (req->body_total > 0 && !req->json_content_type) {
         request_fail(req, 415, "unsupported_media_type",
                      "A request body must be sent as Content-Type: application/json.", NULL);

@@ -1,8 +1,10 @@
 /* cors: CORS_ORIGINS, matched against the Origin header of each request. */
 #include "http/cors.h"
 
+#include <llhttp.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/app.h"
 #include "core/metrics.h"
@@ -64,12 +66,69 @@ const char *cors_response_headers(const request *req)
     if (!listed(origins(req), req->origin, &wildcard))
         /* Not a grant: the answer still depends on Origin, so caches must key on it. */
         return "Vary: Origin\r\n";
+    /* Credentials only with an exact origin: browsers refuse them beside "*", and "*" would
+     * grant every site the caller's session. */
     snprintf(out, sizeof out,
              "Access-Control-Allow-Origin: %s\r\n"
+             "%s"
              "Access-Control-Expose-Headers: X-Request-Id, Retry-After, traceparent\r\n"
              "Vary: Origin\r\n",
-             wildcard ? "*" : req->origin);
+             wildcard ? "*" : req->origin,
+             wildcard ? "" : "Access-Control-Allow-Credentials: true\r\n");
     return out;
+}
+
+/* The service's own origin, "scheme://host[:port]" of AUTH_URI (the address users sign in to),
+ * or https://AUTH_DOMAIN without one; a default port is left out, as browsers send it. Writes
+ * "" when it cannot be told. */
+static void own_origin(const request *req, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (!req->app)
+        return;
+    const char *uri = req->app->cfg.auth_uri;
+    char fallback[REQ_ORIGIN_MAX + 1];
+    if (!uri || !*uri) {
+        const char *domain = req->app->cfg.auth_domain ? req->app->cfg.auth_domain : "";
+        snprintf(fallback, sizeof fallback, "https://%s", domain);
+        uri = fallback;
+    }
+    const char *host = strstr(uri, "://");
+    if (!host)
+        return;
+    host += 3;
+    size_t len = (size_t)(host - uri) + strcspn(host, "/?#");
+    if (len >= cap)
+        return;
+    memcpy(out, uri, len);
+    out[len] = '\0';
+    if (!strncasecmp(out, "https://", 8) && len > 4 && !strcmp(out + len - 4, ":443"))
+        out[len - 4] = '\0';
+    else if (!strncasecmp(out, "http://", 7) && len > 3 && !strcmp(out + len - 3, ":80"))
+        out[len - 3] = '\0';
+}
+
+bool cors_cookie_origin_ok(const request *req)
+{
+    if (req->method == HTTP_GET || req->method == HTTP_HEAD)
+        return true;
+    /* Only a request whose one credential is the cookie: a browser attaches that by itself, a
+     * Bearer header or a signature in the URL a page has to put there on purpose. */
+    if (!req->session_cookie[0] && !req->cookie_bad)
+        return true;
+    if (req->bearer[0] || req->bearer_bad || request_param(req, "signature", NULL))
+        return true;
+    /* Browsers send Origin with every request other than GET/HEAD, same-origin ones too; one
+     * without it is no browser's, and a cookie is a browser's credential. */
+    if (!req->origin[0])
+        return false;
+    bool wildcard;
+    /* "*" is no list: it would let any site spend the cookie. */
+    if (cors_enabled(req) && listed(origins(req), req->origin, &wildcard) && !wildcard)
+        return true;
+    char own[REQ_ORIGIN_MAX + 1];
+    own_origin(req, own, sizeof own);
+    return own[0] && !strcasecmp(own, req->origin);
 }
 
 void cors_count_preflight(bool allowed)

@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import struct
+import sys
 import tempfile
 import time
 
@@ -111,12 +112,32 @@ def tmpdir(prefix):
 _keep_tmp = bool(os.environ.get('ENTITYD_TEST_KEEP_TMP'))
 
 
+def _collect_logs():
+    """Copies every entityd's output into ENTITYD_TEST_LOG_DIR (when set), one file per stream,
+    named so that test files running in parallel never collide: the run's log scan
+    (logscan.py) reads them all after the suites."""
+    dest = os.environ.get('ENTITYD_TEST_LOG_DIR')
+    if not dest or not os.path.isdir(dest):
+        return
+    test = os.path.splitext(os.path.basename(sys.argv[0] or 'test'))[0]
+    for i, e in enumerate(ENTITYD_INSTANCES):
+        for stream in ('stdout', 'stderr'):
+            src = getattr(e, stream + '_path', None)
+            if src and os.path.exists(src):
+                name = '%s-%d-%d.%s.log' % (test, os.getpid(), i, stream)
+                try:
+                    shutil.copyfile(src, os.path.join(dest, name))
+                except OSError:
+                    pass
+
+
 def cleanup():
     for obj in list(_live):
         try:
             obj._force_kill()
         except Exception:
             pass
+    _collect_logs()
     if not _keep_tmp:
         shutil.rmtree(TMP_ROOT, ignore_errors=True)
 
