@@ -1,11 +1,17 @@
 -- paths.lua: GET requests cycling through a file of paths (one per line, query included).
--- usage: wrk -t1 -c64 -d10s --latency -s bench/wrk/paths.lua http://127.0.0.1:PORT -- PATHS_FILE
+-- usage: wrk -t1 -c64 -d10s --latency -s bench/wrk/paths.lua http://127.0.0.1:PORT -- PATHS_FILE [HEADER]
+-- HEADER, "Name: value", goes on every request (scripts/bench-session: a Bearer token).
 -- Requests are formatted once in init; each connection's thread starts at a random line.
 -- done() prints one machine-readable line, "WRK_RESULT key=value ...", for scripts/bench.
 local reqs = {}
 local i = 0
 
 function init(args)
+  if args[2] then
+    local name, value = args[2]:match("^([^:]+):%s*(.*)$")
+    assert(name, "HEADER must be Name: value")
+    wrk.headers[name] = value
+  end
   local f = assert(io.open(args[1], "r"), "cannot open the paths file")
   for line in f:lines() do
     if #line > 0 then

@@ -19,10 +19,11 @@ bool session_send(request *req, const token *t, bool ahead, store_cb cb, void *d
     snprintf(used, sizeof used, "u:%s", t->id);
     const char *argv[] = {"HMGET", key, t->id, used};
     size_t lens[] = {5, keys_sessions(key, t->address), TOKEN_ID_LEN, 2 + TOKEN_ID_LEN};
-    if (ahead)
-        return store_command_ahead(req->app->store, cb, data, 4, argv, lens);
-    store_command(req->app->store, cb, data, 4, argv, lens);
-    return false;
+    /* Through the read cache, as a signature's revocation check: the hash is tracked, so a
+     * session ended or touched anywhere leaves every instance's cache when Redis says so, and
+     * a repeated request costs Redis nothing, as a repeated signed one does. Its expiry is
+     * judged here against the clock, so a kept answer never outlives the session. */
+    return store_read(req->app->store, ahead ? STORE_READ_RESERVE : 0, cb, data, 4, argv, lens);
 }
 
 /* A leading decimal number of s (len bytes) up to the first ':' or the end; -1 when none. */

@@ -22,7 +22,8 @@ enum session_verdict {
 
 /* Sends `HMGET auth:sess:{<address>} <id> u:<id>` for the token: up front (ahead false), or
  * just ahead of a read of the request that follows on the same connection (ahead true: room is
- * kept for it). Never through the read cache. Returns true when cb has already run. */
+ * kept for it). Through the read cache, as the revocation check. Returns true when cb has
+ * already run. */
 bool session_send(request *req, const token *t, bool ahead, store_cb cb, void *data);
 
 /* The HMGET's answer: an enum session_verdict. A live session whose lastUsedAt is older than

@@ -320,9 +320,15 @@ void request_fail_internal(request *req, const char *what)
 
 const char *request_session_cookie_attributes(const request *req)
 {
-    /* Secure is left out only in development, where the service is reached over plain HTTP. */
-    return req->app && req->app->cfg.dev ? "; Path=/api; HttpOnly; SameSite=Lax"
-                                         : "; Path=/api; HttpOnly; Secure; SameSite=Lax";
+    /* Loop thread only, valid until the next call. Secure is left out only in development,
+     * where the service is reached over plain HTTP. */
+    static char out[64];
+    bool dev = req->app && req->app->cfg.dev;
+    const char *same = req->app && req->app->cfg.session_cookie_samesite
+                           ? req->app->cfg.session_cookie_samesite
+                           : "Lax";
+    snprintf(out, sizeof out, "; Path=/api; HttpOnly%s; SameSite=%s", dev ? "" : "; Secure", same);
+    return out;
 }
 
 void request_reply_raw(request *req, int status, const char *ctype, const char *body, size_t len)

@@ -192,11 +192,8 @@ typedef struct session_state {
 static void cookie_line(const request *req, const char *tok, long long max_age, char *out,
                         size_t cap)
 {
-    snprintf(out, cap,
-             "Set-Cookie: " COOKIE_NAME "=%s; HttpOnly;%s SameSite=%s; Path=/api; "
-             "Max-Age=%lld\r\n",
-             tok, req->app->cfg.dev ? "" : " Secure;", req->app->cfg.session_cookie_samesite,
-             max_age);
+    snprintf(out, cap, "Set-Cookie: " COOKIE_NAME "=%s%s; Max-Age=%lld\r\n", tok,
+             request_session_cookie_attributes(req), max_age);
 }
 
 static void on_session_created(void *data, int status, redisReply *reply)

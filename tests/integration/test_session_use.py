@@ -13,9 +13,12 @@ import harness  # noqa: E402
 from harness import (auth_query, fresh_address, fresh_wallet, make_session,  # noqa: E402
                      new_token, scaled, session_key, token_parts)
 
-HOUR_MS = 3600 * 1000
 ENV = {'LOG_LEVEL': 'debug'}
 USED = []  # every token sent in this run, looked for in the logs at the end
+
+
+# The harness's AUTH_DOMAIN (the service's default) with no AUTH_URI: the service's own origin.
+OWN_ORIGIN = 'https://entityd.local'
 
 
 def bearer(token):
@@ -24,8 +27,10 @@ def bearer(token):
 
 
 def cookie(token):
+    """The cookie as a browser on the service's own origin sends it: with that Origin (a
+    cookie-signed write from any other origin is refused before anything is spent)."""
     USED.append(token)
-    return {'Cookie': 'theme=dark; entityd_session=' + token}
+    return {'Cookie': 'theme=dark; entityd_session=' + token, 'Origin': OWN_ORIGIN}
 
 
 class Subscriber:
@@ -112,8 +117,16 @@ class SessionUseTest(harness.ServiceTestCase):
         assert st == 200, (st, b)
         return eid
 
-    def session(self, wallet=None, ttl_ms=HOUR_MS):
-        return make_session(self.r, wallet or self.owner, ttl_ms)
+    def session(self, wallet=None):
+        """A session of wallet made as a client makes one: POST /api/auth/session with its
+        signature of the epoch's message (an epoch-signature session)."""
+        w = wallet or self.owner
+        msg, _ = harness.current_message(self.a.port)
+        address, sig = w.sign(msg)
+        st, _, b = self.a.request('POST', '/api/auth/session',
+                                  {'address': address, 'signature': sig})
+        assert st == 201, (st, b)
+        return b['data']['token']
 
     def assertNoToken(self, resp, token):
         self.assertNotIn(token, repr(resp))
@@ -318,7 +331,7 @@ class SessionUseTest(harness.ServiceTestCase):
         token = self.session()
         sid, _ = token_parts(token)
         key = session_key(self.owner.address)
-        self.r.cli('HDEL', key, sid)
+        self.r.cli('HDEL', key, sid, 'u:' + sid)  # as session_end.lua ends one
         st, _, b = self.a.request('GET', '/api/entities/%s' % self.private,
                                   headers=bearer(token))
         self.assertEqual(st, 401, b)

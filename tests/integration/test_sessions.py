@@ -254,9 +254,11 @@ class SessionsTest(SessionsBase):
         self.assertEqual(len(self.records(other.address)[0]), 1)
         st, _, b = self.a.request('GET', '/api/auth/sessions?' + q)
         self.assertEqual((st, b['data']), (200, []))
-        # By cookie: ended and cleared.
+        # By cookie, from the service's own origin (AUTH_URI's), as a browser sends it: ended
+        # and cleared.
         st, h, b = self.a.request('DELETE', '/api/auth/session',
-                                  headers={'Cookie': 'entityd_session=' + other_tok['token']})
+                                  headers={'Cookie': 'entityd_session=' + other_tok['token'],
+                                           'Origin': 'https://app.sessions.test.example'})
         self.assertEqual(st, 200, b)
         name, value, attrs = cookie_attrs(h['set-cookie'])
         self.assertEqual((name, value, attrs['Max-Age']), ('entityd_session', '', '0'))

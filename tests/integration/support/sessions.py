@@ -1,8 +1,7 @@
-"""Sessions (CONTRACT section 13) made straight in Redis, in the settled record format, for
-tests of a token's use that do not go through POST /api/auth/session.
-
-make_session(redis, wallet, ttl_ms) is the one place that writes the record: once the
-session endpoint is the way to make one, it can be replaced by a call of it."""
+"""Session records (CONTRACT section 13) as the service keeps them: the key, a token's id and
+hash as the service computes them, and make_session(redis, wallet, ttl_ms), the one place a
+test writes a record straight into Redis: for what POST /api/auth/session cannot make at
+once (a session whose expiry has passed). Live sessions are made through the endpoint."""
 
 import os
 import time
