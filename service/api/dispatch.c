@@ -119,7 +119,7 @@ void dispatch_request(request *req)
     req->route_slot = (int)(r - routes);
     /* Before anything is spent (section 12): a cross-site page must not be able to make the
      * browser's cookie act for it. */
-    if (!cors_cookie_origin_ok(req)) {
+    if (!cors_cookie_origin_ok(req, request_param(req, "signature", NULL) != NULL)) {
         request_fail(req, 403, "forbidden",
                      "A request signed in by cookie must come from a listed origin.", NULL);
         return;

@@ -720,7 +720,7 @@ static void by_session(request *req, int mode, int flags, auth_next next, const 
         memcpy(ac->budget_caller, t->address, sizeof ac->budget_caller);
         limits_take(req, LIMITS_WRITES, ac->budget_caller, on_budget, ac);
     }
-    session_send(req, &ac->session, false, on_session, ac);
+    session_send(req, &ac->session, 0, on_session, ac);
 }
 
 void auth_authenticate(request *req, int mode, int flags, auth_next next)

@@ -128,6 +128,7 @@ struct auth_ctx {
     bool revoked;
     /* Signed in by a session token (session.c) instead of a signature: its address is the
      * caller's, its check's verdict (enum session_verdict) one of the halves. */
+    const struct auth_deferred *rider; /* the check riding with the read (deferred.c) */
     bool by_session;
     token session;
     int session_verdict;
@@ -167,6 +168,17 @@ void auth_revocation_send(auth_ctx *ac, store_cb cb);
 int auth_revocation_answer(int status, const redisReply *reply, bool *revoked);
 /* A read route's check is left to ride ahead of the handler's read (req->before_read). */
 void auth_revocation_defer(request *req);
+
+/* deferred.c: a credential's check riding just ahead of the handler's read. */
+typedef struct auth_deferred {
+    /* Sends the request's check with store_read's flags; true when cb has already run. */
+    bool (*send)(request *req, int flags, store_cb cb, void *data);
+    /* Its answer as the veto it puts on the request: 0 (none), 401, 503 or 504. */
+    int (*veto)(request *req, int status, redisReply *reply);
+} auth_deferred;
+/* The check rides just ahead of the handler's first read (req->before_read, run by
+ * request_read_flags); auth_check_revocation sends it alone where the handler reads nothing. */
+void auth_defer(request *req, const auth_deferred *d);
 
 /* stats.c: the metrics source (core/metrics.h) of the sign-in checks. */
 void auth_stats_render(buf *out, void *ctx);

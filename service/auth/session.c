@@ -13,7 +13,7 @@
 
 #define MINUTE_MS 60000
 
-bool session_send(request *req, const token *t, bool ahead, store_cb cb, void *data)
+bool session_send(request *req, const token *t, int flags, store_cb cb, void *data)
 {
     char key[KEYS_SESSIONS_SIZE], used[2 + TOKEN_ID_LEN + 1];
     snprintf(used, sizeof used, "u:%s", t->id);
@@ -23,7 +23,7 @@ bool session_send(request *req, const token *t, bool ahead, store_cb cb, void *d
      * session ended or touched anywhere leaves every instance's cache when Redis says so, and
      * a repeated request costs Redis nothing, as a repeated signed one does. Its expiry is
      * judged here against the clock, so a kept answer never outlives the session. */
-    return store_read(req->app->store, ahead ? STORE_READ_RESERVE : 0, cb, data, 4, argv, lens);
+    return store_read(req->app->store, flags, cb, data, 4, argv, lens);
 }
 
 /* A leading decimal number of s (len bytes) up to the first ':' or the end; -1 when none. */
@@ -89,58 +89,26 @@ int session_answer(request *req, const token *t, int status, const redisReply *r
     return SESSION_LIVE;
 }
 
-/* The verdict of a check that came after the handler started, or alone before next: it
- * overrides the handler's answer. */
-static void veto(request *req, int verdict)
+/* A verdict as the veto it puts on the request (auth/deferred.c): 0 when live. */
+static int session_veto(request *req, int status, redisReply *reply)
 {
+    int verdict = session_answer(req, &req->auth->session, status, reply);
+    if (verdict == SESSION_LIVE)
+        return 0;
     if (verdict == SESSION_DEAD)
-        req->auth_veto = 401;
-    else if (verdict == SESSION_TIMEOUT)
-        req->auth_veto = 504;
-    else if (verdict != SESSION_LIVE)
-        req->auth_veto = 503;
+        return 401;
+    return verdict == SESSION_TIMEOUT ? 504 : 503;
 }
 
-static void on_deferred(void *data, int status, redisReply *reply)
+/* The request's own check, with the store flags the riding asks for. */
+static bool session_send_request(request *req, int flags, store_cb cb, void *data)
 {
-    request *req = data;
-    veto(req, session_answer(req, &req->auth->session, status, reply));
+    return session_send(req, &req->auth->session, flags, cb, data);
 }
 
-/* req->before_read: queues the check ahead of the handler's read. Returns the flags for that
- * read: when the check went to Redis, the read must not be answered from the read cache,
- * which would answer it before the check. */
-static int send_deferred(request *req)
-{
-    bool answered = session_send(req, &req->auth->session, true, on_deferred, req);
-    return answered ? 0 : STORE_READ_NO_HIT;
-}
+static const auth_deferred session_deferred = {session_send_request, session_veto};
 
 void session_defer(request *req)
 {
-    req->before_read = send_deferred;
-}
-
-typedef struct session_then {
-    request *req;
-    auth_next next;
-} session_then;
-
-static void on_checked_then(void *data, int status, redisReply *reply)
-{
-    session_then *st = data;
-    on_deferred(st->req, status, reply);
-    st->next(st->req);
-}
-
-void session_check_then(request *req, auth_next next)
-{
-    req->before_read = NULL; /* made here instead, alone */
-    session_then *st = arena_alloc(&req->pool, sizeof *st);
-    if (!st) {
-        request_fail_internal(req, "out of memory");
-        return;
-    }
-    *st = (session_then){req, next};
-    session_send(req, &req->auth->session, false, on_checked_then, st);
+    auth_defer(req, &session_deferred);
 }

@@ -20,11 +20,10 @@ enum session_verdict {
     SESSION_UNAVAILABLE, /* the store failed, or answered something else */
 };
 
-/* Sends `HMGET auth:sess:{<address>} <id> u:<id>` for the token: up front (ahead false), or
- * just ahead of a read of the request that follows on the same connection (ahead true: room is
- * kept for it). Through the read cache, as the revocation check. Returns true when cb has
- * already run. */
-bool session_send(request *req, const token *t, bool ahead, store_cb cb, void *data);
+/* Sends `HMGET auth:sess:{<address>} <id> u:<id>` for the token through the read cache, as the
+ * revocation check, with store_read's flags (STORE_READ_RESERVE just ahead of a read of the
+ * request, which then follows on the same connection). Returns true when cb has already run. */
+bool session_send(request *req, const token *t, int flags, store_cb cb, void *data);
 
 /* The HMGET's answer: an enum session_verdict. A live session whose lastUsedAt is older than
  * the current minute is touched (redis/lua/session_touch.lua, fire and forget): at most one
@@ -32,12 +31,8 @@ bool session_send(request *req, const token *t, bool ahead, store_cb cb, void *d
 int session_answer(request *req, const token *t, int status, const redisReply *reply);
 
 /* For a read route signed in by a session (req->auth's token): the check rides just ahead of
- * the handler's first read (req->before_read, run by request_read_flags); a session that is
- * not live then overrides the handler's answer (req->auth_veto). */
+ * the handler's first read (auth/deferred.c); a session that is not live then overrides the
+ * handler's answer (req->auth_veto). */
 void session_defer(request *req);
-
-/* For a read handler whose answer needs no read of its own: the check alone, then next(req),
- * which answers; a session that is not live then overrides that answer. */
-void session_check_then(request *req, auth_next next);
 
 #endif

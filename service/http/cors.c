@@ -108,7 +108,7 @@ static void own_origin(const request *req, char *out, size_t cap)
         out[len - 3] = '\0';
 }
 
-bool cors_cookie_origin_ok(const request *req)
+bool cors_cookie_origin_ok(const request *req, bool signed_in_url)
 {
     if (req->method == HTTP_GET || req->method == HTTP_HEAD)
         return true;
@@ -116,7 +116,7 @@ bool cors_cookie_origin_ok(const request *req)
      * Bearer header or a signature in the URL a page has to put there on purpose. */
     if (!req->session_cookie[0] && !req->cookie_bad)
         return true;
-    if (req->bearer[0] || req->bearer_bad || request_param(req, "signature", NULL))
+    if (req->bearer[0] || req->bearer_bad || signed_in_url)
         return true;
     /* Browsers send Origin with every request other than GET/HEAD, same-origin ones too; one
      * without it is no browser's, and a cookie is a browser's credential. */

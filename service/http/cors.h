@@ -16,10 +16,11 @@ bool cors_origin_allowed(const request *req);
 const char *cors_response_headers(const request *req);
 /* Whether a request may go on as far as its Origin goes (CONTRACT section 13): true unless
  * the method is other than GET/HEAD, the entityd_session cookie is its only credential (no
- * Authorization header, no `signature` query parameter), and its Origin is neither listed in
+ * Authorization header, no `signature` query parameter: signed_in_url, told by the caller so
+ * that this file calls nothing of request.c's), and its Origin is neither listed in
  * CORS_ORIGINS ("*" does not count) nor the service's own (AUTH_URI's origin, else
  * https://AUTH_DOMAIN). Reads only the request and the settings. */
-bool cors_cookie_origin_ok(const request *req);
+bool cors_cookie_origin_ok(const request *req, bool signed_in_url);
 /* Counts a preflight answered; allowed: its origin is listed. */
 void cors_count_preflight(bool allowed);
 /* Registers the preflight counters as a metrics source. */
