@@ -396,6 +396,24 @@ bool auth_request_by_contract(const request *req)
     return req->auth && req->auth->by_contract;
 }
 
+/* A request's sign-in state, zeroed, in its arena; NULL (and the request answered) when out of
+ * memory. */
+static auth_ctx *ctx_new(request *req, int mode, int flags, auth_next next)
+{
+    auth_ctx *ac = arena_alloc(&req->pool, sizeof *ac);
+    if (!ac) {
+        request_fail_internal(req, "auth context");
+        return NULL;
+    }
+    memset(ac, 0, sizeof *ac);
+    ac->req = req;
+    ac->au = req->app->auth;
+    ac->next = next;
+    ac->mode = mode;
+    ac->flags = flags;
+    return ac;
+}
+
 /* Sign-in by the query's address and signature (the seed's way). */
 static void by_signature(request *req, int mode, int flags, auth_next next)
 {
@@ -435,13 +453,13 @@ void auth_authenticate_with(request *req, int mode, int flags, const char *addre
         return;
     }
 
-    auth_ctx *ac = arena_alloc(&req->pool, sizeof *ac);
-    if (!ac || auth_refresh(au) != 0) {
+    auth_ctx *ac = ctx_new(req, mode, flags, next);
+    if (!ac)
+        return;
+    if (auth_refresh(au) != 0) {
         request_fail_internal(req, "auth context");
         return;
     }
-    memset(ac, 0, sizeof *ac);
-    ac->req = req;
     int perr = sig_parse(signature, slen, &ac->sig);
     if (perr != SIG_OK && au->rpc && address && auth_contract_parse(ac, signature, slen)) {
         ac->contract_only = true;
@@ -455,11 +473,6 @@ void auth_authenticate_with(request *req, int mode, int flags, const char *addre
         return;
     }
     req->auth = ac;
-    ac->req = req;
-    ac->au = au;
-    ac->next = next;
-    ac->mode = mode;
-    ac->flags = flags;
     ac->ctx = au->ctx;
     ac->have_addr = address != NULL;
     if (address)
@@ -680,17 +693,9 @@ static void by_session(request *req, int mode, int flags, auth_next next, const 
             return;
         }
     }
-    auth_ctx *ac = arena_alloc(&req->pool, sizeof *ac);
-    if (!ac) {
-        request_fail_internal(req, "auth context");
+    auth_ctx *ac = ctx_new(req, mode, flags, next);
+    if (!ac)
         return;
-    }
-    memset(ac, 0, sizeof *ac);
-    ac->req = req;
-    ac->au = au;
-    ac->next = next;
-    ac->mode = mode;
-    ac->flags = flags;
     ac->by_session = true;
     ac->session = *t;
     ac->have_addr = true;

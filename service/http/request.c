@@ -176,14 +176,7 @@ static const char *extra_headers_for(int status)
 
 void request_reply(request *req, int status, json_t *body)
 {
-    buf_reset(&scratch, 1 << 20);
-    if (!body || json_dump_callback(body, dump_cb, &scratch, JSON_COMPACT) != 0) {
-        json_decref(body);
-        request_fail_internal(req, "response encoding failed");
-        return;
-    }
-    json_decref(body);
-    finish(req, status, JSON_TYPE, extra_headers_for(status), scratch.data, scratch.len);
+    request_reply_headers(req, status, body, extra_headers_for(status));
 }
 
 void request_reply_headers(request *req, int status, json_t *body, const char *extra)

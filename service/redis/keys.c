@@ -20,20 +20,18 @@ static size_t put(char *out, size_t cap, const char *prefix, const char *a, cons
     return p + n + s;
 }
 
-size_t keys_revoked(char out[KEYS_REVOKED_SIZE], const char *revocation_id)
-{
-    return put(out, KEYS_REVOKED_SIZE, "auth:revoked:", revocation_id, "");
-}
-
-size_t keys_limit(char out[KEYS_LIMIT_SIZE], const char *address)
-{
-    return put(out, KEYS_LIMIT_SIZE, "limit:{", address, "}");
-}
-
-size_t keys_sessions(char out[KEYS_SESSIONS_SIZE], const char *address)
-{
-    return put(out, KEYS_SESSIONS_SIZE, "auth:sess:{", address, "}");
-}
+/* The keys of one shape each: prefix + the caller's string + suffix (keys.h says which). */
+#define KEYS_PUT(name, cap, arg, prefix, suffix)                                                   \
+    size_t keys_##name(char out[cap], const char *arg)                                             \
+    {                                                                                              \
+        return put(out, cap, prefix, arg, suffix);                                                 \
+    }
+KEYS_PUT(revoked, KEYS_REVOKED_SIZE, revocation_id, "auth:revoked:", "")
+KEYS_PUT(limit, KEYS_LIMIT_SIZE, address, "limit:{", "}")
+KEYS_PUT(sessions, KEYS_SESSIONS_SIZE, address, "auth:sess:{", "}")
+KEYS_PUT(unswept, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:lb:unswept")
+KEYS_PUT(alias, KEYS_ALIAS_SIZE, alias, "alias:{", "}")
+KEYS_PUT(erasure, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:erasure")
 
 size_t keys_challenge(char out[KEYS_CHALLENGE_SIZE], const char *address, const char *nonce)
 {
@@ -142,21 +140,6 @@ size_t keys_board(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *
 size_t keys_board_gone(char out[KEYS_BOARD_SIZE], const char *entity_id, const char *by)
 {
     return board(out, entity_id, by, ":gone");
-}
-
-size_t keys_unswept(char out[KEYS_ENTITY_SIZE], const char *entity_id)
-{
-    return put(out, KEYS_ENTITY_SIZE, "ent:{", entity_id, "}:lb:unswept");
-}
-
-size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias)
-{
-    return put(out, KEYS_ALIAS_SIZE, "alias:{", alias, "}");
-}
-
-size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id)
-{
-    return put(out, KEYS_ENTITY_SIZE, "ent:{", entity_id, "}:erasure");
 }
 
 void keys_wallet(wallet_keys *k, const char *address)

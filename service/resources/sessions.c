@@ -443,13 +443,19 @@ static void on_all_ended(void *data, int status, redisReply *reply)
     request_reply(req, 200, respond_ok());
 }
 
-void auth_sessions_revoke_all(request *req)
+/* One command (DEL, HGETALL) on the caller's sessions hash. */
+static void caller_sessions_command(request *req, const char *cmd, store_cb cb)
 {
     char key[KEYS_SESSIONS_SIZE];
     size_t klen = keys_sessions(key, req->caller);
-    const char *argv[] = {"DEL", key};
-    size_t lens[] = {3, klen};
-    store_command(req->app->store, on_all_ended, req, 2, argv, lens);
+    const char *argv[] = {cmd, key};
+    size_t lens[] = {strlen(cmd), klen};
+    store_command(req->app->store, cb, req, 2, argv, lens);
+}
+
+void auth_sessions_revoke_all(request *req)
+{
+    caller_sessions_command(req, "DEL", on_all_ended);
 }
 
 /* ---- GET /api/auth/sessions ---- */
@@ -535,9 +541,5 @@ static void on_listed(void *data, int status, redisReply *reply)
 
 void auth_sessions_get(request *req)
 {
-    char key[KEYS_SESSIONS_SIZE];
-    size_t klen = keys_sessions(key, req->caller);
-    const char *argv[] = {"HGETALL", key};
-    size_t lens[] = {7, klen};
-    store_command(req->app->store, on_listed, req, 2, argv, lens);
+    caller_sessions_command(req, "HGETALL", on_listed);
 }
