@@ -111,6 +111,24 @@ disabled:        400   401   401       401    404      404    403   403   200
 missing:         400   401   401       401    404      404    404   404   404
 ''')
 
+# Sessions (CONTRACT section 13). POST /api/auth/challenge and /api/auth/session are signed by
+# their body, not the query: every caller gets a challenge, and a session of the body's
+# signer. DELETE /api/auth/session ends the token it is sent (none here: 401 for all). The
+# sessions' list, revoke-all and a session's end by id: any signed caller, on its own
+# sessions (an unknown id: 404).
+ALL_2XX = parse('''
+any:             2xx   2xx   2xx       2xx    2xx      2xx    2xx   2xx   2xx
+''')
+ALL_401 = parse('''
+any:             401   401   401       401    401      401    401   401   401
+''')
+SESSIONS_SIGNED = parse('''
+any:             400   401   401       401    2xx      2xx    2xx   2xx   2xx
+''')
+SESSION_BY_ID = parse('''
+any:             400   401   401       401    404      404    404   404   404
+''')
+
 # GET a wallet's entities: signed; what it lists is test_find.py's.
 READ_WALLET = parse('''
 any:             400   401   401       401    200      200    200   200   200
@@ -127,6 +145,12 @@ TABLE = [
     ('GET', '/metrics', 'metrics', ALL_200, 200),
     ('GET', '/api/auth/message', 'message', ALL_200, 200),
     ('POST', '/api/auth/revoke', 'revoke', REVOKE, 200),
+    ('POST', '/api/auth/challenge', 'challenge', ALL_2XX, 200),
+    ('POST', '/api/auth/session', 'session-create', ALL_2XX, 201),
+    ('DELETE', '/api/auth/session', 'session-end', ALL_401, 401),
+    ('GET', '/api/auth/sessions', 'sessions-list', SESSIONS_SIGNED, 200),
+    ('POST', '/api/auth/sessions/revoke-all', 'sessions-revoke-all', SESSIONS_SIGNED, 200),
+    ('DELETE', '/api/auth/sessions/{id}', 'session-end-by-id', SESSION_BY_ID, 404),
     ('POST', '/api/entities', 'create', CREATE_OPEN, 201),
     ('POST', '/api/entities', 'create-isEnabled', PLATFORM_ONLY, 201),
     ('POST', '/api/entities', 'create-platform-mode', PLATFORM_ONLY, 201),
@@ -295,6 +319,19 @@ class AuthzTest(harness.ServiceTestCase):
             return 'GET', path, None, port
         if case == 'revoke':
             return 'POST', '/api/auth/revoke', None, port
+        if case == 'challenge':
+            return 'POST', '/api/auth/challenge', {'address': fresh_address()}, port
+        if case == 'session-create':
+            body = {'address': self.w['owner'].address, 'signature': self.sig['owner']}
+            return 'POST', '/api/auth/session', body, port
+        if case == 'session-end':
+            return 'DELETE', '/api/auth/session', None, port
+        if case == 'sessions-list':
+            return 'GET', '/api/auth/sessions', None, port
+        if case == 'sessions-revoke-all':
+            return 'POST', '/api/auth/sessions/revoke-all', None, port
+        if case == 'session-end-by-id':
+            return 'DELETE', '/api/auth/sessions/%s' % ('0' * 24), None, port
         if case.startswith('create'):
             body = self.entity_body()
             if case == 'create-isEnabled':
