@@ -30,6 +30,12 @@ size_t keys_limit(char out[KEYS_LIMIT_SIZE], const char *address)
     return put(out, KEYS_LIMIT_SIZE, "limit:{", address, "}");
 }
 
+size_t keys_apikeys(char out[KEYS_ENTITY_SIZE], const char *entity_id)
+{
+    int n = snprintf(out, KEYS_ENTITY_SIZE, "ent:{%s}:apikeys", entity_id);
+    return n < 0 || (size_t)n >= KEYS_ENTITY_SIZE ? 0 : (size_t)n;
+}
+
 size_t keys_sessions(char out[KEYS_SESSIONS_SIZE], const char *address)
 {
     return put(out, KEYS_SESSIONS_SIZE, "auth:sess:{", address, "}");
