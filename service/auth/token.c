@@ -7,14 +7,21 @@
 #include "crypto/hex.h"
 #include "crypto/keccak.h"
 
-static void token_hash(const char *s, size_t len, token *t)
+/* keccak256 of s into hash (hex) and its first TOKEN_ID_LEN digits into id. */
+static void token_digest(const char *s, size_t len, char hash[TOKEN_HASH_HEX_LEN + 1],
+                         char id[TOKEN_ID_LEN + 1])
 {
     uint8_t h[KECCAK256_DIGEST_SIZE];
     keccak256(s, len, h);
-    hex_encode(h, sizeof h, t->hash);
-    t->hash[TOKEN_HASH_HEX_LEN] = '\0';
-    memcpy(t->id, t->hash, TOKEN_ID_LEN);
-    t->id[TOKEN_ID_LEN] = '\0';
+    hex_encode(h, sizeof h, hash);
+    hash[TOKEN_HASH_HEX_LEN] = '\0';
+    memcpy(id, hash, TOKEN_ID_LEN);
+    id[TOKEN_ID_LEN] = '\0';
+}
+
+static void token_hash(const char *s, size_t len, token *t)
+{
+    token_digest(s, len, t->hash, t->id);
 }
 
 static bool token_lower_hex(const char *s, size_t n)
@@ -64,4 +71,53 @@ bool token_hash_equal(const char *a, const char *b)
     for (size_t i = 0; i < TOKEN_HASH_HEX_LEN; i++)
         d |= (unsigned char)(a[i] ^ b[i]);
     return d == 0;
+}
+
+/* Where the uuid "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" has its dashes. */
+static bool token_dash_at(size_t i)
+{
+    return i == 8 || i == 13 || i == 18 || i == 23;
+}
+
+int token_new_key(const char *entity_id, char out[TOKEN_KEY_LEN + 1], api_key *k)
+{
+    if (strlen(entity_id) != 38 || memcmp(entity_id, "c-", 2))
+        return -1;
+    const char *u = entity_id + 2;
+    char hex[32];
+    size_t n = 0;
+    for (size_t i = 0; i < 36; i++) {
+        if (token_dash_at(i)) {
+            if (u[i] != '-')
+                return -1;
+        } else {
+            hex[n++] = u[i];
+        }
+    }
+    if (!token_lower_hex(hex, 32))
+        return -1;
+    uint8_t rnd[TOKEN_RANDOM_BYTES];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        return -1;
+    memcpy(out, TOKEN_KEY_PREFIX, 3);
+    memcpy(out + 3, hex, 32);
+    hex_encode(rnd, sizeof rnd, out + 35);
+    out[TOKEN_KEY_LEN] = '\0';
+    memcpy(k->entity, entity_id, 38);
+    k->entity[38] = '\0';
+    token_digest(out, TOKEN_KEY_LEN, k->hash, k->id);
+    return 0;
+}
+
+bool token_parse_key(const char *s, size_t len, api_key *k)
+{
+    if (len != TOKEN_KEY_LEN || memcmp(s, TOKEN_KEY_PREFIX, 3) || !token_lower_hex(s + 3, len - 3))
+        return false;
+    k->entity[0] = 'c';
+    k->entity[1] = '-';
+    for (size_t i = 0, n = 0; i < 36; i++)
+        k->entity[2 + i] = token_dash_at(i) ? '-' : s[3 + n++];
+    k->entity[38] = '\0';
+    token_digest(s, len, k->hash, k->id);
+    return true;
 }

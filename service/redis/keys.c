@@ -32,6 +32,7 @@ KEYS_PUT(sessions, KEYS_SESSIONS_SIZE, address, "auth:sess:{", "}")
 KEYS_PUT(unswept, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:lb:unswept")
 KEYS_PUT(alias, KEYS_ALIAS_SIZE, alias, "alias:{", "}")
 KEYS_PUT(erasure, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:erasure")
+KEYS_PUT(apikeys, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:apikeys")
 
 size_t keys_challenge(char out[KEYS_CHALLENGE_SIZE], const char *address, const char *nonce)
 {

@@ -199,6 +199,13 @@
  *                             decimal epoch): a Safe ignores bytes past its owners'
  *                             signatures, so no form of the bytes could name them all
  *
+ * Entity API keys (CONTRACT section 13), in the entity's slot:
+ *   ent:{c-…}:apikeys         hash    <id> -> "<scope>:<creator>:<createdAtMs>:<key hash>:<name>"
+ *                                     (scope award or admin; creator the owner's lowercase
+ *                                     address; name last, as it may hold ':'), u:<id> ->
+ *                                     lastUsedAt ms (to the minute); <id> is the key hash's first
+ *                                     24 digits (auth/token.h). At most 20 <id> fields.
+ *
  * Sessions (CONTRACT section 13), every key of one address in its slot:
  *   auth:sess:{<address>}     hash    <id> -> "<expiresAtMs>:<createdAtMs>:<kind>:<token hash>:
  *                                     <revocation id or ->" (kind: c a challenge's, e an epoch
@@ -242,6 +249,8 @@ size_t keys_revoked(char out[KEYS_REVOKED_SIZE], const char *revocation_id);
 #define KEYS_LIMIT_SIZE (7 + 42 + 1 + 1)
 /* The per-address limit key of a lowercase "0x…" address; returns its length. */
 size_t keys_limit(char out[KEYS_LIMIT_SIZE], const char *address);
+/* The API keys hash of a validated entity id ("ent:{c-…}:apikeys"); returns its length. */
+size_t keys_apikeys(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* "auth:sess:{" + a lowercase address (42) + "}" + NUL */
 #define KEYS_SESSIONS_SIZE (11 + 42 + 1 + 1)
 /* The sessions hash of a lowercase "0x…" address; returns its length. */

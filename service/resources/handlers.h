@@ -35,6 +35,11 @@ void members_delete(request *req);
 void members_remove_post(request *req);
 void entity_leave(request *req);
 
+/* apikeys.c: entity API keys made, listed and ended (CONTRACT section 13) */
+void apikeys_post(request *req);
+void apikeys_get(request *req);
+void apikeys_delete(request *req);
+
 /* admins.c */
 void admins_get(request *req);
 void admins_post(request *req);

@@ -33,6 +33,11 @@ const route router_routes[] = {
     {HTTP_GET, "/api/entities/{id}/admins", admins_get, AUTH_REQUIRED, 0},
     {HTTP_POST, "/api/entities/{id}/admins", admins_post, AUTH_REQUIRED, ROUTE_WRITE},
     {HTTP_DELETE, "/api/entities/{id}/admins/{address}", admins_delete, AUTH_REQUIRED, ROUTE_WRITE},
+    /* Entity API keys: owners only, never by a key (CONTRACT section 13). */
+    {HTTP_POST, "/api/entities/{id}/api-keys", apikeys_post, AUTH_REQUIRED, ROUTE_WRITE},
+    {HTTP_GET, "/api/entities/{id}/api-keys", apikeys_get, AUTH_REQUIRED, 0},
+    {HTTP_DELETE, "/api/entities/{id}/api-keys/{keyId}", apikeys_delete, AUTH_REQUIRED,
+     ROUTE_WRITE},
     {HTTP_POST, "/api/entities/{id}/levels/{lvID}/update", level_update, AUTH_RECOVER, ROUTE_WRITE},
     {HTTP_GET, "/api/entities/{id}/members/{address}/progress", progress_get, AUTH_REQUIRED,
      ROUTE_READ_WITH_REVOCATION},

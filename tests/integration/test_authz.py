@@ -82,6 +82,13 @@ private:         400   401   401       401    403      403    200   200   200
 disabled:        400   401   401       401    404      404    404   200   200
 missing:         400   401   401       401    404      404    404   404   404
 ''')
+# GET api-keys: owners alone.
+READ_OWNERS = parse('''
+public:          400   401   401       401    403      403    403   200   200
+private:         400   401   401       401    403      403    403   200   200
+disabled:        400   401   401       401    404      404    404   200   200
+missing:         400   401   401       401    404      404    404   404   404
+''')
 # force-add, POST skills (one or several): owners and admins.
 WRITE_OWNERS_ADMINS = parse('''
 public:          400   401   401       401    403      403    2xx   2xx   2xx
@@ -96,11 +103,18 @@ private:         401   401   401       401    403      403    2xx   2xx   2xx
 disabled:        401   401   401       401    404      404    403   403   2xx
 missing:         401   401   401       401    404      404    404   404   404
 ''')
-# entity update, POST admins, DELETE admin: owners.
+# entity update, POST admins, DELETE admin, DELETE api-keys: owners.
 WRITE_OWNERS = parse('''
 public:          400   401   401       401    403      403    403   200   200
 private:         400   401   401       401    403      403    403   200   200
 disabled:        400   401   401       401    404      404    403   403   200
+missing:         400   401   401       401    404      404    404   404   404
+''')
+# POST api-keys: owners (201).
+CREATE_OWNERS = parse('''
+public:          400   401   401       401    403      403    403   2xx   2xx
+private:         400   401   401       401    403      403    403   2xx   2xx
+disabled:        400   401   401       401    404      404    403   403   2xx
 missing:         400   401   401       401    404      404    404   404   404
 ''')
 # leave: any signed caller (only a member is removed); a disabled entity as every write.
@@ -161,6 +175,9 @@ TABLE = [
     ('GET', '/api/entities/{id}/admins', 'admins-get', READ_ADMINS, 200),
     ('POST', '/api/entities/{id}/admins', 'admins-post', WRITE_OWNERS, 200),
     ('DELETE', '/api/entities/{id}/admins/{address}', 'admins-delete', WRITE_OWNERS, 200),
+    ('GET', '/api/entities/{id}/api-keys', 'apikeys-get', READ_OWNERS, 200),
+    ('POST', '/api/entities/{id}/api-keys', 'apikeys-post', CREATE_OWNERS, 201),
+    ('DELETE', '/api/entities/{id}/api-keys/{keyId}', 'apikeys-delete', WRITE_OWNERS, 200),
     ('POST', '/api/entities/{id}/levels/{lvID}/update', 'level', WRITE_LEVEL, 201),
     ('GET', '/api/entities/{id}/members/{address}/progress', 'progress', READ_SIGNED, 200),
     ('GET', '/api/entities/{id}/members/{address}/contributions', 'contributions', READ_SIGNED,
@@ -363,6 +380,20 @@ class AuthzTest(harness.ServiceTestCase):
             spares = self.spare_admins.get(variant) or [fresh_address()] * len(ROLES)
             target = spares[ROLES.index(role)]
             return 'DELETE', '/api/entities/%s/admins/%s' % (eid, target), None, port
+        if case == 'apikeys-get':
+            return 'GET', '/api/entities/%s/api-keys' % eid, None, port
+        if case == 'apikeys-post':
+            return ('POST', '/api/entities/%s/api-keys' % eid,
+                    {'name': 'Key %d' % n, 'scope': 'award'}, port)
+        if case == 'apikeys-delete':
+            # Each cell a key of its own, made by the platform admin (any variant but missing).
+            kid = '0' * 24
+            if variant != 'missing':
+                st, _, b = self.call('platform', 'POST', '/api/entities/%s/api-keys' % eid,
+                                     {'name': 'Doomed %d' % n, 'scope': 'admin'})
+                assert st == 201, (st, b)
+                kid = b['data']['id']
+            return 'DELETE', '/api/entities/%s/api-keys/%s' % (eid, kid), None, port
         if case == 'level':
             return ('POST', '/api/entities/%s/levels/lv-%d/update' % (eid, n),
                     {'name': 'Level %d' % n, 'skillIds': [], 'scores': [], 'XP': n}, port)

@@ -69,11 +69,47 @@ static void test_malformed_refused(void **state)
     assert_false(token_parse_session("", 0, &t));
 }
 
+static void test_key_new_parses_back(void **state)
+{
+    (void)state;
+    const char *eid = "c-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+    char s[TOKEN_KEY_LEN + 1], s2[TOKEN_KEY_LEN + 1];
+    api_key made, parsed, other;
+    assert_int_equal(token_new_key(eid, s, &made), 0);
+    assert_int_equal(strlen(s), TOKEN_KEY_LEN);
+    assert_memory_equal(s, "ek_0f1e2d3c4b5a69788796a5b4c3d2e1f0", 35);
+    assert_true(token_parse_key(s, strlen(s), &parsed));
+    assert_string_equal(parsed.entity, eid);
+    assert_string_equal(parsed.hash, made.hash);
+    assert_string_equal(parsed.id, made.id);
+    uint8_t h[32];
+    char hx[65];
+    keccak256(s, TOKEN_KEY_LEN, h);
+    hex_encode(h, 32, hx);
+    assert_string_equal(parsed.hash, hx);
+    assert_int_equal(token_new_key(eid, s2, &other), 0);
+    assert_string_not_equal(s, s2);
+    /* Not a key: a session token, another length, uppercase, a bad entity id. */
+    token t;
+    char tok[TOKEN_SESSION_LEN + 1];
+    uint8_t addr[20] = {0};
+    assert_int_equal(token_new_session(addr, tok, &t), 0);
+    assert_false(token_parse_key(tok, strlen(tok), &parsed));
+    assert_false(token_parse_session(s, strlen(s), &t));
+    assert_false(token_parse_key(s, TOKEN_KEY_LEN - 1, &parsed));
+    s[5] = 'A';
+    assert_false(token_parse_key(s, TOKEN_KEY_LEN, &parsed));
+    assert_int_equal(token_new_key("c-0f1e2d3c-4b5a-6978-8796", s2, &other), -1);
+    assert_int_equal(token_new_key("c-0f1e2d3c-4b5a-6978-8796-A5B4C3D2E1F0", s2, &other), -1);
+    assert_int_equal(token_new_key("x-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", s2, &other), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_new_parses_back),
         cmocka_unit_test(test_malformed_refused),
+        cmocka_unit_test(test_key_new_parses_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
