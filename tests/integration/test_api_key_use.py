@@ -11,7 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import auth_query, fresh_wallet, scaled  # noqa: E402
+from harness import auth_query, fresh_wallet, metric, scaled  # noqa: E402
 from support.apikeys import apikeys_key, make_api_key  # noqa: E402
 
 ENV = {'LOG_LEVEL': 'debug'}
@@ -64,6 +64,16 @@ class ApiKeyUseTest(harness.ServiceTestCase):
     def assertRefused(self, resp, status, key):
         self.assertEnvelope(resp, status, 'unauthenticated' if status == 401 else 'forbidden')
         self.assertNoKey(resp, key)
+
+    def invalidations(self, svc):
+        return metric(svc, 'entityd_read_cache_invalidations_total', 0)
+
+    def heard(self, before):
+        """Waits until each instance has heard from Redis of a change made after `before`
+        ({instance: invalidations}) was read: the key's kept check is dropped."""
+        for svc, n in before.items():
+            harness.wait_for(lambda: self.invalidations(svc) > n, scaled(5),
+                             what='the invalidation heard')
 
     def award(self, svc, key, eid=None, title='By key'):
         return svc.request('POST', '/api/entities/%s/contributions' % (eid or self.eid),
@@ -200,8 +210,13 @@ class ApiKeyUseTest(harness.ServiceTestCase):
             for method, path, body in (read, write, read):
                 st, _, b = svc.request(method, path, body, headers=bearer(key))
                 self.assertIn(st, (200, 201), b)
-        # Deleted on "another instance": every instance refuses it on its next request.
+        # The touch has landed (its own invalidation is then on its way first).
+        harness.wait_for(lambda: self.r.cli('HGET', apikeys_key(self.eid), 'u:' + kid),
+                         scaled(5), what='lastUsedAt written')
+        before = {svc: self.invalidations(svc) for svc in (self.a, self.b)}
+        # Deleted on "another instance": every instance refuses it once Redis has told it.
         self.r.cli('HDEL', apikeys_key(self.eid), kid, 'u:' + kid)
+        self.heard(before)
         for svc in (self.b, self.a):
             for method, path, body in (read, write):
                 self.assertRefused(svc.request(method, path, body, headers=bearer(key)), 401,
@@ -219,8 +234,10 @@ class ApiKeyUseTest(harness.ServiceTestCase):
         update = {'id': eid, 'name': 'Key Guild', 'description': 'keys',
                   'ownerAddresses': [self.owner.address], 'twitter': '', 'discord': '',
                   'website': '', 'imageUrl': '', 'public': False}
+        before = {self.b: self.invalidations(self.b)}
         st, _, b = self.a.request('POST', '/api/entities?' + self.owner_q, update)
         self.assertIn(st, (200, 201), b)
+        self.heard(before)
         for svc in (self.b, self.a):
             self.assertRefused(self.award(svc, key, eid), 401, key)
             self.assertRefused(svc.request('GET', '/api/entities/%s' % eid, headers=bearer(key)),

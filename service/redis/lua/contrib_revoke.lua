@@ -5,6 +5,8 @@
 -- ARGV: caller, platform, contribution id, reason (validated), now (ms), now (ISO), events_max,
 -- the entity API key's id ('' when the request was signed otherwise: its event then names it)
 -- Returns the Contribution JSON as stored after the call.
+-- The owners and admins (KEYS[2], KEYS[3]) are read for the caller's role, never written:
+-- keys-read-only: 2 3
 local denied = write_open(nil, 'staff')
 if denied then return denied end
 local E, caller, cid, now_iso = KEYS[1], ARGV[1], ARGV[3], ARGV[6]
