@@ -1,6 +1,8 @@
 -- award.lua: POST one contribution per request, score 1 in one skill, to members cycled through.
--- usage: wrk ... -s bench/wrk/award.lua http://127.0.0.1:PORT -- PATH MEMBERS_FILE SKILL_ID...
--- PATH is /api/entities/{id}/contributions?address=…&signature=… (an owner's); MEMBERS_FILE holds
+-- usage: wrk ... -s bench/wrk/award.lua http://127.0.0.1:PORT -- PATH MEMBERS_FILE SKILL_ID... [HEADER]
+-- PATH is /api/entities/{id}/contributions?address=…&signature=… (an owner's), or without the
+-- query when HEADER, "Name: value" (an argument with ": " in it, as no skill id has), signs the
+-- requests in (scripts/bench-session: a Bearer API key); MEMBERS_FILE holds
 -- members of that entity, one address a line. Request n awards member n mod M and skill
 -- (n + n div M) mod S, so every member gets every skill in turn; the title carries a number
 -- unique to this run and thread and the request counter, so no two bodies are alike.
@@ -17,7 +19,14 @@ function init(args)
     if #line > 0 then members[#members + 1] = line end
   end
   f:close()
-  for i = 3, #args do skills[#skills + 1] = args[i] end
+  for i = 3, #args do
+    local name, value = args[i]:match("^([%w-]+):%s+(.*)$")
+    if name then
+      wrk.headers[name] = value
+    else
+      skills[#skills + 1] = args[i]
+    end
+  end
   assert(#members > 0 and #skills > 0, "members and skills are required")
   math.randomseed(os.time() + math.floor(os.clock() * 1e6))
   prefix = math.random(0, 0x7fffffff)

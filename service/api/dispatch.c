@@ -135,6 +135,8 @@ void dispatch_request(request *req)
         auth_authenticate(req, r->auth,
                           ((r->flags & ROUTE_READ_WITH_REVOCATION) ? AUTH_DEFERRED_REVOCATION : 0) |
                               ((r->flags & ROUTE_WRITE) ? AUTH_WRITE_BUDGET : 0) |
-                              ((r->flags & ROUTE_SIGNATURE_ONLY) ? AUTH_SIGNATURE_ONLY : 0),
+                              ((r->flags & ROUTE_SIGNATURE_ONLY) ? AUTH_SIGNATURE_ONLY : 0) |
+                              ((r->flags & ROUTE_KEY_AWARD) ? AUTH_KEY_AWARD : 0) |
+                              ((r->flags & ROUTE_KEY_ADMIN) ? AUTH_KEY_ADMIN : 0),
                           run_handler);
 }

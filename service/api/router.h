@@ -27,6 +27,11 @@ typedef struct route {
 /* The query's signature is the request's object, not only its sign-in (POST /api/auth/revoke
  * revokes it): credentials outside the URL do not stand in for it. */
 #define ROUTE_SIGNATURE_ONLY 4
+/* Which entity API keys (CONTRACT section 13) may call the route, on their own entity only:
+ * keys of both scopes (award), or of scope admin only (what an admin may do). A route with
+ * neither refuses a key with 403. */
+#define ROUTE_KEY_AWARD 8
+#define ROUTE_KEY_ADMIN 16
 
 enum router_result { ROUTER_FOUND = 0, ROUTER_NOT_FOUND, ROUTER_METHOD_NOT_ALLOWED };
 

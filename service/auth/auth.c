@@ -197,6 +197,7 @@ static void half_done(auth_ctx *ac);
 static void contract_done(auth_ctx *ac);
 
 static void session_finish(auth_ctx *ac);
+static void key_finish(auth_ctx *ac);
 
 /* Both halves are in: decide. */
 static void finish(auth_ctx *ac)
@@ -205,6 +206,10 @@ static void finish(auth_ctx *ac)
     auth *au = ac->au;
     if (ac->by_session) {
         session_finish(ac);
+        return;
+    }
+    if (ac->by_key) {
+        key_finish(ac);
         return;
     }
     int store_status = ac->store_status != STORE_OK ? ac->store_status : ac->contract_store_status;
@@ -728,8 +733,124 @@ static void by_session(request *req, int mode, int flags, auth_next next, const 
     session_send(req, &ac->session, 0, on_session, ac);
 }
 
+/* --- entity API keys (CONTRACT section 13) --- */
+
+static void forbidden(request *req, const char *message)
+{
+    request_fail(req, 403, "forbidden", message, NULL);
+}
+
+/* The key's check (and the budget's answer, when charged with it) is in: decide. */
+static void key_finish(auth_ctx *ac)
+{
+    request *req = ac->req;
+    auth *au = ac->au;
+    switch (ac->key_verdict) {
+    case APIKEY_VALID:
+        break;
+    case APIKEY_TIMEOUT:
+        give_back(ac);
+        request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
+        return;
+    case APIKEY_DEAD:
+        give_back(ac);
+        au->stats.revoked++;
+        unauthenticated(req, REQUEST_KEY_DEAD);
+        return;
+    default:
+        give_back(ac);
+        request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
+        return;
+    }
+    if (!(ac->flags & AUTH_KEY_AWARD) && ac->key_rec.scope != APIKEY_SCOPE_ADMIN) {
+        /* An admin-only route: known to refuse this key only once its scope is read. */
+        give_back(ac);
+        forbidden(req, "An API key of scope award may not call this route.");
+        return;
+    }
+    au->stats.ok++;
+    memcpy(req->caller, ac->key_rec.creator, sizeof req->caller);
+    req->signed_in = true;
+    after_budget(ac);
+}
+
+static void on_key(void *data, int status, redisReply *reply)
+{
+    auth_ctx *ac = data;
+    ac->key_verdict = apikey_answer(ac->req, &ac->key, status, reply, &ac->key_rec);
+    half_done(ac);
+}
+
+/* The entity the route acts on as the request names it: the path's {id} on an entity's
+ * routes, the entityID query on /api/skills. False when it is elsewhere (a body's entityID:
+ * the handler compares it with req->api_key_entity). */
+static bool route_entity(const request *req, const char **id, size_t *len)
+{
+    static const char prefix[] = "/api/entities/{id}";
+    const char *name = req->route_name ? req->route_name : "";
+    if (!strncmp(name, prefix, sizeof prefix - 1) && req->npath_params > 0) {
+        *id = req->path_params[0].s;
+        *len = req->path_params[0].len;
+        return true;
+    }
+    *id = request_param(req, "entityID", len);
+    return *id != NULL;
+}
+
+/* Sign-in by an entity API key. The route and the entity are judged from the key itself,
+ * before anything is spent; the key's check (its record, its creator still an owner) reads
+ * through the read cache, where a repeated request finds it without a round trip. A write's
+ * budget (the key's own, limit:{ek:<id>}) is charged with the check, in one round trip. */
+static void by_key(request *req, int mode, int flags, auth_next next, const api_key *k)
+{
+    auth *au = req->app->auth;
+    req->credential = REQ_CREDENTIAL_KEY;
+    memcpy(req->api_key_id, k->id, sizeof req->api_key_id);
+    memcpy(req->api_key_entity, k->entity, sizeof k->entity);
+    if (!(flags & (AUTH_KEY_AWARD | AUTH_KEY_ADMIN))) {
+        forbidden(req, "An API key may not call this route.");
+        return;
+    }
+    const char *eid;
+    size_t elen = 0;
+    if (route_entity(req, &eid, &elen) &&
+        (elen != strlen(k->entity) || memcmp(eid, k->entity, elen) != 0)) {
+        forbidden(req, "An API key acts only on its own entity.");
+        return;
+    }
+    auth_ctx *ac = arena_alloc(&req->pool, sizeof *ac);
+    if (!ac) {
+        request_fail_internal(req, "auth context");
+        return;
+    }
+    memset(ac, 0, sizeof *ac);
+    ac->req = req;
+    ac->au = au;
+    ac->next = next;
+    ac->mode = mode;
+    ac->flags = flags;
+    ac->by_key = true;
+    ac->key = *k;
+    req->auth = ac;
+    ac->budget = (flags & AUTH_WRITE_BUDGET) != 0 && limits_apply(req, LIMITS_WRITES, false);
+    ac->pending = ac->budget ? 2 : 1;
+    if (ac->budget) {
+        ac->budget_sent = true;
+        snprintf(ac->budget_caller, sizeof ac->budget_caller, "ek:%s", k->id);
+        limits_take(req, LIMITS_WRITES, ac->budget_caller, on_budget, ac);
+    }
+    apikey_send(req, &ac->key, on_key, ac);
+}
+
 void auth_authenticate(request *req, int mode, int flags, auth_next next)
 {
+    if (!(flags & AUTH_SIGNATURE_ONLY) && req->bearer[0] && !req->bearer_bad) {
+        api_key k;
+        if (token_parse_key(req->bearer, strlen(req->bearer), &k)) {
+            by_key(req, mode, flags, next, &k);
+            return;
+        }
+    }
     if (!(flags & AUTH_SIGNATURE_ONLY)) {
         token t;
         int credential = session_credential(req, mode, &t);

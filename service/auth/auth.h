@@ -52,6 +52,10 @@ enum auth_mode {
 /* Only the query's signature signs in (the route acts on that signature): a session token in
  * the Authorization header or the cookie is not looked at. */
 #define AUTH_SIGNATURE_ONLY 4
+/* An entity API key (CONTRACT section 13) of either scope may call the route; of scope admin
+ * only. Without either, a key is refused 403. */
+#define AUTH_KEY_AWARD 8
+#define AUTH_KEY_ADMIN 16
 
 /* Runs the route's sign-in step (enum auth_mode), then next(req) with req->caller set; or
  * answers 400/401/429/503/504 itself. flags: AUTH_* above. A session token (CONTRACT section
@@ -59,7 +63,10 @@ enum auth_mode {
  * query's address and signature, with the same roles, budget and answers; the query's
  * signature is then not looked at, and an address in the query must be the token's (else
  * 400). A cookie that is no live session is ignored where signing is optional (and cleared
- * by the answer), 401 elsewhere. req->credential says which credential was used. */
+ * by the answer), 401 elsewhere. A Bearer value that is an entity API key (`ek_`) signs in
+ * as the key's creator on the routes flagged AUTH_KEY_* for its scope and its own entity only
+ * (else 403, before anything is spent), with a write budget of its own; req->api_key_id names
+ * it. req->credential says which credential was used. */
 void auth_authenticate(request *req, int mode, int flags, auth_next next);
 
 /* auth_authenticate with the address and signature given (a body's, not the query's; NULL or

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "auth/apikey.h"
 #include "auth/auth.h"
 #include "auth/token.h"
 #include "cache/sigcache.h"
@@ -132,6 +133,12 @@ struct auth_ctx {
     bool by_session;
     token session;
     int session_verdict;
+    /* Signed in by an entity API key (apikey.c): its creator is the caller once its check's
+     * verdict (enum apikey_verdict), one of the halves, says it is valid. */
+    bool by_key;
+    api_key key;
+    int key_verdict;
+    apikey_record key_rec;
     int64_t matched_epoch;
     char revocation_id[SIG_REVOCATION_ID_SIZE];
 };

@@ -123,7 +123,9 @@ static void finish_parts(request *req, int status, const char *ctype, const char
         /* The revocation check that ran with the handler's read refused the caller. */
         int veto = req->auth_veto;
         req->auth_veto = 0;
-        if (veto == 401 && req->credential != REQ_CREDENTIAL_QUERY)
+        if (veto == 401 && req->credential == REQ_CREDENTIAL_KEY)
+            request_fail(req, 401, "unauthenticated", REQUEST_KEY_DEAD, NULL);
+        else if (veto == 401 && req->credential != REQ_CREDENTIAL_QUERY)
             request_fail(req, 401, "unauthenticated", REQUEST_SESSION_DEAD, NULL);
         else if (veto == 401)
             request_fail(req, 401, "unauthenticated", "The signature has been revoked.", NULL);
@@ -366,6 +368,7 @@ void request_reset(request *req)
     req->bearer[0] = req->session_cookie[0] = req->user_agent[0] = '\0';
     req->bearer_bad = req->cookie_bad = false;
     req->credential = REQ_CREDENTIAL_NONE;
+    req->api_key_id[0] = req->api_key_entity[0] = '\0';
     req->clear_session_cookie = false;
     req->has_content_type = req->json_content_type = false;
     req->expect_continue = false;

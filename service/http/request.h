@@ -39,10 +39,17 @@ enum req_credential {
     REQ_CREDENTIAL_QUERY,  /* address and signature in the query string */
     REQ_CREDENTIAL_BEARER, /* Authorization: Bearer <session token> */
     REQ_CREDENTIAL_COOKIE, /* the entityd_session cookie */
+    REQ_CREDENTIAL_KEY,    /* Authorization: Bearer <entity API key> (ek_…) */
 };
+
+/* The public id of the entity API key that signed a request in (req->api_key_id): 24 hex. */
+#define REQ_API_KEY_ID_LEN 24
 
 /* The answer to a session token that is not live; it names no token. */
 #define REQUEST_SESSION_DEAD "The session token is unknown, expired or ended; create a new session."
+/* The answer to an API key that is not valid; it names no key. */
+#define REQUEST_KEY_DEAD                                                                           \
+    "The API key is unknown or deleted, or its creator is no longer an owner of the entity."
 
 /* Where answers go: the connection layer's side of a request, so that answering never names a
  * connection. */
@@ -93,6 +100,11 @@ typedef struct request {
     /* The credential the sign-in step used (enum req_credential): a cookie-authenticated
      * write is held to its Origin, which a Bearer token or a query signature is not. */
     int credential;
+    /* With REQ_CREDENTIAL_KEY: the key's id ("" otherwise), which writes add to their events
+     * and records as apiKeyId, and the entity the key acts on ("c-<uuid>"); the caller is then
+     * the key's creator. */
+    char api_key_id[REQ_API_KEY_ID_LEN + 1];
+    char api_key_entity[40];
     /* The entityd_session cookie was no live session on a route where signing is optional:
      * the request went on without it, and the answer clears it (Max-Age=0). */
     bool clear_session_cookie;

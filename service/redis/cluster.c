@@ -33,9 +33,13 @@ static void dispatch(cl_op *op);
 
 /* The keys a unit names, as the read cache's tickets take them (store.c's ticket_keys):
  * argv[1], or a script's declared keys. Voids every kept answer that read one, and every read
- * of one in flight: after a write of ours, or for a read that cannot be tracked. */
-static void forget_keys(const cl_op *op)
+ * of one in flight: after a write of ours (written: but the keys its script never writes,
+ * lua_script.read_only_keys), or for a read that cannot be tracked. */
+static void forget_keys(const cl_op *op, bool written)
 {
+    unsigned keep = written && op->kind == CLUSTER_SCRIPT && op->script >= 0
+                        ? lua_scripts[op->script].read_only_keys
+                        : 0;
     readcache *rc = op->cl->app->reads;
     if (!readcache_enabled(rc))
         return;
@@ -43,7 +47,8 @@ static void forget_keys(const cl_op *op)
         const store_cmd *c = &op->cmds_copy[i];
         int first, n = link_cmd_keys(c, &first);
         for (int k = 0; k < n; k++)
-            readcache_invalidate(rc, c->argv[first + k], c->lens[first + k]);
+            if (k >= 32 || !(keep >> k & 1))
+                readcache_invalidate(rc, c->argv[first + k], c->lens[first + k]);
     }
 }
 
@@ -201,7 +206,7 @@ static void on_unit_reply(redisAsyncContext *ac, void *r, void *privdata)
     if (reply)
         n->last_progress_ms = uv_now(cl->app->loop);
     if (reply && (op->flags & SEND_WRITES))
-        forget_keys(op); /* the write's own caller never reads what it replaced */
+        forget_keys(op, true); /* the write's own caller never reads what it replaced */
     if (!op->cb) {
         if (!op->holds)
             free(op);
@@ -290,7 +295,7 @@ static void dispatch(cl_op *op)
         static const size_t caching_len[] = {6, 7, 3};
         if (op->ask_node != NO_NODE || !n->tracked) {
             op->flags &= ~SEND_TRACK;
-            forget_keys(op);
+            forget_keys(op, false);
         } else if (rc == REDIS_OK &&
                    (rc = link_send(ac, NULL, NULL, 3, caching, caching_len)) == 0) {
             cmds++;

@@ -148,7 +148,8 @@ static void single_on_reply(redisAsyncContext *ac, void *r, void *privdata)
         c->last_progress_ms = uv_now(c->app->loop);
     if (reply && op->nkeys > 0 && readcache_enabled(c->app->reads))
         for (int i = 0; i < op->nkeys; i++)
-            readcache_invalidate(c->app->reads, op->argv[3 + i], op->lens[3 + i]);
+            if (op->script < 0 || i >= 32 || !(lua_scripts[op->script].read_only_keys >> i & 1))
+                readcache_invalidate(c->app->reads, op->argv[3 + i], op->lens[3 + i]);
     if (op->cb) {
         if (reply && op->script >= 0 && reply->type == REDIS_REPLY_ERROR &&
             !strncmp(reply->str, "NOSCRIPT", 8) && ac == c->ac && c->state == ST_READY) {

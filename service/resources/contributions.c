@@ -60,10 +60,11 @@ static void json_str(buf *b, const char *s, size_t n)
  * Redis's one thread builds no JSON), and the progression keys the award changes. */
 typedef struct award_args {
     const char *eid, *caller, *now_iso;
-    buf items;           /* the contributions' fields as the script reads them, NUL-ended */
-    size_t nitems;       /* fields in items */
-    buf canon;           /* JSON array {member, skills, xp}: the digest's input */
-    buf records, events; /* the texts back to back, split by the offsets */
+    const char *api_key_id; /* the entity API key that signed the request in, "" when none */
+    buf items;              /* the contributions' fields as the script reads them, NUL-ended */
+    size_t nitems;          /* fields in items */
+    buf canon;              /* JSON array {member, skills, xp}: the digest's input */
+    buf records, events;    /* the texts back to back, split by the offsets */
     size_t rec_at[CONTRIB_MAX_BATCH + 1], ev_at[CONTRIB_MAX_BATCH + 1];
     size_t n; /* contributions read */
     buf keys; /* the progression keys, NUL-ended, back to back: the read cache drops them */
@@ -267,6 +268,11 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
     buf_append_str(r, a->now_iso);
     buf_append_str(r, "\",\"createdBy\":\"");
     buf_append_str(r, a->caller);
+    if (a->api_key_id[0]) {
+        /* Made with an entity API key: the creator is createdBy, the key names itself. */
+        buf_append_str(r, "\",\"apiKeyId\":\"");
+        buf_append_str(r, a->api_key_id);
+    }
     buf_append_str(r,
                    "\",\"revoked\":false,\"revokedAt\":null,\"revokedBy\":null,\"reason\":null}");
     buf *ev = &a->events;
@@ -278,6 +284,11 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
     buf_append_uint(ev, (unsigned long long)xp);
     buf_append_str(ev, ",\"skills\":");
     buf_append(ev, skills.data, skills.len);
+    if (a->api_key_id[0]) {
+        buf_append_str(ev, ",\"apiKeyId\":\"");
+        buf_append_str(ev, a->api_key_id);
+        buf_append(ev, "\"", 1);
+    }
     buf_append(ev, "}", 1);
     a->n++;
     a->rec_at[a->n] = r->len;
@@ -424,6 +435,7 @@ void contributions_post(request *req)
     }
     aa->eid = eid;
     aa->caller = req->caller;
+    aa->api_key_id = req->api_key_id;
     aa->now_iso = ev.at;
     buf_append_str(&aa->canon, st->batch ? "batch[" : "one[");
     for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -625,7 +637,7 @@ void contribution_revoke(request *req)
         k.entity,   k.owners,    k.admins,
         k.contribs, req->caller, auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
         cid,        reason,      now_ms,
-        ev.at,      ev.max};
+        ev.at,      ev.max,      req->api_key_id};
     size_t argc = sizeof argv / sizeof argv[0], lens[sizeof argv / sizeof argv[0]];
     for (size_t i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);

@@ -320,6 +320,12 @@ static void add_skills(request *req, bool many)
                            "entityID must be an entity id (c- followed by a lowercase UUIDv4).");
         return;
     }
+    if (req->api_key_entity[0] && strcmp(req->api_key_entity, json_string_value(eid)) != 0) {
+        /* The entity is named only here, in the body: the key's own entity is judged now. */
+        json_decref(body);
+        request_fail(req, 403, "forbidden", "An API key acts only on its own entity.", NULL);
+        return;
+    }
     int rc;
     if (many) {
         rc = read_many(body, &names, &descs, &e);

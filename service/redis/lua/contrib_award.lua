@@ -32,6 +32,8 @@
 -- the end, as variadic commands whose result is what the awards one by one would have left.
 -- KEYS and ARGV are read hundreds of times a call: as locals they are upvalues of the
 -- functions below, not a global table's fields.
+-- The owners and admins (KEYS[2], KEYS[3]) are read for the caller's role, never written:
+-- keys-read-only: 2 3
 local KEYS, ARGV = KEYS, ARGV
 local call = redis.call
 local moving = moving_guard(KEYS[1])
