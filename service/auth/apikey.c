@@ -24,7 +24,7 @@ bool apikey_send(request *req, const api_key *k, store_cb cb, void *data)
     /* Through the read cache: the script declares both keys it reads, which Redis then tracks,
      * so a repeated request costs Redis nothing (as a repeated signed one does) and a deleted
      * key or a removed owner leaves every instance's cache when Redis announces it. */
-    return store_read(req->app->store, 0, cb, data, 6, argv, lens);
+    return store_read(req->app->store, STORE_READ_FRESH, cb, data, 6, argv, lens);
 }
 
 /* A leading decimal number of s (len bytes); -1 when none. */

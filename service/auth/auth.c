@@ -4,7 +4,8 @@
  * or on the libuv threadpool) and the revocation lookup in Redis (revocation.c). The work
  * callback reads only its own copies (hashes, signature) and the shared secp256k1 context, which
  * recovery only reads. The request waits for both halves; its arena holds the state until then.
- * Beside: the epochs' messages (message.c), contract wallets (contract.c), counters (stats.c). */
+ * Beside: the epochs' messages (message.c), contract wallets (contract.c), counters (stats.c); the
+ * entry, and the credentials that are no signature, are credential.c's. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -167,14 +168,14 @@ bool auth_parse_address(request *req, const char *s, size_t len, uint8_t out[20]
     return false;
 }
 
-static void unauthenticated(request *req, const char *message)
+void auth_unauthenticated(request *req, const char *message)
 {
     request_fail(req, 401, "unauthenticated", message, NULL);
 }
 
 /* A unit charged before the request was refused goes back: a revoked signature, or one
  * that fails otherwise, never spends its address's budget. */
-static void give_back(auth_ctx *ac)
+void auth_give_back(auth_ctx *ac)
 {
     if (ac->budget_sent && ac->budget_status == STORE_OK && ac->budget_wait_ms == 0)
         limits_give(ac->req, LIMITS_WRITES, ac->budget_caller);
@@ -182,7 +183,7 @@ static void give_back(auth_ctx *ac)
 }
 
 /* The budget's answer is in and the caller is signed in: on to the handler, or refused. */
-static void after_budget(auth_ctx *ac)
+void auth_after_budget(auth_ctx *ac)
 {
     request *req = ac->req;
     if (ac->budget_sent && (ac->budget_status != STORE_OK || ac->budget_wait_ms > 0)) {
@@ -192,34 +193,25 @@ static void after_budget(auth_ctx *ac)
     ac->next(req);
 }
 
-static void on_budget(request *req, void *data, int status, long long wait_ms);
-static void half_done(auth_ctx *ac);
 static void contract_done(auth_ctx *ac);
-
-static void session_finish(auth_ctx *ac);
-static void key_finish(auth_ctx *ac);
 
 /* Both halves are in: decide. */
 static void finish(auth_ctx *ac)
 {
     request *req = ac->req;
     auth *au = ac->au;
-    if (ac->by_session) {
-        session_finish(ac);
-        return;
-    }
-    if (ac->by_key) {
-        key_finish(ac);
+    if (ac->decide) { /* a credential of credential.c's: its own decision */
+        ac->decide(ac);
         return;
     }
     int store_status = ac->store_status != STORE_OK ? ac->store_status : ac->contract_store_status;
     if (store_status == STORE_TIMEOUT) {
-        give_back(ac);
+        auth_give_back(ac);
         request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
         return;
     }
     if (store_status != STORE_OK) {
-        give_back(ac);
+        auth_give_back(ac);
         request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
         return;
     }
@@ -240,7 +232,7 @@ static void finish(auth_ctx *ac)
             au->stats.contract++;
         }
         if (matched < 0 && ac->contract == CONTRACT_CAPPED) {
-            give_back(ac);
+            auth_give_back(ac);
             au->stats.unavailable++;
             request_fail_retry(req, 503, "unavailable",
                                "Too many sign-ins of wallets not seen lately; retry shortly.",
@@ -248,7 +240,7 @@ static void finish(auth_ctx *ac)
             return;
         }
         if (matched < 0 && ac->contract == CONTRACT_UNAVAILABLE) {
-            give_back(ac);
+            auth_give_back(ac);
             au->stats.unavailable++;
             request_fail(req, 503, "unavailable",
                          "The Ethereum RPC endpoint that checks contract-wallet signatures did "
@@ -257,14 +249,15 @@ static void finish(auth_ctx *ac)
             return;
         }
         if (matched < 0) {
-            give_back(ac);
+            auth_give_back(ac);
             if (expired) {
                 au->stats.expired++;
-                unauthenticated(req, "The signature is over an expired sign-in message; sign "
-                                     "the current one from GET /api/auth/message.");
+                auth_unauthenticated(req, "The signature is over an expired sign-in message; sign "
+                                          "the current one from GET /api/auth/message.");
             } else {
                 au->stats.mismatch++;
-                unauthenticated(req, "The signature does not match the address for the current "
+                auth_unauthenticated(req,
+                                     "The signature does not match the address for the current "
                                      "sign-in message.");
             }
             return;
@@ -273,9 +266,9 @@ static void finish(auth_ctx *ac)
         /* Without an address the message cannot be told apart: the current epoch's speaks. */
         matched = 0;
     } else {
-        give_back(ac);
+        auth_give_back(ac);
         au->stats.mismatch++;
-        unauthenticated(req, "The signature does not recover to an address.");
+        auth_unauthenticated(req, "The signature does not recover to an address.");
         return;
     }
     if (!ac->cached) {
@@ -291,9 +284,9 @@ static void finish(auth_ctx *ac)
         }
     }
     if (ac->revoked) {
-        give_back(ac);
+        auth_give_back(ac);
         au->stats.revoked++;
-        unauthenticated(req, "The signature has been revoked.");
+        auth_unauthenticated(req, "The signature has been revoked.");
         return;
     }
     if (ac->deferred)
@@ -304,21 +297,21 @@ static void finish(auth_ctx *ac)
     req->signed_in = true;
     if (ac->budget_sent && strcmp(ac->budget_caller, req->caller) != 0) {
         /* Charged for the address the cache named, but another was matched: not this caller's. */
-        give_back(ac);
+        auth_give_back(ac);
     }
     if (ac->budget && !ac->budget_sent &&
         limits_apply(req, LIMITS_WRITES, auth_is_platform_admin(au, req->caller))) {
         /* The caller became known only now (a recovery): one more round trip for the budget. */
         ac->budget_sent = true;
         memcpy(ac->budget_caller, req->caller, sizeof ac->budget_caller);
-        limits_take(req, LIMITS_WRITES, req->caller, on_budget, ac);
+        limits_take(req, LIMITS_WRITES, req->caller, auth_on_budget, ac);
         return;
     }
-    after_budget(ac);
+    auth_after_budget(ac);
 }
 
 /* One half is in; the last one decides. */
-static void half_done(auth_ctx *ac)
+void auth_half_done(auth_ctx *ac)
 {
     if (--ac->pending == 0)
         finish(ac);
@@ -329,30 +322,30 @@ static void half_done(auth_ctx *ac)
 static void contract_done(auth_ctx *ac)
 {
     if (ac->pending > 0)
-        half_done(ac);
+        auth_half_done(ac);
     else
         finish(ac);
 }
 
 /* The budget's answer: sent early, it is one of the halves finish waits for; sent late
  * (by finish, once nothing else was pending), the request goes on from here. */
-static void on_budget(request *req, void *data, int status, long long wait_ms)
+void auth_on_budget(request *req, void *data, int status, long long wait_ms)
 {
     (void)req;
     auth_ctx *ac = data;
     ac->budget_status = status;
     ac->budget_wait_ms = wait_ms;
     if (ac->pending > 0)
-        half_done(ac);
+        auth_half_done(ac);
     else
-        after_budget(ac);
+        auth_after_budget(ac);
 }
 
 static void on_revocation(void *data, int status, redisReply *reply)
 {
     auth_ctx *ac = data;
     ac->store_status = auth_revocation_answer(status, reply, &ac->revoked);
-    half_done(ac);
+    auth_half_done(ac);
 }
 
 static void work_recover(uv_work_t *w)
@@ -393,7 +386,7 @@ static void after_recover(uv_work_t *w, int status)
     ac->au->stats.queue_depth--;
     if (status != 0) /* cancelled: cannot happen as nothing cancels, but never hang */
         memset(ac->rec_ok, 0, sizeof ac->rec_ok);
-    half_done(ac);
+    auth_half_done(ac);
 }
 
 bool auth_request_by_contract(const request *req)
@@ -403,7 +396,7 @@ bool auth_request_by_contract(const request *req)
 
 /* A request's sign-in state, zeroed, in its arena; NULL (and the request answered) when out of
  * memory. */
-static auth_ctx *ctx_new(request *req, int mode, int flags, auth_next next)
+auth_ctx *auth_ctx_new(request *req, int mode, int flags, auth_next next)
 {
     auth_ctx *ac = arena_alloc(&req->pool, sizeof *ac);
     if (!ac) {
@@ -420,7 +413,7 @@ static auth_ctx *ctx_new(request *req, int mode, int flags, auth_next next)
 }
 
 /* Sign-in by the query's address and signature (the seed's way). */
-static void by_signature(request *req, int mode, int flags, auth_next next)
+void auth_by_signature(request *req, int mode, int flags, auth_next next)
 {
     size_t alen = 0, slen = 0;
     const char *address = request_param(req, "address", &alen);
@@ -453,12 +446,12 @@ void auth_authenticate_with(request *req, int mode, int flags, const char *addre
             return;
         }
         au->stats.missing++;
-        unauthenticated(req, "A signature is required: sign the message from GET "
-                             "/api/auth/message and pass address and signature.");
+        auth_unauthenticated(req, "A signature is required: sign the message from GET "
+                                  "/api/auth/message and pass address and signature.");
         return;
     }
 
-    auth_ctx *ac = ctx_new(req, mode, flags, next);
+    auth_ctx *ac = auth_ctx_new(req, mode, flags, next);
     if (!ac)
         return;
     if (auth_refresh(au) != 0) {
@@ -474,7 +467,7 @@ void auth_authenticate_with(request *req, int mode, int flags, const char *addre
         au->stats.malformed++;
         char msg[160];
         snprintf(msg, sizeof msg, "The signature is malformed: %s", sig_strerror(perr));
-        unauthenticated(req, msg);
+        auth_unauthenticated(req, msg);
         return;
     }
     req->auth = ac;
@@ -592,7 +585,7 @@ void auth_authenticate_with(request *req, int mode, int flags, const char *addre
     }
     if (early_budget) {
         ac->budget_sent = true;
-        limits_take(req, LIMITS_WRITES, ac->budget_caller, on_budget, ac);
+        limits_take(req, LIMITS_WRITES, ac->budget_caller, auth_on_budget, ac);
     }
     if (ac->deferred || after_contract) {
         if (ac->pending == 0)
@@ -600,267 +593,4 @@ void auth_authenticate_with(request *req, int mode, int flags, const char *addre
         return;
     }
     auth_revocation_send(ac, on_revocation);
-}
-
-/* --- sessions (CONTRACT section 13) --- */
-
-/* The session check's verdict is in (and the budget's, when charged with it): decide. */
-static void session_finish(auth_ctx *ac)
-{
-    request *req = ac->req;
-    auth *au = ac->au;
-    switch (ac->session_verdict) {
-    case SESSION_LIVE:
-        break;
-    case SESSION_TIMEOUT:
-        give_back(ac);
-        request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
-        return;
-    case SESSION_DEAD:
-        give_back(ac);
-        if (req->credential == REQ_CREDENTIAL_COOKIE && ac->mode == AUTH_OPTIONAL) {
-            /* A stale cookie where signing is optional: as if it were not there. */
-            req->credential = REQ_CREDENTIAL_NONE;
-            req->clear_session_cookie = true;
-            req->auth = NULL;
-            by_signature(req, ac->mode, ac->flags, ac->next);
-            return;
-        }
-        au->stats.revoked++;
-        unauthenticated(req, REQUEST_SESSION_DEAD);
-        return;
-    default:
-        give_back(ac);
-        request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
-        return;
-    }
-    au->stats.ok++;
-    memcpy(req->caller, ac->session.address, sizeof req->caller);
-    req->signed_in = true;
-    after_budget(ac);
-}
-
-static void on_session(void *data, int status, redisReply *reply)
-{
-    auth_ctx *ac = data;
-    ac->session_verdict = session_answer(ac->req, &ac->session, status, reply);
-    half_done(ac);
-}
-
-/* The session token the request carries, Bearer first, parsed into t. Returns the
- * REQ_CREDENTIAL_* it came by; REQ_CREDENTIAL_NONE when there is none to use (a bad cookie
- * where signing is optional is dropped here, and cleared by the answer); -1 when the request
- * has been answered (401). The answers never repeat the token. */
-static int session_credential(request *req, int mode, token *t)
-{
-    if (req->bearer_bad) {
-        unauthenticated(req, "The Authorization header is no Bearer session token.");
-        return -1;
-    }
-    if (req->bearer[0]) {
-        if (!token_parse_session(req->bearer, strlen(req->bearer), t)) {
-            req->app->auth->stats.malformed++;
-            unauthenticated(req, REQUEST_SESSION_DEAD);
-            return -1;
-        }
-        return REQ_CREDENTIAL_BEARER;
-    }
-    if (!req->cookie_bad && !req->session_cookie[0])
-        return REQ_CREDENTIAL_NONE;
-    if (!req->cookie_bad &&
-        token_parse_session(req->session_cookie, strlen(req->session_cookie), t))
-        return REQ_CREDENTIAL_COOKIE;
-    if (mode == AUTH_OPTIONAL) {
-        req->clear_session_cookie = true;
-        return REQ_CREDENTIAL_NONE;
-    }
-    req->app->auth->stats.malformed++;
-    unauthenticated(req, REQUEST_SESSION_DEAD);
-    return -1;
-}
-
-/* Sign-in by a session token. Its check rides where the signature path goes to Redis anyway:
- * a read's just ahead of the handler's read (one round trip), a write's with the budget's
- * charge; else, like a signature's revocation check, alone before the handler. */
-static void by_session(request *req, int mode, int flags, auth_next next, const token *t)
-{
-    auth *au = req->app->auth;
-    size_t alen = 0;
-    const char *address = request_param(req, "address", &alen);
-    if (address && alen) {
-        uint8_t addr[20];
-        if (!auth_parse_address(req, address, alen, addr))
-            return;
-        if (memcmp(addr, t->addr, 20) != 0) {
-            request_fail_field(req, "address",
-                               "The address query parameter names another address than the "
-                               "session token's.");
-            return;
-        }
-    }
-    auth_ctx *ac = ctx_new(req, mode, flags, next);
-    if (!ac)
-        return;
-    ac->by_session = true;
-    ac->session = *t;
-    ac->have_addr = true;
-    memcpy(ac->addr, t->addr, 20);
-    req->auth = ac;
-    ac->read = (flags & AUTH_DEFERRED_REVOCATION) != 0;
-    /* A cookie where signing is optional is checked first: when it is dead the request goes on
-     * unsigned, which cannot be decided once the handler's read has gone out signed in. In
-     * cluster mode the session's key lives on its own slot's node: up front, as a signature's
-     * revocation check. */
-    ac->deferred = ac->read && !store_cluster_mode(req->app->store) &&
-                   !(req->credential == REQ_CREDENTIAL_COOKIE && mode == AUTH_OPTIONAL);
-    if (ac->deferred) {
-        session_defer(req);
-        au->stats.ok++;
-        memcpy(req->caller, t->address, sizeof req->caller);
-        req->signed_in = true;
-        next(req);
-        return;
-    }
-    ac->budget = (flags & AUTH_WRITE_BUDGET) != 0 &&
-                 limits_apply(req, LIMITS_WRITES, auth_is_platform_admin(au, t->address));
-    ac->pending = ac->budget ? 2 : 1;
-    if (ac->budget) {
-        /* The token names the caller at once: the charge goes out with the check. */
-        ac->budget_sent = true;
-        memcpy(ac->budget_caller, t->address, sizeof ac->budget_caller);
-        limits_take(req, LIMITS_WRITES, ac->budget_caller, on_budget, ac);
-    }
-    session_send(req, &ac->session, 0, on_session, ac);
-}
-
-/* --- entity API keys (CONTRACT section 13) --- */
-
-static void forbidden(request *req, const char *message)
-{
-    request_fail(req, 403, "forbidden", message, NULL);
-}
-
-/* The key's check (and the budget's answer, when charged with it) is in: decide. */
-static void key_finish(auth_ctx *ac)
-{
-    request *req = ac->req;
-    auth *au = ac->au;
-    switch (ac->key_verdict) {
-    case APIKEY_VALID:
-        break;
-    case APIKEY_TIMEOUT:
-        give_back(ac);
-        request_fail(req, 504, "timeout", "The data store did not answer in time.", NULL);
-        return;
-    case APIKEY_DEAD:
-        give_back(ac);
-        au->stats.revoked++;
-        unauthenticated(req, REQUEST_KEY_DEAD);
-        return;
-    default:
-        give_back(ac);
-        request_fail(req, 503, "unavailable", "The data store is unreachable.", NULL);
-        return;
-    }
-    if (!(ac->flags & AUTH_KEY_AWARD) && ac->key_rec.scope != APIKEY_SCOPE_ADMIN) {
-        /* An admin-only route: known to refuse this key only once its scope is read. */
-        give_back(ac);
-        forbidden(req, "An API key of scope award may not call this route.");
-        return;
-    }
-    au->stats.ok++;
-    memcpy(req->caller, ac->key_rec.creator, sizeof req->caller);
-    req->signed_in = true;
-    after_budget(ac);
-}
-
-static void on_key(void *data, int status, redisReply *reply)
-{
-    auth_ctx *ac = data;
-    ac->key_verdict = apikey_answer(ac->req, &ac->key, status, reply, &ac->key_rec);
-    half_done(ac);
-}
-
-/* The entity the route acts on as the request names it: the path's {id} on an entity's
- * routes, the entityID query on /api/skills. False when it is elsewhere (a body's entityID:
- * the handler compares it with req->api_key_entity). */
-static bool route_entity(const request *req, const char **id, size_t *len)
-{
-    static const char prefix[] = "/api/entities/{id}";
-    const char *name = req->route_name ? req->route_name : "";
-    if (!strncmp(name, prefix, sizeof prefix - 1) && req->npath_params > 0) {
-        *id = req->path_params[0].s;
-        *len = req->path_params[0].len;
-        return true;
-    }
-    *id = request_param(req, "entityID", len);
-    return *id != NULL;
-}
-
-/* Sign-in by an entity API key. The route and the entity are judged from the key itself,
- * before anything is spent; the key's check (its record, its creator still an owner) reads
- * through the read cache, where a repeated request finds it without a round trip. A write's
- * budget (the key's own, limit:{ek:<id>}) is charged with the check, in one round trip. */
-static void by_key(request *req, int mode, int flags, auth_next next, const api_key *k)
-{
-    auth *au = req->app->auth;
-    req->credential = REQ_CREDENTIAL_KEY;
-    memcpy(req->api_key_id, k->id, sizeof req->api_key_id);
-    memcpy(req->api_key_entity, k->entity, sizeof k->entity);
-    if (!(flags & (AUTH_KEY_AWARD | AUTH_KEY_ADMIN))) {
-        forbidden(req, "An API key may not call this route.");
-        return;
-    }
-    const char *eid;
-    size_t elen = 0;
-    if (route_entity(req, &eid, &elen) &&
-        (elen != strlen(k->entity) || memcmp(eid, k->entity, elen) != 0)) {
-        forbidden(req, "An API key acts only on its own entity.");
-        return;
-    }
-    auth_ctx *ac = arena_alloc(&req->pool, sizeof *ac);
-    if (!ac) {
-        request_fail_internal(req, "auth context");
-        return;
-    }
-    memset(ac, 0, sizeof *ac);
-    ac->req = req;
-    ac->au = au;
-    ac->next = next;
-    ac->mode = mode;
-    ac->flags = flags;
-    ac->by_key = true;
-    ac->key = *k;
-    req->auth = ac;
-    ac->budget = (flags & AUTH_WRITE_BUDGET) != 0 && limits_apply(req, LIMITS_WRITES, false);
-    ac->pending = ac->budget ? 2 : 1;
-    if (ac->budget) {
-        ac->budget_sent = true;
-        snprintf(ac->budget_caller, sizeof ac->budget_caller, "ek:%s", k->id);
-        limits_take(req, LIMITS_WRITES, ac->budget_caller, on_budget, ac);
-    }
-    apikey_send(req, &ac->key, on_key, ac);
-}
-
-void auth_authenticate(request *req, int mode, int flags, auth_next next)
-{
-    if (!(flags & AUTH_SIGNATURE_ONLY) && req->bearer[0] && !req->bearer_bad) {
-        api_key k;
-        if (token_parse_key(req->bearer, strlen(req->bearer), &k)) {
-            by_key(req, mode, flags, next, &k);
-            return;
-        }
-    }
-    if (!(flags & AUTH_SIGNATURE_ONLY)) {
-        token t;
-        int credential = session_credential(req, mode, &t);
-        if (credential < 0)
-            return;
-        if (credential != REQ_CREDENTIAL_NONE) {
-            req->credential = credential;
-            by_session(req, mode, flags, next, &t);
-            return;
-        }
-    }
-    by_signature(req, mode, flags, next);
 }

@@ -130,6 +130,9 @@ struct auth_ctx {
     /* Signed in by a session token (session.c) instead of a signature: its address is the
      * caller's, its check's verdict (enum session_verdict) one of the halves. */
     const struct auth_deferred *rider; /* the check riding with the read (deferred.c) */
+    /* A credential that is no signature decides itself once its halves are in (credential.c);
+     * NULL for a signature. */
+    void (*decide)(struct auth_ctx *ac);
     bool by_session;
     token session;
     int session_verdict;
@@ -175,6 +178,23 @@ void auth_revocation_send(auth_ctx *ac, store_cb cb);
 int auth_revocation_answer(int status, const redisReply *reply, bool *revoked);
 /* A read route's check is left to ride ahead of the handler's read (req->before_read). */
 void auth_revocation_defer(request *req);
+
+/* auth.c: the signature's sign-in, and the join every credential shares. */
+/* A request's sign-in state, zeroed, in its arena; NULL (and the request answered) when out of
+ * memory. */
+auth_ctx *auth_ctx_new(request *req, int mode, int flags, auth_next next);
+/* Sign-in by the query's address and signature (the seed's way). */
+void auth_by_signature(request *req, int mode, int flags, auth_next next);
+/* 401 unauthenticated with message. */
+void auth_unauthenticated(request *req, const char *message);
+/* One half is in; the last one decides (ac->decide, or the signature's decision). */
+void auth_half_done(auth_ctx *ac);
+/* The write budget's answer (limits_take's callback; data is the auth_ctx). */
+void auth_on_budget(request *req, void *data, int status, long long wait_ms);
+/* A budget unit charged for a request that is refused goes back. */
+void auth_give_back(auth_ctx *ac);
+/* The caller is signed in and the budget answered: on to the handler, or refused. */
+void auth_after_budget(auth_ctx *ac);
 
 /* deferred.c: a credential's check riding just ahead of the handler's read. */
 typedef struct auth_deferred {

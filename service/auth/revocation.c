@@ -23,7 +23,7 @@ void auth_revocation_send(auth_ctx *ac, store_cb cb)
     const char *argv[] = {"EXISTS", key};
     size_t lens[] = {6, keys_revoked(key, ac->revocation_id)};
     if (ac->read)
-        store_read(ac->req->app->store, 0, cb, ac, 2, argv, lens);
+        store_read(ac->req->app->store, STORE_READ_FRESH, cb, ac, 2, argv, lens);
     else
         store_command(ac->req->app->store, cb, ac, 2, argv, lens);
 }
@@ -34,7 +34,7 @@ static bool revocation_send_request(request *req, int flags, store_cb cb, void *
     char key[KEYS_REVOKED_SIZE];
     const char *argv[] = {"EXISTS", key};
     size_t lens[] = {6, keys_revoked(key, req->auth->revocation_id)};
-    return store_read(req->app->store, flags, cb, data, 2, argv, lens);
+    return store_read(req->app->store, flags | STORE_READ_FRESH, cb, data, 2, argv, lens);
 }
 
 static int revocation_veto(request *req, int status, redisReply *reply)

@@ -23,7 +23,7 @@ bool session_send(request *req, const token *t, int flags, store_cb cb, void *da
      * session ended or touched anywhere leaves every instance's cache when Redis says so, and
      * a repeated request costs Redis nothing, as a repeated signed one does. Its expiry is
      * judged here against the clock, so a kept answer never outlives the session. */
-    return store_read(req->app->store, flags, cb, data, 4, argv, lens);
+    return store_read(req->app->store, flags | STORE_READ_FRESH, cb, data, 4, argv, lens);
 }
 
 /* A leading decimal number of s (len bytes) up to the first ':' or the end; -1 when none. */

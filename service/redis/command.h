@@ -31,8 +31,12 @@ typedef struct store_cmd {
 
 /* Flags of store_read() (store.h): a read that may be kept but not answered from the cache,
  * and a command that keeps room for the read that follows it, STORE_RESERVED_CMDS commands. */
-#define STORE_READ_NO_HIT   1
-#define STORE_READ_RESERVE  2
+#define STORE_READ_NO_HIT  1
+#define STORE_READ_RESERVE 2
+/* A credential's check (revocation, session, API key): before an answer from the read cache,
+ * the invalidations already waiting in the tracking connections' sockets are read, so that a
+ * revocation Redis has announced is seen by the next request (store_set_fresh). */
+#define STORE_READ_FRESH    4
 #define STORE_RESERVED_CMDS 16
 
 #endif

@@ -117,6 +117,10 @@ typedef struct store_endpoint {
     int port;
 } store_endpoint;
 
+/* The read cache's tracking hands the store its drain: run before a STORE_READ_FRESH read is
+ * answered from the cache, it reads the invalidations already in its sockets (NULL: none). */
+void store_set_fresh(store *st, void (*fn)(void *ctx), void *ctx);
+
 /* The node view of the store's transport (transport.h), for the read cache's tracking
  * (tracking.h): the nodes units go to, numbered from 0; a single Redis, or the primary the
  * sentinels name, is node 0. */

@@ -25,6 +25,8 @@ struct store {
     bool closed;
     store_listener listener;
     void *listener_ctx;
+    void (*fresh)(void *ctx); /* store_set_fresh's: reads the invalidations waiting */
+    void *fresh_ctx;
 };
 
 /* The metrics source (core/metrics.h) of the store. */

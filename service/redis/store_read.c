@@ -81,7 +81,9 @@ static bool read_through(store *st, int flags, const char *key, size_t key_len, 
         key_len = read_key.len;
     }
     if (!(flags & STORE_READ_NO_HIT)) {
-        const redisReply *hit = readcache_get(rc, key, key_len);
+        if ((flags & STORE_READ_FRESH) && st->fresh)
+            st->fresh(st->fresh_ctx);
+        const redisReply *hit = readcache_enabled(rc) ? readcache_get(rc, key, key_len) : NULL;
         if (hit) {
             /* Handed out read-only: store callbacks only read replies. */
             cb(data, STORE_OK, (redisReply *)hit);
@@ -105,6 +107,12 @@ static bool read_through(store *st, int flags, const char *key, size_t key_len, 
         ticket_keys(rc, &ro->ticket, &cmds[i]);
     /* The caller learns only whether its callback ran; on_read_reply runs exactly once. */
     return send_read(st, send | SEND_TRACK, on_read_reply, ro, ncmds, cmds, transaction);
+}
+
+void store_set_fresh(store *st, void (*fn)(void *ctx), void *ctx)
+{
+    st->fresh = fn;
+    st->fresh_ctx = ctx;
 }
 
 bool store_read(store *st, int flags, store_cb cb, void *data, int argc, const char **argv,

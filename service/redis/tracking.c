@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "core/app.h"
 #include "core/backoff.h"
@@ -374,6 +375,22 @@ static void on_node(void *ctx, int event, int node)
     sweep(tr);
 }
 
+/* store_set_fresh's drain: the invalidations already in a subscribed connection's socket are
+ * read now, not when the loop gets to that socket, so that a request checking a credential
+ * after Redis announced its end never finds it kept. A socket with nothing waiting costs one
+ * ioctl. */
+static void tracking_drain(void *ctx)
+{
+    tracking *tr = ctx;
+    for (int i = 0; i < TRANSPORT_MAX_NODES; i++) {
+        tr_node *n = tr->nodes[i];
+        int waiting = 0;
+        if (n && n->ac && n->state >= T_SUBSCRIBING && n->ac->c.fd >= 0 &&
+            ioctl(n->ac->c.fd, FIONREAD, &waiting) == 0 && waiting > 0)
+            redisAsyncHandleRead(n->ac);
+    }
+}
+
 tracking *tracking_new(app *a)
 {
     tracking *tr = calloc(1, sizeof *tr);
@@ -388,6 +405,7 @@ tracking *tracking_new(app *a)
     tr->tick.data = tr;
     uv_timer_start(&tr->tick, on_tick, TICK_MS, TICK_MS);
     store_node_listen(a->store, on_node, tr);
+    store_set_fresh(a->store, tracking_drain, tr);
     return tr;
 }
 
@@ -397,6 +415,7 @@ void tracking_close(tracking *tr)
         return;
     tr->closed = true;
     store_node_listen(tr->app->store, NULL, NULL);
+    store_set_fresh(tr->app->store, NULL, NULL);
     set_cache(tr, false, "closing");
     for (int i = 0; i < TRANSPORT_MAX_NODES; i++) {
         tr_node *n = tr->nodes[i];

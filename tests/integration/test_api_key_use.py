@@ -3,8 +3,7 @@ Bearer ek_…` awards and revokes as its creator, with apiKeyId in the record an
 reads of award scope; admin-only routes need scope admin; owner-only routes and other entities
 refuse any key (403); a deleted key, or one whose creator stopped being an owner, is refused by
 every instance (401); a key's writes spend a budget of its own; no key in any log line or
-answer. Keys are written straight into Redis (support/apikeys.py), as the api-keys routes
-write them."""
+answer. Keys are made through POST /api/entities/{id}/api-keys, as an owner makes them."""
 
 import os
 import sys
@@ -12,7 +11,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import auth_query, fresh_wallet, metric, scaled  # noqa: E402
-from support.apikeys import apikeys_key, make_api_key  # noqa: E402
+from support.apikeys import apikeys_key  # noqa: E402
 
 ENV = {'LOG_LEVEL': 'debug'}
 USED = []  # every key sent in this run, looked for in the logs at the end
@@ -54,7 +53,12 @@ class ApiKeyUseTest(harness.ServiceTestCase):
         return eid
 
     def key(self, scope='award', creator=None, eid=None):
-        return make_api_key(self.r, eid or self.eid, creator or self.owner, scope, 'bot:1')
+        """(key, id) of a key made as an owner makes one: POST /api/entities/{id}/api-keys."""
+        q = self.owner2_q if creator is self.owner2 else self.owner_q
+        st, _, b = self.a.request('POST', '/api/entities/%s/api-keys?%s' % (eid or self.eid, q),
+                                  {'name': 'bot:1', 'scope': scope})
+        assert st == 201, (st, b)
+        return b['data']['key'], b['data']['id']
 
     def assertNoKey(self, resp, key):
         st, hdrs, body = resp

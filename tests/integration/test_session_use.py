@@ -10,7 +10,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import (auth_query, fresh_address, fresh_wallet, make_session,  # noqa: E402
+from harness import (auth_query, fresh_address, fresh_wallet, make_session, metric,  # noqa: E402
                      new_token, scaled, session_key, token_parts)
 
 ENV = {'LOG_LEVEL': 'debug'}
@@ -286,8 +286,17 @@ class SessionUseTest(harness.ServiceTestCase):
                 st, _, b = svc.request(method, path, body, headers=bearer(token))
                 self.assertIn(st, (200, 201), b)
         # Ended on "another instance" (revoke-all deletes the fields): every instance refuses
-        # it on its very next request, read or write, Bearer or cookie.
+        # it on its very next request once Redis's announcement has reached it (it is sent
+        # before the writer has its answer, but on another connection: the test waits for it,
+        # as a request from elsewhere would be microseconds behind it), read or write, Bearer or
+        # cookie, whatever it kept.
+        heard = {svc: metric(svc, 'entityd_read_cache_invalidations_total', 0)
+                 for svc in (self.a, self.b)}
         self.r.cli('HDEL', session_key(self.owner.address), sid, 'u:' + sid)
+        for svc, n in heard.items():
+            harness.wait_for(
+                lambda: metric(svc, 'entityd_read_cache_invalidations_total', 0) > n,
+                scaled(5), what='the invalidation heard')
         for svc in (self.b, self.a):
             for method, path, body in (read, write, find):
                 for hdrs in (bearer(token), cookie(token)):
