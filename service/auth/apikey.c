@@ -4,12 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "auth/auth_int.h"
 #include "core/app.h"
-#include "core/isotime.h"
 #include "redis/keys.h"
 #include "redis/lua_scripts.h"
-
-#define MINUTE_MS 60000
 
 bool apikey_send(request *req, const api_key *k, store_cb cb, void *data)
 {
@@ -25,36 +23,6 @@ bool apikey_send(request *req, const api_key *k, store_cb cb, void *data)
      * so a repeated request costs Redis nothing (as a repeated signed one does) and a deleted
      * key or a removed owner leaves every instance's cache when Redis announces it. */
     return store_read(req->app->store, STORE_READ_FRESH, cb, data, 6, argv, lens);
-}
-
-/* A leading decimal number of s (len bytes); -1 when none. */
-static long long leading_number(const char *s, size_t len)
-{
-    long long v = 0;
-    size_t i = 0;
-    for (; i < len && s[i] != ':'; i++) {
-        if (s[i] < '0' || s[i] > '9' || i >= 18)
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    return i ? v : -1;
-}
-
-static void on_touched(void *data, int status, redisReply *reply)
-{
-    /* Fire and forget: a touch that failed is tried again on the key's next use. */
-    (void)data;
-    (void)status;
-    (void)reply;
-}
-
-static void touch(request *req, const api_key *k, long long minute_ms)
-{
-    char key[KEYS_ENTITY_SIZE], minute[24];
-    int mlen = snprintf(minute, sizeof minute, "%lld", minute_ms);
-    const char *argv[] = {key, k->id, minute};
-    size_t lens[] = {keys_apikeys(key, k->entity), TOKEN_ID_LEN, (size_t)mlen};
-    store_script(req->app->store, LUA_APIKEY_TOUCH, on_touched, NULL, 1, 3, argv, lens);
 }
 
 /* "<scope>:<creator>:<createdAtMs>:<key hash>:<name>" into out; false when of no known form. */
@@ -99,10 +67,7 @@ int apikey_answer(request *req, const api_key *k, int status, const redisReply *
     const redisReply *rec = reply->element[0], *used = reply->element[2];
     if (!parse_record(rec->str, rec->len, k, out) || reply->element[1]->integer != 1)
         return APIKEY_DEAD; /* another key's record, one of no known form, or no owner now */
-    long long now = isotime_now_ms(), minute = now - now % MINUTE_MS, last = -1;
-    if (used->type == REDIS_REPLY_STRING)
-        last = leading_number(used->str, used->len);
-    if (last < minute)
-        touch(req, k, minute);
+    char key[KEYS_ENTITY_SIZE];
+    auth_touch(req, key, keys_apikeys(key, k->entity), k->id, TOKEN_ID_LEN, used);
     return APIKEY_VALID;
 }

@@ -196,6 +196,15 @@ void auth_give_back(auth_ctx *ac);
 /* The caller is signed in and the budget answered: on to the handler, or refused. */
 void auth_after_budget(auth_ctx *ac);
 
+/* touch.c: a credential's lastUsedAt. */
+/* The leading decimal number of s (len bytes) up to the first ':' or the end, its digits'
+ * count into *used (may be NULL); -1 when none. */
+long long auth_leading_number(const char *s, size_t len, size_t *used);
+/* When `used` (the u:<id> field read with the record) is older than the current minute, writes
+ * the minute, without waiting, while the record <id> of `hash` is there. */
+void auth_touch(request *req, const char *hash, size_t hash_len, const char *id, size_t id_len,
+                const redisReply *used);
+
 /* deferred.c: a credential's check riding just ahead of the handler's read. */
 typedef struct auth_deferred {
     /* Sends the request's check with store_read's flags; true when cb has already run. */

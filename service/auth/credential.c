@@ -215,7 +215,6 @@ static bool route_entity(const request *req, const char **id, size_t *len)
  * budget (the key's own, limit:{ek:<id>}) is charged with the check, in one round trip. */
 static void by_key(request *req, int mode, int flags, auth_next next, const api_key *k)
 {
-    auth *au = req->app->auth;
     req->credential = REQ_CREDENTIAL_KEY;
     memcpy(req->api_key_id, k->id, sizeof req->api_key_id);
     memcpy(req->api_key_entity, k->entity, sizeof k->entity);
@@ -230,17 +229,9 @@ static void by_key(request *req, int mode, int flags, auth_next next, const api_
         forbidden(req, "An API key acts only on its own entity.");
         return;
     }
-    auth_ctx *ac = arena_alloc(&req->pool, sizeof *ac);
-    if (!ac) {
-        request_fail_internal(req, "auth context");
+    auth_ctx *ac = auth_ctx_new(req, mode, flags, next);
+    if (!ac)
         return;
-    }
-    memset(ac, 0, sizeof *ac);
-    ac->req = req;
-    ac->au = au;
-    ac->next = next;
-    ac->mode = mode;
-    ac->flags = flags;
     ac->by_key = true;
     ac->decide = key_finish;
     ac->key = *k;

@@ -9,9 +9,6 @@
 #include "core/app.h"
 #include "core/isotime.h"
 #include "redis/keys.h"
-#include "redis/lua_scripts.h"
-
-#define MINUTE_MS 60000
 
 bool session_send(request *req, const token *t, int flags, store_cb cb, void *data)
 {
@@ -24,37 +21,6 @@ bool session_send(request *req, const token *t, int flags, store_cb cb, void *da
      * a repeated request costs Redis nothing, as a repeated signed one does. Its expiry is
      * judged here against the clock, so a kept answer never outlives the session. */
     return store_read(req->app->store, flags | STORE_READ_FRESH, cb, data, 4, argv, lens);
-}
-
-/* A leading decimal number of s (len bytes) up to the first ':' or the end; -1 when none. */
-static long long leading_number(const char *s, size_t len, size_t *used)
-{
-    long long v = 0;
-    size_t i = 0;
-    for (; i < len && s[i] != ':'; i++) {
-        if (s[i] < '0' || s[i] > '9' || i >= 18)
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    *used = i;
-    return i ? v : -1;
-}
-
-static void on_touched(void *data, int status, redisReply *reply)
-{
-    /* Fire and forget: a touch that failed is tried again on the session's next use. */
-    (void)data;
-    (void)status;
-    (void)reply;
-}
-
-static void touch(request *req, const token *t, long long minute_ms)
-{
-    char key[KEYS_SESSIONS_SIZE], minute[24];
-    int mlen = snprintf(minute, sizeof minute, "%lld", minute_ms);
-    const char *argv[] = {key, t->id, minute};
-    size_t lens[] = {keys_sessions(key, t->address), TOKEN_ID_LEN, (size_t)mlen};
-    store_script(req->app->store, LUA_SESSION_TOUCH, on_touched, NULL, 1, 3, argv, lens);
 }
 
 int session_answer(request *req, const token *t, int status, const redisReply *reply)
@@ -70,7 +36,7 @@ int session_answer(request *req, const token *t, int status, const redisReply *r
         return SESSION_UNAVAILABLE;
     /* "<expiresAtMs>:<createdAtMs>:<kind>:<token hash>:<revocation id or ->" */
     size_t n = 0;
-    long long expires = leading_number(rec->str, rec->len, &n);
+    long long expires = auth_leading_number(rec->str, rec->len, &n);
     const char *p = rec->str + n, *end = rec->str + rec->len;
     for (int colons = 0; p < end && colons < 3; p++)
         colons += *p == ':';
@@ -81,11 +47,8 @@ int session_answer(request *req, const token *t, int status, const redisReply *r
     long long now = isotime_now_ms();
     if (!same || expires <= now)
         return SESSION_DEAD;
-    long long minute = now - now % MINUTE_MS, last = -1;
-    if (used->type == REDIS_REPLY_STRING)
-        last = leading_number(used->str, used->len, &n);
-    if (last < minute)
-        touch(req, t, minute);
+    char key[KEYS_SESSIONS_SIZE];
+    auth_touch(req, key, keys_sessions(key, t->address), t->id, TOKEN_ID_LEN, used);
     return SESSION_LIVE;
 }
 

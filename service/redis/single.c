@@ -673,16 +673,16 @@ int single_new(single **out, app *a, resolve_url *at, const single_locator *loc,
         snprintf(err, err_len, "out of memory");
         return -1;
     }
-    c->app = a;
-    c->loc = loc;
-    c->loc_ctx = loc_ctx;
-    c->at = at;
-    c->notify = notify;
-    c->notify_ctx = notify_ctx;
+    *c = (single){.app = a,
+                  .loc = loc,
+                  .loc_ctx = loc_ctx,
+                  .at = at,
+                  .notify = notify,
+                  .notify_ctx = notify_ctx,
+                  .state = ST_DOWN};
     uv_timer_init(a->loop, &c->tick);
     c->tick.data = c;
     link_retry_init(&c->retry, a->loop, c);
-    c->state = ST_DOWN;
     if (loc->start)
         loc->start(loc_ctx, c);
     single_connect(c);

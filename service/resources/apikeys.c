@@ -60,13 +60,9 @@ static void on_created(void *data, int status, redisReply *r)
 void apikeys_post(request *req)
 {
     char id[IDS_SIZE];
-    if (!entity_path_id(req, id))
-        return;
-    create_state *st = request_state(req, sizeof *st);
+    json_t *body;
+    create_state *st = entity_write_open(req, id, sizeof *st, &body);
     if (!st)
-        return;
-    json_t *body = validate_body(req);
-    if (!body)
         return;
     verr e;
     const char *name, *scope = NULL;

@@ -391,13 +391,9 @@ static void stamp(const request *req, int64_t now, char now_ms[24], entity_event
 void contributions_post(request *req)
 {
     char eid[IDS_SIZE];
-    if (!entity_path_id(req, eid))
-        return;
-    award_state *st = request_state(req, sizeof *st);
+    json_t *body;
+    award_state *st = entity_write_open(req, eid, sizeof *st, &body);
     if (!st)
-        return;
-    json_t *body = validate_body(req);
-    if (!body)
         return;
     verr e;
     int rc = 0;

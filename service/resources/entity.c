@@ -608,3 +608,14 @@ const redisReply *entity_gate_reply(request *req, int status, const redisReply *
     }
     return g;
 }
+
+void *entity_write_open(request *req, char id[IDS_SIZE], size_t size, json_t **body)
+{
+    if (!entity_path_id(req, id))
+        return NULL;
+    void *st = request_state(req, size);
+    if (!st)
+        return NULL;
+    *body = validate_body(req);
+    return *body ? st : NULL;
+}

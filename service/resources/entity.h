@@ -36,6 +36,10 @@ void entity_fill_defaults(entity_input *in);
 
 enum entity_role { ROLE_NONE = 0, ROLE_MEMBER, ROLE_ADMIN, ROLE_OWNER };
 
+/* The opening of a write with a JSON body on /api/entities/{id}/…: the entity id from the
+ * path, the request's state of `size` bytes (request_state) and the body; NULL when one of
+ * them has answered the request, else the state. */
+void *entity_write_open(request *req, char id[IDS_SIZE], size_t size, json_t **body);
 /* Copies the path's entity id (first path parameter) into out, or answers 404 and returns
  * false: a malformed id in a path names nothing. */
 bool entity_path_id(request *req, char out[IDS_SIZE]);
