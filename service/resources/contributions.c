@@ -633,7 +633,7 @@ void contribution_revoke(request *req)
         k.entity,   k.owners,    k.admins,
         k.contribs, req->caller, auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
         cid,        reason,      now_ms,
-        ev.at,      ev.max,      req->api_key_id};
+        ev.at,      ev.max};
     size_t argc = sizeof argv / sizeof argv[0], lens[sizeof argv / sizeof argv[0]];
     for (size_t i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);

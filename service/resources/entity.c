@@ -242,7 +242,9 @@ void entity_event_args_fill(const request *req, int64_t now_ms, entity_event_arg
 {
     size_t n = buf_format_int(a->max, (long long)req->app->cfg.events_max);
     a->max[n] = ':';
-    buf_format_int(a->max + n + 1, (long long)req->app->cfg.events_max_bytes);
+    n += 1 + buf_format_int(a->max + n + 1, (long long)req->app->cfg.events_max_bytes);
+    if (req->api_key_id[0])
+        snprintf(a->max + n, sizeof a->max - n, ":%s", req->api_key_id);
     isotime_format(now_ms, a->at);
 }
 

@@ -93,9 +93,10 @@ size_t entity_check_split(request *req, const redisReply *r, const char (*addrs)
 void entity_drop_boards(request *req, const char *entity_id, const redisReply *r, size_t from);
 
 /* The two arguments every write script that records an event takes (keys.h, events):
- * "<EVENTS_MAX>:<EVENTS_MAX_BYTES>" (lua/_prelude.lua, emit) and the time of the change. */
+ * "<EVENTS_MAX>:<EVENTS_MAX_BYTES>[:<apiKeyId>]" (lua/_prelude.lua, emit: the events of a
+ * request an entity API key signed in add its id) and the time of the change. */
 typedef struct entity_event_args {
-    char max[48];
+    char max[80];
     char at[ISOTIME_STRING_SIZE];
 } entity_event_args;
 

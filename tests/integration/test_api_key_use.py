@@ -145,7 +145,7 @@ class ApiKeyUseTest(harness.ServiceTestCase):
 
     def test_admin_routes_need_admin_scope(self):
         award, _ = self.key('award')
-        admin, _ = self.key('admin')
+        admin, admin_id = self.key('admin')
         force = ('POST', '/api/entities/%s/force-add' % self.eid,
                  {'addresses': [fresh_wallet().address], 'Chain': 'eth'})
         skill = ('POST', '/api/skills', {'entityID': self.eid, 'name': 'Key skill',
@@ -157,6 +157,15 @@ class ApiKeyUseTest(harness.ServiceTestCase):
         for method, path, body in (force, skill, events):
             st, _, b = self.a.request(method, path, body, headers=bearer(admin))
             self.assertIn(st, (200, 201), (path, b))
+        # Their events name the creator as actor and add the key's id.
+        st, _, b = self.a.request('GET', '/api/entities/%s/events?limit=100' % self.eid,
+                                  headers=bearer(admin))
+        self.assertEqual(st, 200, b)
+        mine = [e for e in b['data'] if e['data'].get('apiKeyId') == admin_id]
+        self.assertEqual(sorted({e['type'] for e in mine}), ['member.added', 'skill.added'],
+                         b['data'])
+        for e in mine:
+            self.assertEqual(e['actor'].lower(), self.owner.address.lower())
         # The skill names the key's creator.
         st, _, b = self.a.request('GET', '/api/skills?entityID=%s' % self.eid,
                                   headers=bearer(admin))

@@ -201,14 +201,15 @@ end
 
 -- Events (keys.h: <entity>:events). Every write script records its change here in the same
 -- script, so a change and its event are never apart. The scripts' events_max argument is
--- "<EVENTS_MAX>:<EVENTS_MAX_BYTES>" (a bare count from an earlier release: no byte budget);
--- events_limits splits it once a call: {count as given, budget in bytes (0: none)}.
+-- "<EVENTS_MAX>:<EVENTS_MAX_BYTES>[:<apiKeyId>]" (a bare count from an earlier release: no byte
+-- budget); events_limits splits it once a call: {count as given, budget in bytes (0: none),
+-- the id of the entity API key that signed the request in, or nil}.
 local events_limits_of = {}
 local function events_limits(arg)
   local l = events_limits_of[arg]
   if not l then
-    local n, b = string.match(arg, '^(%d+):(%d+)$')
-    l = {n or arg, tonumber(b) or 0}
+    local n, b, k = string.match(arg, '^(%d+):(%d+):?(%x*)$')
+    l = {n or arg, tonumber(b) or 0, (k ~= nil and k ~= '') and k or nil}
     events_limits_of[arg] = l
   end
   return l
@@ -250,6 +251,9 @@ end
 -- limits: the events_max argument as the script got it (events_limits).
 local function emit(entity, limits, etype, at, actor, data)
   local l = events_limits(limits)
+  if l[3] and string.sub(data, -1) == '}' then -- a key's request: the event says which key
+    data = string.sub(data, 1, -2) .. (#data > 2 and ',' or '') .. '"apiKeyId":"' .. l[3] .. '"}'
+  end
   redis.call('XADD', entity .. ':events', 'MAXLEN', '~', l[1], '*', 'type', etype, 'at', at,
     'actor', actor or '', 'data', data)
   events_budget(entity, l, event_bytes(etype, at, actor, data))

@@ -2,8 +2,8 @@
 -- (progress, and the boards while its member is a member, keys.h); a reachedAt it led to
 -- stays. Revoking a revoked one
 -- changes nothing. KEYS: entity, owners, admins, contribs
--- ARGV: caller, platform, contribution id, reason (validated), now (ms), now (ISO), events_max,
--- the entity API key's id ('' when the request was signed otherwise: its event then names it)
+-- ARGV: caller, platform, contribution id, reason (validated), now (ms), now (ISO), events_max
+-- (with the entity API key's id when one signed the request in: its event then names it)
 -- Returns the Contribution JSON as stored after the call.
 -- The owners and admins (KEYS[2], KEYS[3]) are read for the caller's role, never written:
 -- keys-read-only: 2 3
@@ -28,6 +28,5 @@ json = string.sub(json, 1, #json - #open) .. ',"revoked":true,"revokedAt":' .. j
   ',"revokedBy":' .. jstr(caller) .. ',"reason":' .. jstr(ARGV[4]) .. '}'
 redis.call('HSET', KEYS[4], cid, json)
 emit(E, ARGV[7], 'contribution.revoked', now_iso, caller, '{"id":' .. jstr(cid) .. ',"member":' ..
-  jstr(c.member) .. ',"reason":' .. jstr(ARGV[4]) ..
-  ((ARGV[8] or '') ~= '' and (',"apiKeyId":' .. jstr(ARGV[8])) or '') .. '}')
+  jstr(c.member) .. ',"reason":' .. jstr(ARGV[4]) .. '}')
 return json
