@@ -227,8 +227,11 @@ class ApiKeyUseTest(harness.ServiceTestCase):
         harness.wait_for(lambda: self.r.cli('HGET', apikeys_key(self.eid), 'u:' + kid),
                          scaled(5), what='lastUsedAt written')
         before = {svc: self.invalidations(svc) for svc in (self.a, self.b)}
-        # Deleted on "another instance": every instance refuses it once Redis has told it.
-        self.r.cli('HDEL', apikeys_key(self.eid), kid, 'u:' + kid)
+        # Deleted by its owner through instance A: every instance refuses it once Redis has told
+        # it (B on its next request after the announcement).
+        st, _, b = self.a.request('DELETE', '/api/entities/%s/api-keys/%s?%s'
+                                  % (self.eid, kid, self.owner_q))
+        self.assertEqual(st, 200, b)
         self.heard(before)
         for svc in (self.b, self.a):
             for method, path, body in (read, write):

@@ -271,7 +271,7 @@ class SessionUseTest(harness.ServiceTestCase):
 
     # --- ending, lastUsedAt ---
 
-    def test_session_deleted_in_redis_refused_by_second_instance(self):
+    def test_revoke_all_refused_by_second_instance(self):
         token = self.session()
         sid, _ = token_parts(token)
         # With the address: a dead cookie is ignored on this optional route, and unsigned the
@@ -285,14 +285,17 @@ class SessionUseTest(harness.ServiceTestCase):
             for method, path, body in (read, write, find, find):
                 st, _, b = svc.request(method, path, body, headers=bearer(token))
                 self.assertIn(st, (200, 201), b)
-        # Ended on "another instance" (revoke-all deletes the fields): every instance refuses
-        # it on its very next request once Redis's announcement has reached it (it is sent
+        # Ended by revoke-all through instance A: every instance refuses it on its very next
+        # request once Redis's announcement has reached it (it is sent
         # before the writer has its answer, but on another connection: the test waits for it,
         # as a request from elsewhere would be microseconds behind it), read or write, Bearer or
         # cookie, whatever it kept.
         heard = {svc: metric(svc, 'entityd_read_cache_invalidations_total', 0)
                  for svc in (self.a, self.b)}
-        self.r.cli('HDEL', session_key(self.owner.address), sid, 'u:' + sid)
+        st, _, b = self.a.request('POST', '/api/auth/sessions/revoke-all', None,
+                                  headers=bearer(token))
+        self.assertEqual(st, 200, b)
+        self.assertEqual(self.r.cli('HGET', session_key(self.owner.address), sid), None)
         for svc, n in heard.items():
             harness.wait_for(
                 lambda: metric(svc, 'entityd_read_cache_invalidations_total', 0) > n,
