@@ -10,6 +10,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+from support.resp import RespReader, resp_encode  # noqa: E402
 from harness import (auth_query, fresh_address, fresh_wallet, make_session, metric,  # noqa: E402
                      new_token, scaled, session_key, token_parts)
 
@@ -40,50 +41,22 @@ class Subscriber:
     def __init__(self, redis, key):
         redis.cli('CONFIG', 'SET', 'notify-keyspace-events', 'Kh')
         self.sock = socket.create_connection(('127.0.0.1', redis.port), timeout=scaled(5))
-        self.buf = b''
+        self.reader = RespReader(self.sock)
         self.channel = '__keyspace@0__:' + key
-        self._send('SUBSCRIBE', self.channel)
+        self.sock.sendall(resp_encode(['SUBSCRIBE', self.channel]))
         self._until(lambda m: m[0] == b'subscribe')
-
-    def _send(self, *args):
-        out = [b'*%d\r\n' % len(args)]
-        for a in args:
-            a = a.encode()
-            out.append(b'$%d\r\n%s\r\n' % (len(a), a))
-        self.sock.sendall(b''.join(out))
-
-    def _line(self):
-        while b'\r\n' not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError('redis closed the subscriber')
-            self.buf += chunk
-        line, self.buf = self.buf.split(b'\r\n', 1)
-        return line
-
-    def _value(self):
-        line = self._line()
-        if line[:1] == b'*':
-            return [self._value() for _ in range(int(line[1:]))]
-        if line[:1] == b'$':
-            n = int(line[1:])
-            while len(self.buf) < n + 2:
-                self.buf += self.sock.recv(65536)
-            v, self.buf = self.buf[:n], self.buf[n + 2:]
-            return v
-        return line[1:]
 
     def _until(self, done):
         seen = []
         for _ in range(10000):
-            m = self._value()
+            m = self.reader.read()
             if done(m):
                 return seen
             seen.append(m)
         raise AssertionError('no end of the notifications')
 
     def hsets_until_ping(self):
-        self._send('PING')
+        self.sock.sendall(resp_encode(['PING']))
         seen = self._until(lambda m: isinstance(m, list) and m[0] == b'pong')
         return sum(1 for m in seen if m[0] == b'message' and m[2] == b'hset')
 

@@ -9,7 +9,7 @@ class RespError(Exception):
     pass
 
 
-def _resp_encode(args):
+def resp_encode(args):
     out = [b'*%d\r\n' % len(args)]
     for a in args:
         if isinstance(a, str):
@@ -20,7 +20,7 @@ def _resp_encode(args):
     return b''.join(out)
 
 
-class _RespReader:
+class RespReader:
     def __init__(self, sock):
         self.sock = sock
         self.buf = b''
@@ -64,9 +64,9 @@ class _RespReader:
 def resp_command(port, *args, timeout=5.0, host='127.0.0.1', password=None):
     """One command over a fresh connection; returns the decoded reply."""
     with socket.create_connection((host, port), timeout=timeout) as s:
-        r = _RespReader(s)
+        r = RespReader(s)
         if password:
-            s.sendall(_resp_encode(['AUTH', password]))
+            s.sendall(resp_encode(['AUTH', password]))
             r.read()
-        s.sendall(_resp_encode(list(args)))
+        s.sendall(resp_encode(list(args)))
         return r.read()
