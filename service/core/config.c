@@ -181,6 +181,37 @@ static const opt opts[] = {
     {"CHALLENGES_PER_SECOND", OPT_INT, OFF(challenges_per_second), "100", 1, 1000000,
      "sign-in challenges one process makes per second (a burst of as many); past it 429: "
      "bounds what strangers can store, 10 minutes each"},
+    {"WEBHOOK_ALLOW_HTTP", OPT_BOOL, OFF(webhook_allow_http), "false", 0, 0,
+     "webhook endpoints may be http:// URLs too (https only otherwise)"},
+    {"WEBHOOK_ALLOW_PRIVATE", OPT_BOOL, OFF(webhook_allow_private), "false", 0, 0,
+     "webhook endpoints may reach loopback, private and other non-public addresses (tests, "
+     "private networks only)"},
+    {"WEBHOOK_TIMEOUT_MS", OPT_INT, OFF(webhook_timeout_ms), "5000", 100, 60000,
+     "a delivery attempt's deadline: a 2xx within it is success"},
+    {"WEBHOOK_INFLIGHT", OPT_INT, OFF(webhook_inflight), "1", 1, 256,
+     "deliveries in flight per endpoint (each one started in event order)"},
+    {"WEBHOOK_RETRY_SCHEDULE", OPT_STR, OFF(webhook_retry_schedule), "5s,5m,30m,2h,5h,10h,10h", 0,
+     0,
+     "waits before each retry of a failed delivery (s, m or h; +-20% jitter); past the last "
+     "the delivery is failed"},
+    {"WEBHOOK_DISABLE_AFTER_SECONDS", OPT_INT, OFF(webhook_disable_after_seconds), "432000", 1,
+     31536000, "an endpoint failing with no success this long is disabled"},
+    {"WEBHOOK_LEASE_MS", OPT_INT, OFF(webhook_lease_ms), "10000", 500, 600000,
+     "how long an instance holds an endpoint's deliveries without renewing: another takes "
+     "over a dead one's after it"},
+    {"WEBHOOK_POLL_MS", OPT_INT, OFF(webhook_poll_ms), "1000", 10, 60000,
+     "how often an instance looks for endpoints to lease and retries that are due"},
+    {"WEBHOOK_LOG_MAX", OPT_INT, OFF(webhook_log_max), "10000", 10, 1000000,
+     "deliveries kept in an endpoint's log (and at most 7 days)"},
+    {"STREAM_HEARTBEAT_SECONDS", OPT_INT, OFF(stream_heartbeat_seconds), "15", 1, 3600,
+     "a comment line on an event stream this often"},
+    {"STREAM_BUFFER_BYTES", OPT_INT, OFF(stream_buffer_bytes), "1048576", 1024, 1073741824,
+     "an event stream whose client is further behind than this is closed (it resumes with "
+     "Last-Event-ID)"},
+    {"MAX_STREAMS", OPT_INT, OFF(max_streams), "10000", 0, 1000000,
+     "open event streams per instance; past it 503"},
+    {"STREAMS_PER_CALLER", OPT_INT, OFF(streams_per_caller), "10", 1, 100000,
+     "open event streams per caller and instance; past it 429"},
     {"FIND_REPAIR_GRACE_MS", OPT_INT, OFF(find_repair_grace_ms), "60000", 100, 86400000,
      "a wallet or directory index entry added this recently is never dropped by a read's repair"},
     {"FIND_BACKFILL_BATCH", OPT_INT, OFF(find_backfill_batch), "500", 1, 100000,
@@ -264,11 +295,41 @@ static int validate(const config *cfg, char *err, size_t err_len)
         snprintf(err, err_len, "SESSION_COOKIE_SAMESITE must be Lax, Strict or None");
         return -1;
     }
+    int64_t schedule[CONFIG_SCHEDULE_MAX];
+    if (config_schedule_parse(cfg->webhook_retry_schedule, schedule, CONFIG_SCHEDULE_MAX) < 0) {
+        snprintf(err, err_len,
+                 "WEBHOOK_RETRY_SCHEDULE must be 1 to %d durations like 5s,5m,2h (comma-separated)",
+                 CONFIG_SCHEDULE_MAX);
+        return -1;
+    }
     if (!*cfg->auth_secret && !cfg->dev) {
         snprintf(err, err_len, "AUTH_SECRET is required (or run with --dev for development)");
         return -1;
     }
     return 0;
+}
+
+int config_schedule_parse(const char *text, int64_t *ms, int max)
+{
+    int n = 0;
+    const char *p = text;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < 0 || v > 1000000 || n == max || *p < '0' || *p > '9')
+            return -1;
+        int64_t unit = *end == 's' ? 1000 : *end == 'm' ? 60000 : *end == 'h' ? 3600000 : 0;
+        if (!unit)
+            return -1;
+        ms[n++] = (int64_t)v * unit;
+        p = end + 1;
+        if (*p == ',' && p[1])
+            p++;
+        else if (*p)
+            return -1;
+    }
+    return n ? n : -1;
 }
 
 void config_print_help(FILE *out)

@@ -84,6 +84,20 @@ typedef struct config {
     int64_t sessions_per_address;         /* live sessions per address; a new one ends the oldest */
     char *session_cookie_samesite;        /* Lax, Strict or None */
     int64_t challenges_per_second;        /* challenges one process makes per second */
+    /* Push (CONTRACT section 14): webhooks and event streams */
+    bool webhook_allow_http;               /* http:// endpoint URLs too */
+    bool webhook_allow_private;            /* no address guard (tests, private networks) */
+    int64_t webhook_timeout_ms;            /* one delivery attempt's deadline */
+    int64_t webhook_inflight;              /* deliveries in flight per endpoint */
+    char *webhook_retry_schedule;          /* "5s,5m,…" (config_schedule_parse) */
+    int64_t webhook_disable_after_seconds; /* failing with no success this long: disabled */
+    int64_t webhook_lease_ms;              /* an endpoint's delivery lease */
+    int64_t webhook_poll_ms;               /* looking for endpoints to lease and work due */
+    int64_t webhook_log_max;               /* deliveries kept per endpoint */
+    int64_t stream_heartbeat_seconds;      /* a ":" comment on an idle stream */
+    int64_t stream_buffer_bytes;           /* a stream further behind is closed */
+    int64_t max_streams;                   /* open streams per instance */
+    int64_t streams_per_caller;            /* open streams per caller, per instance */
 } config;
 
 enum config_result {
@@ -98,6 +112,11 @@ int config_load(config *cfg, int argc, char **argv, char *err, size_t err_len);
 void config_free(config *cfg);
 /* Writes the --help text, generated from the table. */
 void config_print_help(FILE *out);
+/* WEBHOOK_RETRY_SCHEDULE's durations ("5s,5m,30m,2h,5h,10h,10h": a number and s, m or h each)
+ * as milliseconds into ms[max]; returns their count, or -1 when the text is not that (or holds
+ * more than max, or none). */
+#define CONFIG_SCHEDULE_MAX 32
+int config_schedule_parse(const char *text, int64_t *ms, int max);
 /* The environment variable of the i-th setting, NULL past the last: what a test harness unsets
  * to start from the defaults whatever its caller's environment holds. */
 const char *config_env_name(size_t i);

@@ -33,6 +33,18 @@ KEYS_PUT(unswept, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:lb:unswept")
 KEYS_PUT(alias, KEYS_ALIAS_SIZE, alias, "alias:{", "}")
 KEYS_PUT(erasure, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:erasure")
 KEYS_PUT(apikeys, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:apikeys")
+KEYS_PUT(webhooks, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:webhooks")
+
+size_t keys_webhook(char out[KEYS_WEBHOOK_SIZE], const char *entity_id, const char *wid,
+                    const char *suffix)
+{
+    int n = snprintf(out, KEYS_WEBHOOK_SIZE, "ent:{%s}:wh:%s%s", entity_id, wid, suffix);
+    if (n < 0 || (size_t)n >= KEYS_WEBHOOK_SIZE) {
+        out[0] = '\0';
+        return 0;
+    }
+    return (size_t)n;
+}
 
 size_t keys_challenge(char out[KEYS_CHALLENGE_SIZE], const char *address, const char *nonce)
 {

@@ -206,6 +206,42 @@
  *                                     lastUsedAt ms (to the minute); <id> is the key hash's first
  *                                     24 digits (auth/token.h). At most 20 <id> fields.
  *
+ * Webhooks (CONTRACT section 14); an entity's endpoints and their deliveries in its slot:
+ *   ent:{c-…}:webhooks        hash    <wid> ("wh-<uuidv4>") -> the endpoint JSON as GET returns
+ *                                     it (no secret), "enabled" as it stands;
+ *                                     sec:<wid> -> "<secret>" or "<secret> <previous secret>
+ *                                     <previous's end, ms>" (whsec_… texts: the previous one signs
+ *                                     beside the new until then). At most 10 endpoints
+ *   ent:{c-…}:wh:<wid>        hash    one endpoint's delivery state: cursor (the last event id
+ *                                     whose delivery was made; absent: the endpoint's creation),
+ *                                     lease (the holding instance's token), leaseUntil (ms),
+ *                                     pausedUntil (ms, from a Retry-After), failingSince (ms of
+ *                                     the first failure since the last success), bytes (the
+ *                                     log's, counted in the entity's byte budget)
+ *   ent:{c-…}:wh:<wid>:log    hash    delivery id ("<entity id>:<event id>", the webhook-id) ->
+ *                                     the delivery JSON as the API returns it
+ *   ent:{c-…}:wh:<wid>:order  zset    delivery ids scored by the ms each was made: newest first
+ *                                     is ZREVRANGE; trimmed to WEBHOOK_LOG_MAX and 7 days
+ *   ent:{c-…}:wh:<wid>:due    zset    pending delivery ids scored by the ms the next attempt is
+ *                                     due; an attempt in flight is due at its deadline plus the
+ *                                     lease, so one a dead instance started is tried again
+ * Platform endpoints (POST /api/webhooks), in their own slot:
+ *   webhooks:{platform}       hash    the same fields as an entity's webhooks hash; per entity, a
+ *                                     platform endpoint's deliveries use the shapes above in the
+ *                                     entity's slot (ent:{c-…}:wh:<wid>…), made at its first
+ *                                     event there (its cursor starts at the endpoint's creation)
+ *   whp:{<wid>}               hash    a platform endpoint's lease (lease, leaseUntil)
+ *   whp:{<wid>}:recent        zset    "<entity id>:<event id>" scored by the ms each delivery was
+ *                                     made: the deliveries list across entities (its rows read
+ *                                     from each entity's log; trimmed as a log)
+ * Across entities, in a slot of its own:
+ *   webhooks                  zset    all scores 0; "<entity id>:<wid>" per endpoint
+ *                                     ("platform:<wid>" for a platform endpoint): where instances
+ *                                     find endpoints to lease. Added BEFORE the endpoint is
+ *                                     written, removed AFTER it is deleted (or its entity is);
+ *                                     an entry whose endpoint does not exist is dropped once
+ *                                     older than a grace period
+ *
  * Sessions (CONTRACT section 13), every key of one address in its slot:
  *   auth:sess:{<address>}     hash    <id> -> "<expiresAtMs>:<createdAtMs>:<kind>:<token hash>:
  *                                     <revocation id or ->" (kind: c a challenge's, e an epoch
@@ -251,6 +287,15 @@ size_t keys_revoked(char out[KEYS_REVOKED_SIZE], const char *revocation_id);
 size_t keys_limit(char out[KEYS_LIMIT_SIZE], const char *address);
 /* The API keys hash of a validated entity id ("ent:{c-…}:apikeys"); returns its length. */
 size_t keys_apikeys(char out[KEYS_ENTITY_SIZE], const char *entity_id);
+/* An entity's webhook endpoints, "ent:{<entity id>}:webhooks"; returns its length. */
+size_t keys_webhooks(char out[KEYS_ENTITY_SIZE], const char *entity_id);
+/* One endpoint's delivery keys, "ent:{<entity id>}:wh:<wid>" + suffix ("", ":log", ":order",
+ * ":due"), for a validated entity id and endpoint id; returns its length (0: too long). */
+#define KEYS_WEBHOOK_SIZE 128
+size_t keys_webhook(char out[KEYS_WEBHOOK_SIZE], const char *entity_id, const char *wid,
+                    const char *suffix);
+#define KEYS_WEBHOOKS_ALL      "webhooks"
+#define KEYS_WEBHOOKS_PLATFORM "webhooks:{platform}"
 /* "auth:sess:{" + a lowercase address (42) + "}" + NUL */
 #define KEYS_SESSIONS_SIZE (11 + 42 + 1 + 1)
 /* The sessions hash of a lowercase "0x…" address; returns its length. */

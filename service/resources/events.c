@@ -13,26 +13,7 @@
 #include "redis/keys.h"
 #include "api/respond.h"
 #include "redis/store.h"
-
-/* A stream id "<ms>-<seq>", both up to 20 digits. */
-#define EVENT_ID_MAX 41
-
-/* A stream id "<ms>-<seq>", each part 1 to 20 digits within 64 bits. */
-static bool valid_event_id(const char *s, size_t len)
-{
-    const char *dash = memchr(s, '-', len);
-    if (!dash || len > EVENT_ID_MAX)
-        return false;
-    const char *parts[2] = {s, dash + 1};
-    size_t lens[2] = {(size_t)(dash - s), len - (size_t)(dash - s) - 1};
-    for (int i = 0; i < 2; i++) {
-        if (!reads_all_digits(parts[i], lens[i]) || lens[i] > 20)
-            return false;
-        if (lens[i] == 20 && memcmp(parts[i], "18446744073709551615", 20) > 0)
-            return false;
-    }
-    return true;
-}
+#include "push/event.h"
 
 static void on_events(void *data, int status, redisReply *r)
 {
@@ -78,59 +59,16 @@ static void on_events(void *data, int status, redisReply *r)
     const redisReply *last = NULL;
     size_t skipped = 0;
     for (size_t i = 0; i < n; i++) {
-        const redisReply *e = list->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
-            e->element[0]->type != REDIS_REPLY_STRING ||
-            !valid_event_id(e->element[0]->str, e->element[0]->len) ||
-            e->element[1]->type != REDIS_REPLY_ARRAY) {
+        event_view ev;
+        if (!event_parse(list->element[i], &ev)) {
             skipped++;
             continue;
         }
-        const redisReply *fields = e->element[1], *type = NULL, *at = NULL, *actor = NULL,
-                         *payload = NULL;
-        for (size_t j = 0; j + 1 < fields->elements; j += 2) {
-            const redisReply *k = fields->element[j], *v = fields->element[j + 1];
-            if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
-                continue;
-            if (!strcmp(k->str, "type"))
-                type = v;
-            else if (!strcmp(k->str, "at"))
-                at = v;
-            else if (!strcmp(k->str, "actor"))
-                actor = v;
-            else if (!strcmp(k->str, "data"))
-                payload = v;
-        }
         if (last)
             buf_append(b, ",", 1);
-        last = e->element[0];
-        buf_append_str(b, "{\"id\":\"");
-        buf_append(b, last->str, last->len);
-        buf_append_str(b, "\",\"type\":\"");
-        if (type)
-            buf_append_json_escaped(b, type->str, type->len);
-        buf_append_str(b, "\",\"at\":\"");
-        if (at)
-            buf_append_json_escaped(b, at->str, at->len);
-        buf_append_str(b, "\",\"actor\":");
-        if (actor && actor->len) {
-            buf_append(b, "\"", 1);
-            buf_append_json_escaped(b, actor->str, actor->len);
-            buf_append(b, "\"", 1);
-        } else {
-            buf_append_str(b, "null");
-        }
-        buf_append_str(b, ",\"data\":");
-        /* The object the write script stored as text, embedded as JSON once it parses. */
-        json_t *obj = payload ? json_loadb(payload->str, payload->len, 0, NULL) : NULL;
-        if (json_is_object(obj)) {
-            buf_append(b, payload->str, payload->len);
-        } else {
-            buf_append_str(b, "{}");
-            skipped += payload != NULL;
-        }
-        json_decref(obj);
-        buf_append(b, "}", 1);
+        last = list->element[i]->element[0];
+        skipped += ev.data_len && !ev.data_ok;
+        event_render_item(b, &ev);
     }
     if (skipped) {
         buf *line = log_begin(LOG_WARN, "events page: malformed entries");
@@ -144,7 +82,7 @@ static void on_events(void *data, int status, redisReply *r)
         const redisReply *e = list->element[n - 1];
         if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
             e->element[0]->type == REDIS_REPLY_STRING &&
-            valid_event_id(e->element[0]->str, e->element[0]->len)) {
+            event_id_valid(e->element[0]->str, e->element[0]->len)) {
             buf_append(b, "\"", 1);
             buf_append(b, e->element[0]->str, e->element[0]->len);
             buf_append_str(b, "\"}");
@@ -173,7 +111,7 @@ void events_get(request *req)
     if (after && !len)
         after = NULL; /* empty: omitted, as an empty cursor elsewhere */
     if (after) {
-        if (!valid_event_id(after, len)) {
+        if (!event_id_valid(after, len)) {
             request_fail_field(req, "after", "after must be an event id (<ms>-<seq>).");
             return;
         }
