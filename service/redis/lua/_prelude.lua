@@ -86,6 +86,20 @@ local function jstr(v)
   return (string.gsub(cjson.encode(v or ''), '\\/', '/'))
 end
 
+-- A webhook endpoint as the API shows it (keys.h, ent:{c-…}:webhooks), from a table of its
+-- fields (as cjson.decode gives the stored JSON back): one rendering, whichever script writes
+-- it, so every script may decode, change a field and write it again.
+local function webhook_json(w)
+  local ev = {}
+  for i, t in ipairs(w.events or {}) do ev[i] = jstr(t) end
+  local why = w.disabledReason
+  return '{"id":' .. jstr(w.id) .. ',"url":' .. jstr(w.url) .. ',"events":[' ..
+    table.concat(ev, ',') .. '],"description":' .. jstr(w.description) .. ',"enabled":' ..
+    ((w.enabled and w.enabled ~= cjson.null) and 'true' or 'false') .. ',"createdAt":' ..
+    jstr(w.createdAt) .. ',"createdBy":' .. jstr(w.createdBy) .. ',"disabledReason":' ..
+    ((why and why ~= cjson.null) and jstr(why) or 'null') .. '}'
+end
+
 -- Sets a hash's fields from a JSON object of field -> string, as the create and the update give
 -- them. An empty object sets nothing (HSET wants at least one pair).
 local function hset_json(key, json)
