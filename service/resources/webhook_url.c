@@ -78,24 +78,19 @@ typedef struct judging {
     webhook_url_done done;
 } judging;
 
-static const char *refused(const char *reason)
-{
-    (void)reason;
-    /* One sentence whatever the range: the reason is for the operator's metrics, not a map of
-     * what the service's network holds. */
-    return "url's host is or resolves to an address webhooks may not reach (loopback, "
-           "private, link-local, shared, reserved or the like).";
-}
+/* One sentence whatever the range: the range is no business of a caller's, and a map of what
+ * the service's network refuses would help only the one probing it. */
+static const char refused[] = "url's host is or resolves to an address webhooks may not reach "
+                              "(loopback, private, link-local, shared, reserved or the like).";
 
 static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
 {
     judging *j = gai->data;
-    const char *why = NULL;
-    if (status != 0 || !res)
-        why = "url's host does not resolve.";
+    const char *why = status != 0 || !res ? "url's host does not resolve." : NULL;
+    /* Any refused address refuses the name: which one a delivery would get is not known yet. */
     for (const struct addrinfo *a = res; a && !why; a = a->ai_next)
         if (addrguard_sockaddr(a->ai_addr))
-            why = refused(addrguard_sockaddr(a->ai_addr));
+            why = refused;
     uv_freeaddrinfo(res);
     j->done(j->req, why);
 }
@@ -108,7 +103,7 @@ void webhook_url_judge(request *req, const char *host, webhook_url_done done)
     }
     const char *reason = NULL;
     if (addrguard_numeric_host(host, &reason)) {
-        done(req, reason ? refused(reason) : NULL);
+        done(req, reason ? refused : NULL);
         return;
     }
     judging *j = arena_alloc(&req->pool, sizeof *j);
