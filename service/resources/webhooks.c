@@ -37,7 +37,8 @@ static const char *const webhook_types[] = {
     "entity.updated", "level.deleted",     "level.reached",      "level.updated",
     "member.added",   "member.left",       "member.removed",     "skill.added",
     "skill.deleted",  "skill.updated",     "webhook.disabled",   "member.joined",
-    "member.lapsed",  "joinrules.updated", "skill.moved"};
+    "member.lapsed",  "joinrules.updated", "skill.moved",        "apiKey.created",
+    "apiKey.deleted"};
 #define WEBHOOK_NTYPES (sizeof webhook_types / sizeof webhook_types[0])
 
 /* One webhook request, from its opening to its answer (in the request's pool). */
