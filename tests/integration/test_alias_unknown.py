@@ -7,7 +7,8 @@ other entity can take the alias while the write may still land; only the holder'
 free it.
 
 entityd reaches Redis through the fault proxy (support/faultproxy.py) armed to act once, when
-it sees entity A's update script (the only command naming 3 keys, A's first) pass towards Redis:
+it sees entity A's update script (the only command naming A's hash, owners, admins and webhooks
+in that order) pass towards Redis:
 - 'sleep': DEBUG SLEEP 0.8 on another connection first, so Redis runs the script late, after
   entityd gave up on it (REDIS_TIMEOUT_MS=500) and after everything entityd sent in between;
 - 'hold': the script goes through at once, its answer (and every later one) is held 0.8 s;
@@ -86,10 +87,10 @@ class AliasUnknownOutcomeTest(harness.ServiceTestCase):
     def race(self, mode, alias):
         """A's update setting alias meets the proxy's mode; then B's update asks for alias.
         Returns (A's status, B's status)."""
-        # The update script's keys as sent: 3 keys, A's hash then its owners (the check of the
-        # caller's right before it, CONTRACT §12, names 4).
+        # The update script's keys as sent: A's hash, owners, admins, webhooks (the check of the
+        # caller's right before it, CONTRACT §12, names 4 too, ending with the members).
         a = re.escape(('ent:{%s}' % self.ea).encode())
-        match = rb'(?:^| )3 %s %s:owners(?: |$)' % (a, a)
+        match = rb'(?:^| )4 %s %s:owners %s:admins %s:webhooks(?: |$)' % (a, a, a, a)
         if mode == 'sleep':
             self.proxy.sleep_upstream(STALL, match=match)
         elif mode == 'hold':
