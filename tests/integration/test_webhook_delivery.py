@@ -56,7 +56,7 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         self.rx.tell(path, secrets=[secret])
         return wid, secret
 
-    def add_members(self, eid, n):
+    def join_n(self, eid, n):
         """n member.added events."""
         addrs = ['0x' + os.urandom(20).hex() for _ in range(n)]
         for a in addrs:
@@ -80,7 +80,7 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         time.sleep(0.01)
         path = '/order-' + uuid.uuid4().hex[:6]
         self.endpoint(eid, path)
-        self.add_members(eid, 6)
+        self.join_n(eid, 6)
         want = [e for e in self.events(eid) if e['type'] == 'member.added']
         self.assertEqual(len(want), 6)
         got = self.rx.wait_got(path, 6, scaled(20))
@@ -105,7 +105,7 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         eid = self.entity()
         path = '/filter-' + uuid.uuid4().hex[:6]
         self.endpoint(eid, path, events=['admin.added'])
-        self.add_members(eid, 2)
+        self.join_n(eid, 2)
         self.assertOk(self.call('POST', '/api/entities/%s/admins' % eid,
                                 {'addresses': [self.m1.address]}))
         got = self.rx.wait_got(path, 1, scaled(20))
@@ -118,7 +118,7 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         path = '/retry-' + uuid.uuid4().hex[:6]
         wid, _ = self.endpoint(eid, path)
         self.rx.tell(path, script=['500'])
-        self.add_members(eid, 3)
+        self.join_n(eid, 3)
         ids = [e['id'] for e in self.events(eid) if e['type'] == 'member.added']
         got = self.rx.wait_got(path, 4, scaled(20))
         # the first failed, the next two went on, then the first again about a second later
@@ -138,7 +138,7 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         path = '/fail-' + uuid.uuid4().hex[:6]
         wid, _ = self.endpoint(eid, path)
         self.rx.tell(path, default='500')
-        self.add_members(eid, 1)
+        self.join_n(eid, 1)
         self.rx.wait_got(path, 3, scaled(20))
         did = next(iter(self.log(eid, wid)))
         d = harness.wait_for(lambda: (lambda x: x if x['status'] == 'failed' else None)(
@@ -155,7 +155,7 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         path = '/gone-' + uuid.uuid4().hex[:6]
         wid, _ = self.endpoint(eid, path)
         self.rx.tell(path, default='410')
-        self.add_members(eid, 3)
+        self.join_n(eid, 3)
         self.rx.wait_got(path, 1, scaled(20))
         rec = harness.wait_for(lambda: (lambda r: r if not r['enabled'] else None)(
             kit.endpoint_record(self.r, eid, wid)), scaled(10))
@@ -177,7 +177,7 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         path = '/pause-' + uuid.uuid4().hex[:6]
         self.endpoint(eid, path)
         self.rx.tell(path, script=['429:3'])
-        self.add_members(eid, 2)
+        self.join_n(eid, 2)
         got = self.rx.wait_got(path, 3, scaled(30))
         # nothing at all for 3 s after the 429, then both
         self.assertGreaterEqual(got[1]['at'] - got[0]['at'], 2900)
@@ -190,7 +190,7 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         until = int(time.time() * 1000) + 3600 * 1000
         wid, _ = self.endpoint(eid, path, secret='%s %s %d' % (new, old, until))
         self.rx.tell(path, secrets=[new, old])
-        self.add_members(eid, 1)
+        self.join_n(eid, 1)
         g = self.rx.wait_got(path, 1, scaled(20))[0]
         self.assertEqual(len(g['signatures']), 2)
         self.assertEqual(g['verified'], [0, 1])
@@ -198,7 +198,7 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         kit.make_endpoint  # noqa: B018 (the same record, only the secret changes)
         self.r.cli('HSET', 'ent:{%s}:webhooks' % eid, 'sec:' + wid,
                    '%s %s %d' % (new, old, int(time.time() * 1000) - 1))
-        self.add_members(eid, 1)
+        self.join_n(eid, 1)
         g = self.rx.wait_got(path, 2, scaled(20))[1]
         self.assertEqual(len(g['signatures']), 1)
         self.assertEqual(g['verified'], [0])
