@@ -39,6 +39,10 @@ void entity_leave(request *req);
 void apikeys_post(request *req);
 void apikeys_get(request *req);
 void apikeys_delete(request *req);
+/* webhook_deliveries.c: an endpoint's delivery log, retry and test send (CONTRACT section 14) */
+void webhook_deliveries_get(request *req);
+void webhook_delivery_retry(request *req);
+void webhook_test_post(request *req);
 
 /* admins.c */
 void admins_get(request *req);

@@ -203,6 +203,62 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         self.assertEqual(len(g['signatures']), 1)
         self.assertEqual(g['verified'], [0])
 
+    def test_log_retry_and_test_routes(self):
+        eid = self.entity()
+        path = '/log-' + uuid.uuid4().hex[:6]
+        wid, _ = self.endpoint(eid, path)
+        self.rx.tell(path, script=['500'])
+        ids = [e for e in self.join_n(eid, 3)]
+        ids = [e['id'] for e in self.events(eid) if e['type'] == 'member.added']
+        self.rx.wait_got(path, 4, scaled(20))
+        base = '/api/entities/%s/webhooks/%s' % (eid, wid)
+        harness.wait_for(lambda: all(d['status'] == 'succeeded' for d in self.log(eid, wid).values()),
+                         scaled(10))
+        b = self.assertOk(self.call('GET', base + '/deliveries?limit=2'))
+        self.assertEqual([d['eventId'] for d in b['data']], [ids[2], ids[1]])
+        self.assertEqual(b['nextCursor'], '%s:%s' % (eid, ids[1]))
+        b2 = self.assertOk(self.call('GET', base + '/deliveries?limit=2&cursor=' + b['nextCursor']))
+        self.assertEqual([d['eventId'] for d in b2['data']], [ids[0]])
+        self.assertIsNone(b2['nextCursor'])
+        first = b2['data'][0]
+        self.assertEqual(first['id'], '%s:%s' % (eid, ids[0]))
+        self.assertEqual((first['attempts'], first['status'], first['responseStatus'],
+                          first['type']), (2, 'succeeded', 204, 'member.added'))
+        self.assertIsNone(first['responseBody'])
+        self.assertIsNone(first['reason'])
+        # retry: sent again now with the same webhook-id, pending until it succeeds
+        r = self.assertOk(self.call('POST', base + '/deliveries/%s/retry' % first['id']))
+        self.assertEqual(r['data']['status'], 'pending')
+        got = self.rx.wait_got(path, 5, scaled(20))
+        self.assertEqual(got[4]['id'], first['id'])
+        self.assertEqual(got[4]['verified'], [0])
+        # test: a webhook.test to this endpoint alone, not logged
+        t = self.assertOk(self.call('POST', base + '/test'))
+        self.assertEqual(t['data'], {'status': 'succeeded', 'responseStatus': 204,
+                                     'reason': None})
+        got = self.rx.wait_got(path, 6, scaled(20))
+        self.assertEqual(got[5]['type'], 'webhook.test')
+        self.assertEqual(got[5]['verified'], [0])
+        self.assertTrue(got[5]['id'].startswith(eid + ':'))
+        self.assertEqual(len(self.log(eid, wid)), 3)
+        self.rx.tell(path, script=['503'])
+        t = self.assertOk(self.call('POST', base + '/test'))
+        self.assertEqual(t['data'], {'status': 'failed', 'responseStatus': 503,
+                                     'reason': 'HTTP 503'})
+        # unknown ids, malformed cursor, and another caller
+        self.assertEnvelope(self.call('GET', '/api/entities/%s/webhooks/wh-%s/deliveries' %
+                                      (eid, uuid.uuid4())), 404, 'not_found')
+        self.assertEnvelope(self.call('POST', base + '/deliveries/%s:1-1/retry' % eid), 404,
+                            'not_found')
+        self.assertEnvelope(self.call('GET', base + '/deliveries?cursor=x'), 400,
+                            'invalid_request', 'cursor')
+        q = harness.Signer(harness.current_message(self.port)[0]).query(self.m2)
+        st, _, body = harness.request(self.port, 'GET', base + '/deliveries?' + q)
+        self.assertEqual(st, 403, body)
+        st, _, body = harness.request(self.port, 'POST', base + '/test?' + q)
+        self.assertEqual(st, 403, body)
+        self.assertEqual(len(self.rx.got(path)), 7)
+
 
 if __name__ == '__main__':
     harness.main()
