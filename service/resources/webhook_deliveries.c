@@ -21,7 +21,7 @@
 #include "resources/reads.h"
 
 /* "<entity id>:<event id>" */
-#define DELIVERY_ID_SIZE (IDS_SIZE + EVENT_ID_MAX + 1)
+#define DELIVERY_ID_SIZE (IDS_SIZE + EVENT_ID_MAX + 9)
 
 /* The path's entity and endpoint ids, or a 404 answered. */
 static bool path_ids(request *req, char eid[IDS_SIZE], char wid[WEBHOOK_ID_SIZE])
@@ -38,10 +38,13 @@ static bool path_ids(request *req, char eid[IDS_SIZE], char wid[WEBHOOK_ID_SIZE]
     return true;
 }
 
-/* A delivery id of entity eid: "<eid>:<event id>". */
+/* A delivery id of entity eid: "<eid>:<event id>", or "<eid>:<event id>:trimmed" (the record
+ * of events trimmed before they were taken, wh_take.lua). */
 static bool delivery_id_valid(const char *eid, const char *s, size_t len)
 {
-    size_t el = strlen(eid);
+    size_t el = strlen(eid), tl = strlen(":trimmed");
+    if (len > tl && !memcmp(s + len - tl, ":trimmed", tl))
+        len -= tl;
     return len > el + 1 && len < DELIVERY_ID_SIZE && !memcmp(s, eid, el) && s[el] == ':' &&
            event_id_valid(s + el + 1, len - el - 1);
 }

@@ -4,6 +4,7 @@ with the `standardwebhooks` npm package: headers and signatures, event order, a 
 failure, 410 disabling, a Retry-After pause, a rotated secret's two signatures, re-enabling
 delivering from where it stopped, the delivery log and its retry and test routes."""
 
+import json
 import os
 import sys
 import time
@@ -17,7 +18,7 @@ import webhook_kit as kit  # noqa: E402
 # Short schedules and leases: a retry a second on, a lease of 1.5 s.
 ENV = {'WEBHOOK_ALLOW_PRIVATE': 'true', 'WEBHOOK_ALLOW_HTTP': 'true', 'WEBHOOK_POLL_MS': '100',
        'WEBHOOK_LEASE_MS': '1500', 'WEBHOOK_RETRY_SCHEDULE': '1s,1s', 'WEBHOOK_TIMEOUT_MS': '2000',
-       'RATE_WRITES_PER_MINUTE': '0'}
+       'WEBHOOK_LOG_MAX': '10', 'RATE_WRITES_PER_MINUTE': '0'}
 
 
 @harness.unittest.skipUnless(kit.available(), 'tests/node tools are not installed')
@@ -258,6 +259,73 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         st, _, body = harness.request(self.port, 'POST', base + '/test?' + q)
         self.assertEqual(st, 403, body)
         self.assertEqual(len(self.rx.got(path)), 7)
+
+    def test_log_bounded_and_counted(self):
+        eid = self.entity()
+        path = '/bound-' + uuid.uuid4().hex[:6]
+        wid, _ = self.endpoint(eid, path)
+        before = int(kit.text(self.r.cli('HGET', 'ent:{%s}' % eid, 'eventBytes')) or 0)
+        self.join_n(eid, 13)
+        self.rx.wait_got(path, 13, scaled(30))
+        harness.wait_for(lambda: len(self.log(eid, wid)) == 10, scaled(10))
+        log = self.log(eid, wid)
+        kept = sorted(d['eventId'] for d in log.values())
+        ids = [e['id'] for e in self.events(eid) if e['type'] == 'member.added']
+        self.assertEqual(set(kept), set(ids[3:]))  # the oldest went
+        self.assertEqual(int(kit.text(self.r.cli('ZCARD', 'ent:{%s}:wh:%s:order' % (eid, wid)))), 10)
+        size = int(kit.text(self.r.cli('HGET', 'ent:{%s}:wh:%s' % (eid, wid), 'bytes')))
+        self.assertGreater(size, sum(len(json.dumps(d)) for d in log.values()) * 0.9)
+        after = int(kit.text(self.r.cli('HGET', 'ent:{%s}' % eid, 'eventBytes')))
+        # the entity's byte count took the events and the log's growth
+        self.assertGreater(after - before, size)
+        m = harness.request(self.port, 'GET', '/metrics')[2].decode()
+        self.assertRegex(m, r'entityd_webhook_deliveries_total\{outcome="succeeded"\} [1-9]')
+        self.assertIn('entityd_webhook_oldest_pending_seconds', m)
+        self.assertIn('entityd_webhook_endpoints_disabled', m)
+
+    def test_deleted_entity_stops_and_its_entry_goes(self):
+        eid = self.entity()
+        path = '/del-' + uuid.uuid4().hex[:6]
+        wid, _ = self.endpoint(eid, path)
+        self.join_n(eid, 1)
+        self.rx.wait_got(path, 1, scaled(20))
+        self.assertOk(self.call('DELETE', '/api/entities/%s' % eid))
+        entry = '%s:%s' % (eid, wid)
+        harness.wait_for(lambda: self.r.cli('ZSCORE', 'webhooks', entry) is None, scaled(10))
+        self.assertEqual(len(self.rx.got(path)), 1)
+
+    def test_reenabled_after_trim_marks_the_trimmed_failed(self):
+        eid = self.entity()
+        path = '/trim-' + uuid.uuid4().hex[:6]
+        wid, _ = self.endpoint(eid, path)
+        self.join_n(eid, 1)
+        self.rx.wait_got(path, 1, scaled(20))
+        self.rx.tell(path, default='410')
+        self.join_n(eid, 1)
+        harness.wait_for(lambda: not kit.endpoint_record(self.r, eid, wid)['enabled'], scaled(10))
+        self.join_n(eid, 3)  # while disabled
+        ids = [e['id'] for e in self.events(eid) if e['type'] == 'member.added']
+        # the log keeps the newest two: the 410'd one and the first two made while disabled go
+        self.r.cli('XTRIM', 'ent:{%s}:events' % eid, 'MAXLEN', '2')
+        self.rx.tell(path, default='ok')
+        kit.enable(self.r, eid, wid)
+        got = self.rx.wait_got(path, 4, scaled(20))
+        self.assertEqual([g['eventId'] for g in got[2:]], ids[3:])
+        # the one pending at the 410 (once due again), and the ones never taken as one record
+        gone = harness.wait_for(lambda: (lambda g: g if len(g) == 2 else None)(
+            [d for d in self.log(eid, wid).values() if d['reason'] == 'trimmed']), scaled(10))
+        self.assertTrue(all(d['status'] == 'failed' for d in gone))
+        self.assertEqual(sorted(d['id'] for d in gone),
+                         ['%s:%s' % (eid, ids[1]), '%s:%s:trimmed' % (eid, ids[1])])
+        self.assertEqual(len(self.rx.got(path)), 4)
+        base = '/api/entities/%s/webhooks/%s' % (eid, wid)
+        page = self.assertOk(self.call('GET', base + '/deliveries?limit=10'))['data']
+        at = [d['id'] for d in page].index('%s:%s:trimmed' % (eid, ids[1]))
+        self.assertIsNone(page[at]['eventId'])
+        # a page may end on it
+        self.assertOk(self.call('GET', base + '/deliveries?limit=1&cursor=' + page[at]['id']))
+        self.assertEnvelope(self.call('POST', base + '/deliveries/%s:%s:trimmed/retry' %
+                                      (eid, ids[1])), 409, 'conflict')
 
 
 if __name__ == '__main__':

@@ -16,7 +16,7 @@ local wh, events = KEYS[3], KEYS[4]
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'GONE'} end
 local raw = redis.call('HGET', KEYS[2], wid)
 if not raw then return {'MISSING'} end
-local st = redis.call('HMGET', wh, 'lease', 'leaseUntil', 'cursor', 'pausedUntil')
+local st = redis.call('HMGET', wh, 'lease', 'leaseUntil', 'cursor', 'pausedUntil', 'cursorN')
 local now = redis_now_ms()
 if st[1] ~= ARGV[2] or (tonumber(st[2]) or 0) <= now then return {'LOST'} end
 local w = cjson.decode(raw)
@@ -53,7 +53,8 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', wh .. ':due', '-inf', now, 'LIMI
   if not rec then
     redis.call('ZREM', wh .. ':due', id)
   else
-    local e = redis.call('XRANGE', events, evid, evid)
+    local e = {}
+    if string.match(evid, '^%d+%-%d+$') then e = redis.call('XRANGE', events, evid, evid) end
     if #e == 0 then
       failed_trimmed(id, evid, cjson.decode(rec).type)
     else
@@ -63,31 +64,40 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', wh .. ':due', '-inf', now, 'LIMI
   end
 end
 
--- Then what happened since the cursor (absent: the endpoint's creation).
-local cursor = st[3]
+-- Then what happened since the cursor (absent: the endpoint's creation). cursorN is the
+-- cursor's ordinal among every event ever added to the stream (XINFO entries-added), known
+-- once the endpoint has caught up with the stream's end: a trim removes the oldest entries, so
+-- more removed than cursorN means events after the cursor went before they were taken.
+local cursor, cursor_n = st[3], tonumber(st[5])
+local counts
+local function stream_counts()
+  if not counts then
+    counts = {added = 0, len = 0}
+    local info = redis.pcall('XINFO', 'STREAM', events)
+    if type(info) == 'table' and not info.err then
+      for i = 1, #info, 2 do
+        if info[i] == 'entries-added' then counts.added = tonumber(info[i + 1]) or 0 end
+        if info[i] == 'length' then counts.len = tonumber(info[i + 1]) or 0 end
+      end
+    end
+  end
+  return counts
+end
 local from
 if cursor then
   from = '(' .. cursor
-  -- Events trimmed before they were taken (the endpoint disabled, or far behind): one failed
-  -- record names the last of them.
   local first = redis.call('XRANGE', events, '-', '+', 'COUNT', 1)[1]
-  if first then
-    local cm, cs = string.match(cursor, '^(%d+)-(%d+)$')
-    local fm, fs = string.match(first[1], '^(%d+)-(%d+)$')
-    if cm and fm and (tonumber(fm) > tonumber(cm) or
-        (fm == cm and tonumber(fs) > tonumber(cs) + 1)) then
-      local info = redis.pcall('XINFO', 'STREAM', events)
-      local gone
-      if type(info) == 'table' and not info.err then
-        for i = 1, #info, 2 do
-          if info[i] == 'max-deleted-entry-id' then gone = info[i + 1] end
-        end
-      end
-      local gm, gs = string.match(gone or '', '^(%d+)-(%d+)$')
-      if gm and (tonumber(gm) > tonumber(cm) or (gm == cm and tonumber(gs) > tonumber(cs))) then
-        failed_trimmed(eid .. ':' .. gone, gone, cjson.null)
-        redis.call('HSET', wh, 'cursor', gone)
-      end
+  if cursor_n and first and first[1] ~= cursor then
+    local c = stream_counts()
+    local gone = c.added - c.len
+    if gone > cursor_n then
+      -- One failed record names the gap: its events are gone, and with them their types.
+      local id = eid .. ':' .. cursor .. ':trimmed'
+      redis.call('ZADD', wh .. ':order', now, id)
+      delivery_put(KEYS[1], wh, {id = id, eventId = cjson.null, type = cjson.null,
+        attempts = 0, status = 'failed', reason = 'trimmed'}, limits)
+      cursor_n = gone
+      redis.call('HSET', wh, 'cursorN', string.format('%.0f', gone))
     end
   end
 else
@@ -95,8 +105,10 @@ else
 end
 local took = #out - 4
 if took < n then
-  local last
-  for _, e in ipairs(redis.call('XRANGE', events, from, '+', 'COUNT', tonumber(ARGV[8]))) do
+  local last, scanned, broke = nil, 0, false
+  local scan = tonumber(ARGV[8])
+  local list = redis.call('XRANGE', events, from, '+', 'COUNT', scan)
+  for _, e in ipairs(list) do
     local etype
     for i = 1, #e[2], 2 do
       if e[2][i] == 'type' then etype = e[2][i + 1] end
@@ -111,9 +123,20 @@ if took < n then
       took = took + 1
     end
     last = e[1]
-    if took >= n then break end
+    scanned = scanned + 1
+    if took >= n then
+      broke = scanned < #list or #list == scan
+      break
+    end
+  end
+  if cursor_n then
+    cursor_n = cursor_n + scanned
+  elseif not broke and #list < scan then
+    -- caught up: the last entry read (or the cursor) is the stream's newest
+    cursor_n = stream_counts().added
   end
   if last then redis.call('HSET', wh, 'cursor', last) end
+  if cursor_n then redis.call('HSET', wh, 'cursorN', string.format('%.0f', cursor_n)) end
 end
 
 -- The log's bounds: the oldest beyond logmax, and those older than 7 days; pending stay.
