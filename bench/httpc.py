@@ -53,8 +53,10 @@ class Conn:
         self.buf = rest[length:]
         return status, head, rest[:length]
 
-    def request(self, method, path, body=None, content_type="application/json"):
+    def request(self, method, path, body=None, headers=None, content_type="application/json"):
         req = "%s %s HTTP/1.1\r\nHost: %s:%d\r\n" % (method, path, self.host, self.port)
+        for k, v in (headers or {}).items():
+            req += "%s: %s\r\n" % (k, v)
         if body is not None:
             req += "Content-Type: %s\r\nContent-Length: %d\r\n" % (content_type, len(body))
         data = req.encode() + b"\r\n" + (body or b"")
