@@ -319,8 +319,15 @@ static void on_page(void *data, int status, redisReply *r)
     }
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_STRING || e->len >= sizeof w->scan_from)
+        if (e->type != REDIS_REPLY_STRING)
             continue;
+        if (e->len >= sizeof w->scan_from) {
+            /* no entry of ours: the pass goes on past every entry of this prefix */
+            memcpy(w->scan_from, e->str, sizeof w->scan_from - 2);
+            w->scan_from[sizeof w->scan_from - 2] = '\xff';
+            w->scan_from[sizeof w->scan_from - 1] = '\0';
+            continue;
+        }
         memcpy(w->scan_from, e->str, e->len + 1);
         const char *colon = memchr(e->str, ':', e->len);
         /* platform endpoints ("platform:<wid>") are not delivered by this release */

@@ -49,8 +49,8 @@ struct webhooks {
     struct httpc *http;
     uv_timer_t timer;
     bool closed, scanning;
-    char token[IDS_SIZE];                           /* this instance's lease token */
-    char scan_from[IDS_SIZE + WEBHOOK_ID_SIZE + 4]; /* lex cursor of the pass under way */
+    char token[IDS_SIZE]; /* this instance's lease token */
+    char scan_from[256];  /* lex cursor of the pass under way */
     uint64_t pass;
     hook *hooks;
     int64_t schedule[CONFIG_SCHEDULE_MAX];

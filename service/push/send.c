@@ -198,7 +198,8 @@ static int post(attempt *a, const char *secrets, size_t secrets_len, const buf *
     httpc_opts opts = {.headers = headers,
                        .nheaders = 3,
                        .body_limit = SEND_BODY_READ,
-                       .guard = a->w->a->cfg.webhook_allow_private ? NULL : addrguard_sockaddr};
+                       .guard = a->w->a->cfg.webhook_allow_private ? NULL : addrguard_sockaddr,
+                       .https_only = !a->w->a->cfg.webhook_allow_http};
     int rc = httpc_post(a->w->http, a->url, body->data ? body->data : "", body->len,
                         (long)a->w->a->cfg.webhook_timeout_ms, &opts, on_answer, a);
     buf_free(&sigh);

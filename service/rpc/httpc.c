@@ -37,6 +37,7 @@ typedef struct transfer {
     bool too_big;
     size_t body_limit; /* 0: MAX_BODY, past it the transfer fails */
     httpc_guard guard;
+    bool https_only;
     const char *refused; /* the guard's last refusal */
     uint64_t start_ms;
     struct transfer *prev, *next;
@@ -76,6 +77,10 @@ static void transfer_end(transfer *t, CURLcode code)
         curl_off_t ra = -1;
         if (curl_easy_getinfo(t->easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
             r.retry_after = (long)ra;
+    } else if (t->https_only && code == CURLE_UNSUPPORTED_PROTOCOL) {
+        r.status = HTTPC_ERROR;
+        r.refused = true;
+        r.error = "not an https URL";
     } else if (t->refused && code == CURLE_COULDNT_CONNECT) {
         r.status = HTTPC_ERROR;
         r.refused = true;
@@ -311,8 +316,12 @@ int httpc_post(httpc *c, const char *url, const char *body, size_t len, long tim
         curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
         curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, t);
     }
-    if (opts)
+    if (opts) {
         t->body_limit = opts->body_limit;
+        t->https_only = opts->https_only;
+        if (opts->https_only)
+            curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "https");
+    }
     if (curl_multi_add_handle(c->multi, e) != CURLM_OK) {
         curl_easy_cleanup(e);
         curl_slist_free_all(t->headers);

@@ -26,7 +26,8 @@ typedef struct httpc_result {
     double seconds;    /* from the request's start to its end */
     const char *error; /* a short sentence with HTTPC_TIMEOUT / HTTPC_ERROR, never the URL */
     long retry_after;  /* with HTTPC_OK: the answer's Retry-After in seconds, or -1 */
-    bool refused;      /* HTTPC_ERROR because the guard refused every address tried */
+    bool refused;      /* HTTPC_ERROR because the guard refused every address tried, or the
+                        * scheme is not https with https_only */
 } httpc_result;
 
 /* The peer guard of httpc_opts: why a connection to sa may not be made, or NULL when it may. */
@@ -41,6 +42,8 @@ typedef struct httpc_opts {
     size_t body_limit;
     /* Checked on each address actually connected to (no second lookup); NULL: none. */
     httpc_guard guard;
+    /* https URLs alone; another scheme fails as refused. */
+    bool https_only;
 } httpc_opts;
 
 /* Runs exactly once per request, on the loop; never inside httpc_post_json. */

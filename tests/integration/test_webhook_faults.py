@@ -174,6 +174,18 @@ class WebhookFaultsTest(harness.ServiceTestCase):
         self.assertIn('entityd_webhook_refused_total 1',
                       harness.request(svc.port, 'GET', '/metrics')[2].decode())
 
+    def test_http_url_refused_without_allow_http(self):
+        svc = self.start(WEBHOOK_ALLOW_HTTP=None)
+        eid = self.entity(svc)
+        path = '/plain-' + uuid.uuid4().hex[:6]
+        wid = self.endpoint(eid, path)
+        ids = self.join_n(svc, eid, 1)
+        did = '%s:%s' % (eid, ids[0])
+        d = harness.wait_for(lambda: (lambda x: x if x and x['status'] == 'failed' else None)(
+            self.log(eid, wid).get(did)), scaled(20))
+        self.assertEqual((d['reason'], d['attempts']), ('refused: not an https URL', 1))
+        self.assertEqual(self.rx.got(path), [])
+
     def test_award_latency_with_stalled_endpoint(self):
         svc = self.start(WEBHOOK_TIMEOUT_MS='5000', WEBHOOK_INFLIGHT='8')
 
