@@ -30,26 +30,30 @@ static void on_admins(void *data, int status, redisReply *r)
     answer_admins(req, r, 0);
 }
 
-/* Runs an admin script: keys entity, owners, admins; args caller, platform, then for the
+/* Runs an admin script: keys entity, owners, admins (and for a removal the webhooks hash,
+ * whose endpoints an address left with no role loses); args caller, platform, then for the
  * writes EVENTS_MAX and the time, for an add MAX_ADMINS_PER_ENTITY, then addresses... */
 static void run(request *req, const char *id, int script, const char (*addrs)[43], size_t n,
                 store_cb cb)
 {
     entity_write w;
     entity_write_fill(req, id, isotime_now_ms(), &w);
-    char limit[24];
+    char limit[24], hooks[KEYS_ENTITY_SIZE];
     snprintf(limit, sizeof limit, "%lld", (long long)req->app->cfg.max_admins_per_entity);
-    const char *head[] = {w.k.entity,
-                          w.k.owners,
-                          w.k.admins,
-                          req->caller,
-                          auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0",
-                          w.ev.max,
-                          w.ev.at,
-                          limit};
+    keys_webhooks(hooks, id);
+    int nkeys = script == LUA_ADMINS_REMOVE ? 4 : 3;
+    const char *head[9] = {w.k.entity, w.k.owners, w.k.admins, hooks};
+    size_t nhead = (size_t)nkeys;
+    head[nhead++] = req->caller;
+    head[nhead++] = auth_is_platform_admin(req->app->auth, req->caller) ? "1" : "0";
     /* A list reads no event arguments; only an add takes the most admins. */
-    size_t nhead = script == LUA_ADMINS_LIST ? 5 : script == LUA_ADMINS_ADD ? 8 : 7;
-    entity_script(req, script, cb, 3, head, nhead, addrs, n);
+    if (script != LUA_ADMINS_LIST) {
+        head[nhead++] = w.ev.max;
+        head[nhead++] = w.ev.at;
+    }
+    if (script == LUA_ADMINS_ADD)
+        head[nhead++] = limit;
+    entity_script(req, script, cb, nkeys, head, nhead, addrs, n);
 }
 
 void admins_get(request *req)

@@ -509,12 +509,14 @@ static void write_entity_now(request *req)
         const char *platform = is_platform(req) ? "1" : "0";
         entity_event_args ev;
         entity_event_args_fill(req, isotime_now_ms(), &ev);
-        const char *argv[] = {k.entity, k.owners, k.admins,  req->caller, platform, v,
-                              fields,   owners,   st->guard, ev.max,      ev.at};
-        size_t lens[11];
-        for (size_t i = 0; i < 11; i++)
+        char hooks[KEYS_ENTITY_SIZE];
+        keys_webhooks(hooks, st->id);
+        const char *argv[] = {k.entity, k.owners, k.admins, hooks,     req->caller, platform,
+                              v,        fields,   owners,   st->guard, ev.max,      ev.at};
+        size_t lens[12];
+        for (size_t i = 0; i < 12; i++)
             lens[i] = strlen(argv[i]);
-        store_script(req->app->store, LUA_ENTITY_UPDATE, on_write, req, 3, 11, argv, lens);
+        store_script(req->app->store, LUA_ENTITY_UPDATE, on_write, req, 4, 12, argv, lens);
     }
     free(owners);
     free(fields);

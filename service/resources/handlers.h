@@ -39,6 +39,19 @@ void entity_leave(request *req);
 void apikeys_post(request *req);
 void apikeys_get(request *req);
 void apikeys_delete(request *req);
+/* webhooks.c: webhook endpoints, an entity's and the platform's (CONTRACT section 14) */
+void webhooks_post(request *req);
+void webhooks_get(request *req);
+void webhooks_get_one(request *req);
+void webhooks_update(request *req);
+void webhooks_delete(request *req);
+void webhooks_rotate(request *req);
+void webhooks_platform_post(request *req);
+void webhooks_platform_get(request *req);
+void webhooks_platform_get_one(request *req);
+void webhooks_platform_update(request *req);
+void webhooks_platform_delete(request *req);
+void webhooks_platform_rotate(request *req);
 /* webhook_deliveries.c: an endpoint's delivery log, retry and test send (CONTRACT section 14) */
 void webhook_deliveries_get(request *req);
 void webhook_delivery_retry(request *req);

@@ -202,6 +202,22 @@ TABLE = [
      200),
     ('DELETE', '/api/entities/{id}/skills/{skillId}', 'skill-delete', WRITE_OWNERS_ADMINS, 200),
     ('DELETE', '/api/entities/{id}/levels/{lvID}', 'level-delete', WRITE_OWNERS_ADMINS, 200),
+    # Webhook endpoints (CONTRACT section 14): an entity's for owners and admins, the
+    # platform's for platform admins.
+    ('POST', '/api/entities/{id}/webhooks', 'webhooks-post', WRITE_OWNERS_ADMINS, 201),
+    ('GET', '/api/entities/{id}/webhooks', 'webhooks-get', READ_ADMINS, 200),
+    ('GET', '/api/entities/{id}/webhooks/{wid}', 'webhook-get', READ_ADMINS, 200),
+    ('POST', '/api/entities/{id}/webhooks/{wid}/update', 'webhook-update', WRITE_OWNERS_ADMINS,
+     200),
+    ('POST', '/api/entities/{id}/webhooks/{wid}/rotate-secret', 'webhook-rotate',
+     WRITE_OWNERS_ADMINS, 200),
+    ('DELETE', '/api/entities/{id}/webhooks/{wid}', 'webhook-delete', WRITE_OWNERS_ADMINS, 200),
+    ('POST', '/api/webhooks', 'platform-webhooks-post', PLATFORM_ONLY, 201),
+    ('GET', '/api/webhooks', 'platform-webhooks-get', PLATFORM_ONLY, 200),
+    ('GET', '/api/webhooks/{wid}', 'platform-webhook-get', PLATFORM_ONLY, 200),
+    ('POST', '/api/webhooks/{wid}/update', 'platform-webhook-update', PLATFORM_ONLY, 200),
+    ('POST', '/api/webhooks/{wid}/rotate-secret', 'platform-webhook-rotate', PLATFORM_ONLY, 200),
+    ('DELETE', '/api/webhooks/{wid}', 'platform-webhook-delete', PLATFORM_ONLY, 200),
     ('GET', '/api/attestations/config', 'attest-config', ALL_200, 200),
     ('GET', '/api/entities/{id}/members/{address}/attestations', 'attestations', READ_SIGNED,
      200),
@@ -211,6 +227,8 @@ TABLE = [
     # Last: the member leaves, and is no member for any cell after it.
     ('POST', '/api/entities/{id}/leave', 'leave', LEAVE, 200),
 ]
+
+WEBHOOK_URL = 'https://127.0.0.1:9/authz'
 
 ERROR_CODES = {400: 'invalid_request', 401: 'unauthenticated', 403: 'forbidden',
                404: 'not_found'}
@@ -232,8 +250,10 @@ class AuthzTest(harness.ServiceTestCase):
         cls.w = dict(zip(['owner', 'admin', 'member', 'stranger', 'platform', 'other'], w))
         # --dev: attestations signed with the fixed, public development key, so that their
         # routes have cells of their own.
+        # WEBHOOK_ALLOW_PRIVATE: endpoints name a loopback URL (never reached here).
         cls.svc = cls.class_entityd(redis=cls.r, env={
-            'PLATFORM_ADMINS': cls.w['platform'].address}, args=('--dev',))
+            'PLATFORM_ADMINS': cls.w['platform'].address, 'WEBHOOK_ALLOW_PRIVATE': 'true'},
+            args=('--dev',))
         cls.svc_platform = cls.class_entityd(redis=cls.r, env={
             'PLATFORM_ADMINS': cls.w['platform'].address, 'ENTITY_CREATION': 'platform'})
         cls.port = cls.svc.port
@@ -283,6 +303,14 @@ class AuthzTest(harness.ServiceTestCase):
         st, _, b = cls.call(cls, 'platform', 'POST', '/api/entities', body)
         assert st == 200 and b['data']['isEnabled'] is False, (st, b)
         cls.entities['missing'] = 'c-' + str(uuid.uuid4())
+        # An endpoint per entity (and one of the platform) for the cells that name one.
+        cls.webhooks = {'missing': 'wh-' + str(uuid.uuid4())}
+        for variant in ('public', 'private', 'disabled', None):
+            path = '/api/entities/%s/webhooks' % cls.entities[variant] if variant else \
+                '/api/webhooks'
+            st, _, b = cls.call(cls, 'platform', 'POST', path, {'url': WEBHOOK_URL})
+            assert st == 201, (st, b)
+            cls.webhooks[variant] = b['data']['id']
         cls.counter = 0
 
     @classmethod
@@ -430,6 +458,8 @@ class AuthzTest(harness.ServiceTestCase):
             return {'wh-deliveries': ('GET', base + '/deliveries?limit=5', None, port),
                     'wh-retry': ('POST', base + '/deliveries/%s/retry' % did, None, port),
                     'wh-test': ('POST', base + '/test', None, port)}[case]
+        if 'webhook' in case:
+            return self.build_webhook(case, variant, role, eid, n) + (port,)
         if case == 'level':
             return ('POST', '/api/entities/%s/levels/lv-%d/update' % (eid, n),
                     {'name': 'Level %d' % n, 'skillIds': [], 'scores': [], 'XP': n}, port)
@@ -477,6 +507,32 @@ class AuthzTest(harness.ServiceTestCase):
                     port)
         if case == 'leave':
             return 'POST', '/api/entities/%s/leave' % eid, None, port
+        raise AssertionError(case)
+
+    def build_webhook(self, case, variant, role, eid, n):
+        """(method, path, body) of a webhook cell: an entity's endpoint or, on the platform's
+        routes (variant 'any'), the platform's."""
+        platform = case.startswith('platform-')
+        hooks = '/api/webhooks' if platform else '/api/entities/%s/webhooks' % eid
+        wid = self.webhooks[None if platform else variant]
+        if case.endswith('webhooks-post'):
+            return 'POST', hooks, {'url': WEBHOOK_URL, 'description': 'cell %d' % n}
+        if case.endswith('webhooks-get'):
+            return 'GET', hooks, None
+        if case.endswith('webhook-get'):
+            return 'GET', '%s/%s' % (hooks, wid), None
+        if case.endswith('webhook-update'):
+            return 'POST', '%s/%s/update' % (hooks, wid), {'description': 'cell %d' % n}
+        if case.endswith('webhook-rotate'):
+            return 'POST', '%s/%s/rotate-secret' % (hooks, wid), None
+        if case.endswith('webhook-delete'):
+            # A fresh endpoint for each caller who may delete it; the shared one for the others
+            # (refused before it is looked up), so no entity passes its 10.
+            if variant != 'missing' and role in ('admin', 'owner', 'platform'):
+                st, _, b = self.call('platform', 'POST', hooks, {'url': WEBHOOK_URL})
+                assert st == 201, (st, b)
+                wid = b['data']['id']
+            return 'DELETE', '%s/%s' % (hooks, wid), None
         raise AssertionError(case)
 
     def cells(self, cases):

@@ -50,10 +50,9 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
                 'website': '', 'imageUrl': '', 'public': True}
         return self.assertOk(self.call('POST', '/api/entities', body), 201)['data']['id']
 
-    def endpoint(self, eid, path, events=(), **kw):
+    def endpoint(self, eid, path, events=()):
         """(wid, secret) of a new endpoint of eid posting to the receiver's path."""
-        wid, secret = kit.make_endpoint(self.r, eid, self.rx.url(path), self.owner.address,
-                                        events=events, **kw)
+        wid, secret = kit.make_endpoint(self.call, eid, self.rx.url(path), events=events)
         self.rx.tell(path, secrets=[secret])
         return wid, secret
 
@@ -100,7 +99,8 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
                             for d in log.values()), log)
 
     def wid_of(self, eid):
-        return kit.text(self.r.cli('HKEYS', 'ent:{%s}:webhooks' % eid)[0]).replace('sec:', '')
+        return next(k for k in map(kit.text, self.r.cli('HKEYS', 'ent:{%s}:webhooks' % eid))
+                    if not k.startswith('sec:'))
 
     def test_events_filter(self):
         eid = self.entity()
@@ -168,7 +168,7 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         self.assertEqual(len(self.rx.got(path)), 1)  # nothing sent while disabled
         # Enabled again: from where it stopped, the first one again and the two after it.
         self.rx.tell(path, default='ok')
-        kit.enable(self.r, eid, wid)
+        kit.enable(self.call, eid, wid)
         ids = [e['id'] for e in self.events(eid) if e['type'] == 'member.added']
         got = self.rx.wait_got(path, 4, scaled(20))
         self.assertEqual([g['eventId'] for g in got[1:4]], ids)
@@ -187,17 +187,19 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
     def test_rotated_secret_signs_beside_the_new(self):
         eid = self.entity()
         path = '/rot-' + uuid.uuid4().hex[:6]
-        old, new = kit.new_secret(), kit.new_secret()
-        until = int(time.time() * 1000) + 3600 * 1000
-        wid, _ = self.endpoint(eid, path, secret='%s %s %d' % (new, old, until))
+        wid, old = self.endpoint(eid, path)
+        new = self.assertOk(self.call('POST', '/api/entities/%s/webhooks/%s/rotate-secret' %
+                                      (eid, wid)))['data']['secret']
         self.rx.tell(path, secrets=[new, old])
         self.join_n(eid, 1)
         g = self.rx.wait_got(path, 1, scaled(20))[0]
         self.assertEqual(len(g['signatures']), 2)
         self.assertEqual(g['verified'], [0, 1])
-        # past the previous one's end, the new one alone
-        kit.make_endpoint  # noqa: B018 (the same record, only the secret changes)
-        self.r.cli('HSET', 'ent:{%s}:webhooks' % eid, 'sec:' + wid,
+        # Past the previous one's end (24 h on: its end moved to now), the new one alone.
+        key = 'ent:{%s}:webhooks' % eid
+        field = kit.text(self.r.cli('HGET', key, 'sec:' + wid)).split(' ')
+        self.assertEqual(field[:2], [new, old])
+        self.r.cli('HSET', key, 'sec:' + wid,
                    '%s %s %d' % (new, old, int(time.time() * 1000) - 1))
         self.join_n(eid, 1)
         g = self.rx.wait_got(path, 2, scaled(20))[1]
@@ -308,7 +310,7 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         # the log keeps the newest two: the 410'd one and the first two made while disabled go
         self.r.cli('XTRIM', 'ent:{%s}:events' % eid, 'MAXLEN', '2')
         self.rx.tell(path, default='ok')
-        kit.enable(self.r, eid, wid)
+        kit.enable(self.call, eid, wid)
         got = self.rx.wait_got(path, 4, scaled(20))
         self.assertEqual([g['eventId'] for g in got[2:]], ids[3:])
         # the one pending at the 410 (once due again), and the ones never taken as one record

@@ -59,8 +59,13 @@ class WebhookFaultsTest(harness.ServiceTestCase):
                 'website': '', 'imageUrl': '', 'public': True}
         return self.assertOk(self.call(svc, 'POST', '/api/entities', body), 201)['data']['id']
 
-    def endpoint(self, eid, path, url=None):
-        wid, secret = kit.make_endpoint(self.r, eid, url or self.rx.url(path), self.owner.address)
+    def endpoint(self, svc, eid, path, url=None, direct=False):
+        """A new endpoint through the API; direct: written into Redis (a URL the API refuses)."""
+        url = url or self.rx.url(path)
+        if direct:
+            wid, secret = kit.write_endpoint(self.r, eid, url, self.owner.address)
+        else:
+            wid, secret = kit.make_endpoint(lambda m, p, b: self.call(svc, m, p, b), eid, url)
         self.rx.tell(path, secrets=[secret])
         return wid
 
@@ -94,7 +99,7 @@ class WebhookFaultsTest(harness.ServiceTestCase):
         eid = self.entity(a)
         path = '/kill-' + uuid.uuid4().hex[:6]
         self.rx.tell(path, script=['stall'])
-        self.endpoint(eid, path)
+        self.endpoint(a, eid, path)
         ids = self.join_n(a, eid, 5)
         first = self.rx.wait_got(path, 1, scaled(20))[0]  # a's attempt, stalled
         self.assertEqual(first['eventId'], ids[0])
@@ -110,7 +115,7 @@ class WebhookFaultsTest(harness.ServiceTestCase):
         eid = self.entity(svc)
         port = harness.free_port()
         path = '/down'
-        wid = self.endpoint(eid, path, url='http://127.0.0.1:%d%s' % (port, path))
+        wid = self.endpoint(svc, eid, path, url='http://127.0.0.1:%d%s' % (port, path))
         ids = self.join_n(svc, eid, 3)
 
         def refused_twice():
@@ -136,7 +141,7 @@ class WebhookFaultsTest(harness.ServiceTestCase):
         eid = self.entity(svc)
         path = '/stall-' + uuid.uuid4().hex[:6]
         self.rx.tell(path, script=['stall'])
-        wid = self.endpoint(eid, path)
+        wid = self.endpoint(svc, eid, path)
         ids = self.join_n(svc, eid, 2)
         got = self.assert_every_event(path, ids, scaled(20))
         self.assertEqual(got[0]['answer'], 'stall')
@@ -152,7 +157,7 @@ class WebhookFaultsTest(harness.ServiceTestCase):
         eid = self.entity(svc)
         path = '/reset-' + uuid.uuid4().hex[:6]
         self.rx.tell(path, script=['reset', 'reset'])
-        wid = self.endpoint(eid, path)
+        wid = self.endpoint(svc, eid, path)
         ids = self.join_n(svc, eid, 2)
         self.assert_every_event(path, ids, scaled(20))
         d = harness.wait_for(lambda: (lambda x: x if x['status'] == 'succeeded' else None)(
@@ -163,7 +168,7 @@ class WebhookFaultsTest(harness.ServiceTestCase):
         svc = self.start(WEBHOOK_ALLOW_PRIVATE=None)
         eid = self.entity(svc)
         path = '/ssrf-' + uuid.uuid4().hex[:6]
-        wid = self.endpoint(eid, path)
+        wid = self.endpoint(svc, eid, path, direct=True)
         ids = self.join_n(svc, eid, 1)
         did = '%s:%s' % (eid, ids[0])
         d = harness.wait_for(lambda: (lambda x: x if x and x['status'] == 'failed' else None)(
@@ -178,7 +183,7 @@ class WebhookFaultsTest(harness.ServiceTestCase):
         svc = self.start(WEBHOOK_ALLOW_HTTP=None)
         eid = self.entity(svc)
         path = '/plain-' + uuid.uuid4().hex[:6]
-        wid = self.endpoint(eid, path)
+        wid = self.endpoint(svc, eid, path, direct=True)
         ids = self.join_n(svc, eid, 1)
         did = '%s:%s' % (eid, ids[0])
         d = harness.wait_for(lambda: (lambda x: x if x and x['status'] == 'failed' else None)(
@@ -206,7 +211,7 @@ class WebhookFaultsTest(harness.ServiceTestCase):
         eid = self.entity(svc)
         path = '/slow-' + uuid.uuid4().hex[:6]
         self.rx.tell(path, default='stall')
-        self.endpoint(eid, path)
+        self.endpoint(svc, eid, path)
         stalled_first = timed_awards(eid, 5)  # the endpoint now holds stalled attempts
         self.rx.wait_got(path, 1, scaled(20))
         stalled = timed_awards(eid, 30)

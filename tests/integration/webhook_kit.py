@@ -1,6 +1,7 @@
 """What the webhook delivery tests share: the Standard Webhooks receiver (tests/node/
 webhook_receiver.cjs, a real HTTP server on loopback that verifies every delivery with the
-`standardwebhooks` package), secrets, and the one fixture that makes an endpoint."""
+`standardwebhooks` package), secrets, and the fixtures that make an endpoint (through the API;
+straight into Redis only for what the API refuses)."""
 
 import base64
 import json
@@ -89,16 +90,25 @@ class Receiver:
             f.close()
 
 
-def make_endpoint(redis, eid, url, created_by, events=(), secret=None, enabled=True):
-    """An endpoint of entity eid as the CRUD routes leave it: (wid, secret). Written straight
-    into Redis (keys.h) the way webhook_json renders it."""
+def make_endpoint(call, eid, url, events=()):
+    """A new endpoint of entity eid made through the API (POST /api/entities/{id}/webhooks) by
+    call(method, path, body) -> (status, headers, body): (wid, secret)."""
+    st, _, b = call('POST', '/api/entities/%s/webhooks' % eid,
+                    {'url': url, 'events': list(events), 'description': 'test receiver'})
+    assert st == 201, (st, b)
+    return b['data']['id'], b['data']['secret']
+
+
+def write_endpoint(redis, eid, url, created_by):
+    """An endpoint record written straight into Redis (keys.h) as webhook_json renders it, for
+    what the API refuses to make: a URL the address guard refuses (the delivery must refuse it
+    again at connect time). (wid, secret)."""
     wid = 'wh-' + str(uuid.uuid4())
-    secret = secret or new_secret()
+    secret = new_secret()
     created = harness.iso_ms(int(time.time() * 1000))
-    record = ('{"id":%s,"url":%s,"events":[%s],"description":"","enabled":%s,"createdAt":%s,'
+    record = ('{"id":%s,"url":%s,"events":[],"description":"","enabled":true,"createdAt":%s,'
               '"createdBy":%s,"disabledReason":null}') % (
-        json.dumps(wid), json.dumps(url), ','.join(json.dumps(e) for e in events),
-        'true' if enabled else 'false', json.dumps(created), json.dumps(created_by.lower()))
+        json.dumps(wid), json.dumps(url), json.dumps(created), json.dumps(created_by.lower()))
     redis.cli('ZADD', 'webhooks', '0', '%s:%s' % (eid, wid))
     redis.cli('HSET', 'ent:{%s}:webhooks' % eid, wid, record, 'sec:' + wid, secret)
     return wid, secret
@@ -108,15 +118,10 @@ def endpoint_record(redis, eid, wid):
     return json.loads(text(redis.cli('HGET', 'ent:{%s}:webhooks' % eid, wid)))
 
 
-def enable(redis, eid, wid):
-    """Enabled again, as an update with "enabled": true leaves it."""
-    rec = endpoint_record(redis, eid, wid)
-    record = ('{"id":%s,"url":%s,"events":%s,"description":%s,"enabled":true,"createdAt":%s,'
-              '"createdBy":%s,"disabledReason":null}') % (
-        json.dumps(rec['id']), json.dumps(rec['url']), json.dumps(rec['events']).replace(' ', ''),
-        json.dumps(rec['description']), json.dumps(rec['createdAt']),
-        json.dumps(rec['createdBy']))
-    redis.cli('HSET', 'ent:{%s}:webhooks' % eid, wid, record)
+def enable(call, eid, wid):
+    """Enabled again through the API."""
+    st, _, b = call('POST', '/api/entities/%s/webhooks/%s/update' % (eid, wid), {'enabled': True})
+    assert st == 200 and b['data']['enabled'] is True, (st, b)
 
 
 def text(v):

@@ -273,6 +273,31 @@ local function emit(entity, limits, etype, at, actor, data)
   events_budget(entity, l, event_bytes(etype, at, actor, data))
 end
 
+-- An endpoint belongs to someone who still may see the entity's events (CONTRACT section 14):
+-- the scripts that take an owner's or an admin's role away call this with the address, and once
+-- it holds neither role, every enabled endpoint it made in the entity's webhooks hash (keys.h)
+-- is disabled, each with a webhook.disabled event {webhookId, reason}.
+local WEBHOOK_CREATOR_GONE = 'creator is no longer an owner or admin'
+local function webhooks_creator_gone(entity, owners, admins, hooks, limits, at, actor, creator)
+  if redis.call('SISMEMBER', owners, creator) == 1 or
+      redis.call('SISMEMBER', admins, creator) == 1 then
+    return
+  end
+  local flat = redis.call('HGETALL', hooks)
+  for i = 1, #flat, 2 do
+    if string.sub(flat[i], 1, 4) ~= 'sec:' then
+      local w = cjson.decode(flat[i + 1])
+      if w.createdBy == creator and w.enabled == true then
+        w.enabled = false
+        w.disabledReason = WEBHOOK_CREATOR_GONE
+        redis.call('HSET', hooks, flat[i], webhook_json(w))
+        emit(entity, limits, 'webhook.disabled', at, actor, '{"webhookId":' .. jstr(flat[i]) ..
+          ',"reason":' .. jstr(WEBHOOK_CREATOR_GONE) .. '}')
+      end
+    end
+  end
+end
+
 -- Member progression (keys.h). A leaderboard member is "<16 digits: 9999999999999999 - value>:
 -- <address>", all scores 0, so ZRANGEBYLEX ascending is the highest value first, ties by
 -- address. 9999999999999999 is past 2^53, so the complement is taken in two halves of 8 digits,

@@ -1,11 +1,12 @@
 -- entity_update: changes an entity as its owner (or a platform admin), compare-and-set on __v.
--- KEYS: entity, owners, admins
+-- KEYS: entity, owners, admins, webhooks
 -- ARGV: caller, platform ('1'/'0'), expected __v ('' when not given), fields (JSON object of
 --       hash fields to set), owners (JSON array; replaces the set), alias guard ('' or '=' and
 --       the alias the entity had when this update claimed its own: if another update changed it
 --       since, it may have released the alias this one relies on, so this answers RETRY and the
 --       service claims again), events_max, now (ISO)
--- Writes an entity.updated event {__v (the new one)}.
+-- Writes an entity.updated event {__v (the new one)}; an owner removed who is no admin has its
+-- webhook endpoints disabled (webhooks_creator_gone).
 -- The fields carry aliasClaim, the token of the alias claim, whenever they set the alias.
 -- Returns {entity JSON, the alias held before, the token of its claim ('' when unknown), the
 -- name before, the owners before}: the service drops the index entries these no longer hold.
@@ -27,4 +28,7 @@ local v = redis.call('HINCRBY', KEYS[1], '__v', 1)
 redis.call('DEL', KEYS[2])
 redis.call('SADD', KEYS[2], unpack(owners))
 emit(KEYS[1], ARGV[7], 'entity.updated', ARGV[8], ARGV[1], '{"__v":' .. string.format('%d', v) .. '}')
+for _, gone in ipairs(old_owners) do
+  webhooks_creator_gone(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[1], gone)
+end
 return {render_entity(KEYS[1], KEYS[2]), old_alias, old_claim, old_name, old_owners}
