@@ -116,7 +116,6 @@ static void on_recorded(void *data, int status, redisReply *r)
         log_event(LOG_WARN, "webhook delivery outcome not recorded",
                   r && r->type == REDIS_REPLY_ERROR ? r->str : NULL);
     attempt_free(a);
-    deliver_attempt_done(h);
     deliver_release(h);
 }
 
@@ -150,7 +149,13 @@ static void record(attempt *a, const outcome *o, const httpc_result *r)
     size_t lens[14];
     for (size_t i = 0; i < 14; i++)
         lens[i] = i == 8 ? blen : strlen(argv[i]);
+    /* h stays until the take below is sent, even when the outcome is answered at once */
+    h->calls++;
     store_script(w->a->store, LUA_WH_RESULT, on_recorded, a, 4, 14, argv, lens);
+    /* The next take goes right behind the outcome, on the same connection (one slot): Redis
+     * runs them in that order, so the take sees the outcome, one round trip sooner. */
+    deliver_attempt_done(h);
+    deliver_release(h);
 }
 
 static void on_answer(void *data, const httpc_result *r)
