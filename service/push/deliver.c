@@ -23,6 +23,9 @@
 /* An entry whose endpoint does not exist is dropped after this: an endpoint is written after
  * its entry, within the store's deadlines of it. */
 #define DELIVER_MISSING_GRACE_MS 60000
+/* While the set is empty, it is looked at this often (a create or an update here kicks a pass
+ * at once): an idle instance sends Redis one command per 10 s, not one per poll. */
+#define DELIVER_IDLE_MS 10000
 
 bool webhook_id_valid(const char *s, size_t len)
 {
@@ -294,6 +297,20 @@ static void lease(hook *h)
 
 static void scan_page(webhooks *w);
 
+static void on_timer(uv_timer_t *t);
+
+/* The next pass: after poll_ms, or DELIVER_IDLE_MS while no endpoint is listed. */
+static void schedule_pass(webhooks *w)
+{
+    if (w->closed)
+        return;
+    uint64_t ms = w->kicked ? 0 : w->hooks ? poll_ms(w) : DELIVER_IDLE_MS;
+    if (ms < poll_ms(w) && !w->kicked)
+        ms = poll_ms(w);
+    w->kicked = false;
+    uv_timer_start(&w->timer, on_timer, ms, 0);
+}
+
 static void pass_end(webhooks *w)
 {
     w->scanning = false;
@@ -304,6 +321,7 @@ static void pass_end(webhooks *w)
         if (!h->dropped && h->pass != w->pass)
             hook_drop(h);
     }
+    schedule_pass(w);
 }
 
 static void on_page(void *data, int status, redisReply *r)
@@ -315,6 +333,7 @@ static void on_page(void *data, int status, redisReply *r)
         log_script_error("webhook endpoints not listed", status, r);
         w->scanning = false; /* the next poll starts the pass again */
         w->scan_from[0] = '\0';
+        uv_timer_start(&w->timer, on_timer, poll_ms(w), 0);
         return;
     }
     for (size_t i = 0; i < r->elements; i++) {
@@ -368,13 +387,26 @@ static void scan_page(webhooks *w)
 static void on_timer(uv_timer_t *t)
 {
     webhooks *w = t->data;
-    if (w->closed || !store_ready(w->a->store))
+    if (w->closed || w->scanning)
         return;
-    if (!w->scanning) {
-        w->scanning = true;
-        w->pass++;
-        scan_page(w);
+    if (!store_ready(w->a->store)) {
+        uv_timer_start(&w->timer, on_timer, poll_ms(w), 0);
+        return;
     }
+    w->scanning = true;
+    w->pass++;
+    scan_page(w);
+}
+
+void webhooks_kick(webhooks *w)
+{
+    if (!w || w->closed)
+        return;
+    if (w->scanning) {
+        w->kicked = true;
+        return;
+    }
+    uv_timer_start(&w->timer, on_timer, 0, 0);
 }
 
 webhooks *webhooks_new(app *a)
@@ -393,7 +425,7 @@ webhooks *webhooks_new(app *a)
     }
     uv_timer_init(a->loop, &w->timer);
     w->timer.data = w;
-    uv_timer_start(&w->timer, on_timer, poll_ms(w), poll_ms(w));
+    uv_timer_start(&w->timer, on_timer, poll_ms(w), 0);
     return w;
 }
 

@@ -49,6 +49,7 @@ struct webhooks {
     struct httpc *http;
     uv_timer_t timer;
     bool closed, scanning;
+    bool kicked;          /* an endpoint made or changed here during a pass: another one at once */
     char token[IDS_SIZE]; /* this instance's lease token */
     char scan_from[256];  /* lex cursor of the pass under way */
     uint64_t pass;

@@ -32,6 +32,8 @@ webhooks *webhooks_new(struct app *a);
 void webhooks_close(webhooks *w);
 /* After the loop has stopped; NULL is fine. */
 void webhooks_free(webhooks *w);
+/* An endpoint was made or changed here: look through the set now, not at the next poll. */
+void webhooks_kick(webhooks *w);
 /* Metrics source (metrics.h). */
 void webhooks_render_metrics(buf *out, void *ctx);
 
