@@ -26,6 +26,7 @@
 #include "http/http.h"
 #include "jobs/erasure.h"
 #include "jobs/sweeper.h"
+#include "push/webhook.h"
 #include "net/server.h"
 #include "redis/group.h"
 #include "redis/store.h"
@@ -77,6 +78,7 @@ static void on_limits_closed(void *ctx)
     group_close(a->groups);
     erasure_close(a->erasure);
     sweeper_close(a->sweeper);
+    webhooks_close(a->webhooks);
     store_close(a->store);
     tracking_close(a->tracking);
     server_close(srv);
@@ -271,6 +273,12 @@ int main(int argc, char **argv)
         return 1;
     }
     metrics_register(sweeper_render_metrics, a->sweeper);
+    a->webhooks = webhooks_new(a);
+    if (!a->webhooks) {
+        fprintf(stderr, "entityd: cannot set up webhook deliveries\n");
+        return 1;
+    }
+    metrics_register(webhooks_render_metrics, a->webhooks);
     backfill_start(a);
     dispatch_init(router_routes, router_routes_count);
     server_opts = (server_options){
@@ -314,6 +322,7 @@ int main(int argc, char **argv)
     group_free(a->groups);
     erasure_free(a->erasure);
     sweeper_free(a->sweeper);
+    webhooks_free(a->webhooks);
     store_free(a->store);
     limits_free(a->limits);
     auth_free(a->auth);

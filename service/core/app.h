@@ -19,6 +19,7 @@ struct limits;
 struct attester;
 struct erasure;
 struct sweeper;
+struct webhooks;
 
 typedef struct app {
     uv_loop_t *loop;
@@ -35,6 +36,7 @@ typedef struct app {
     struct attester *attester; /* level attestations' signer; NULL: attestations are off */
     struct erasure *erasure;   /* the background erasure of deleted entities */
     struct sweeper *sweeper;   /* removed members' board entries, taken off in the background */
+    struct webhooks *webhooks; /* webhook deliveries (push/webhook.h) */
 } app;
 
 #endif

@@ -214,12 +214,16 @@
  *                                     beside the new until then). At most 10 endpoints
  *   ent:{c-…}:wh:<wid>        hash    one endpoint's delivery state: cursor (the last event id
  *                                     whose delivery was made; absent: the endpoint's creation),
+ *                                     cursorN (the cursor's ordinal among the events ever added,
+ *                                     XINFO entries-added; known once it caught up: a trim past
+ *                                     it is a gap, lua/wh_take.lua),
  *                                     lease (the holding instance's token), leaseUntil (ms),
  *                                     pausedUntil (ms, from a Retry-After), failingSince (ms of
  *                                     the first failure since the last success), bytes (the
  *                                     log's, counted in the entity's byte budget)
  *   ent:{c-…}:wh:<wid>:log    hash    delivery id ("<entity id>:<event id>", the webhook-id) ->
- *                                     the delivery JSON as the API returns it
+ *                                     the delivery JSON as the API returns it; events trimmed
+ *                                     before they were taken: "<entity id>:<cursor>:trimmed"
  *   ent:{c-…}:wh:<wid>:order  zset    delivery ids scored by the ms each was made: newest first
  *                                     is ZREVRANGE; trimmed to WEBHOOK_LOG_MAX and 7 days
  *   ent:{c-…}:wh:<wid>:due    zset    pending delivery ids scored by the ms the next attempt is

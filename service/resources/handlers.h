@@ -52,6 +52,10 @@ void webhooks_platform_get_one(request *req);
 void webhooks_platform_update(request *req);
 void webhooks_platform_delete(request *req);
 void webhooks_platform_rotate(request *req);
+/* webhook_deliveries.c: an endpoint's delivery log, retry and test send (CONTRACT section 14) */
+void webhook_deliveries_get(request *req);
+void webhook_delivery_retry(request *req);
+void webhook_test_post(request *req);
 
 /* admins.c */
 void admins_get(request *req);

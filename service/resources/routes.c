@@ -41,6 +41,13 @@ const route router_routes[] = {
     /* Entity API keys: owners only, never by a key (CONTRACT section 13). */
     {HTTP_POST, "/api/entities/{id}/api-keys", apikeys_post, AUTH_REQUIRED, ROUTE_WRITE},
     {HTTP_GET, "/api/entities/{id}/api-keys", apikeys_get, AUTH_REQUIRED, 0},
+    /* An endpoint's delivery log (CONTRACT section 14) */
+    {HTTP_GET, "/api/entities/{id}/webhooks/{wid}/deliveries", webhook_deliveries_get,
+     AUTH_REQUIRED, 0},
+    {HTTP_POST, "/api/entities/{id}/webhooks/{wid}/deliveries/{did}/retry", webhook_delivery_retry,
+     AUTH_REQUIRED, ROUTE_WRITE},
+    {HTTP_POST, "/api/entities/{id}/webhooks/{wid}/test", webhook_test_post, AUTH_REQUIRED,
+     ROUTE_WRITE},
     {HTTP_DELETE, "/api/entities/{id}/api-keys/{keyId}", apikeys_delete, AUTH_REQUIRED,
      ROUTE_WRITE},
     /* Webhook endpoints (CONTRACT section 14): an entity's for its owners and admins (and an

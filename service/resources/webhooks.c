@@ -13,6 +13,7 @@
 #include "auth/auth.h"
 #include "core/app.h"
 #include "core/isotime.h"
+#include "push/webhook.h"
 #include "redis/keys.h"
 #include "redis/lua_scripts.h"
 #include "redis/store.h"
@@ -305,6 +306,7 @@ static void on_created(void *data, int status, redisReply *r)
         return;
     }
     if (status == STORE_OK && r && r->type == REDIS_REPLY_STRING) {
+        webhooks_kick(req->app->webhooks); /* its first deliveries need not wait for a poll */
         answer_secret(req, 201, r);
         return;
     }
@@ -380,8 +382,11 @@ void webhooks_platform_post(request *req)
 static void on_updated(void *data, int status, redisReply *r)
 {
     request *req = data;
-    if (respond_store_reply(req, status, r, REDIS_REPLY_STRING, "webhook_update: unexpected reply"))
+    if (respond_store_reply(req, status, r, REDIS_REPLY_STRING,
+                            "webhook_update: unexpected reply")) {
+        webhooks_kick(req->app->webhooks); /* enabled again: delivering from where it stopped */
         answer_endpoint(req, 200, r, NULL);
+    }
 }
 
 static void on_update_judged(request *req, const char *refusal)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <curl/curl.h>
 
@@ -34,6 +35,10 @@ typedef struct transfer {
     char *body;
     size_t len, cap;
     bool too_big;
+    size_t body_limit; /* 0: MAX_BODY, past it the transfer fails */
+    httpc_guard guard;
+    bool https_only;
+    const char *refused; /* the guard's last refusal */
     uint64_t start_ms;
     struct transfer *prev, *next;
     char error[CURL_ERROR_SIZE];
@@ -63,9 +68,23 @@ static void transfer_end(transfer *t, CURLcode code)
     r.seconds = (double)(uv_now(c->loop) - t->start_ms) / 1000.0;
     r.body = t->body ? t->body : "";
     r.body_len = t->len;
-    if (code == CURLE_OK && !t->too_big) {
+    r.retry_after = -1;
+    /* A limited body stops the transfer on purpose: the answer is what was read. */
+    bool cut = t->too_big && t->body_limit && code == CURLE_WRITE_ERROR;
+    if ((code == CURLE_OK && !t->too_big) || cut) {
         r.status = HTTPC_OK;
         curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &r.http_code);
+        curl_off_t ra = -1;
+        if (curl_easy_getinfo(t->easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
+            r.retry_after = (long)ra;
+    } else if (t->https_only && code == CURLE_UNSUPPORTED_PROTOCOL) {
+        r.status = HTTPC_ERROR;
+        r.refused = true;
+        r.error = "not an https URL";
+    } else if (t->refused && code == CURLE_COULDNT_CONNECT) {
+        r.status = HTTPC_ERROR;
+        r.refused = true;
+        r.error = t->refused;
     } else if (code == CURLE_OPERATION_TIMEDOUT) {
         r.status = HTTPC_TIMEOUT;
         r.error = "no answer within the timeout";
@@ -178,7 +197,11 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userp)
 {
     transfer *t = userp;
     size_t n = size * nmemb;
-    if (t->len + n + 1 > MAX_BODY) {
+    if (t->body_limit && t->len + n > t->body_limit) {
+        n = t->body_limit - t->len;
+        t->too_big = true;
+    }
+    if (!t->body_limit && t->len + n + 1 > MAX_BODY) {
         t->too_big = true;
         return 0; /* aborts the transfer */
     }
@@ -195,7 +218,22 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userp)
     memcpy(t->body + t->len, ptr, n);
     t->len += n;
     t->body[t->len] = '\0';
-    return n;
+    return t->too_big ? 0 : n;
+}
+
+/* The connection's socket, opened only when the guard allows the address curl is about to
+ * connect to: the resolved address itself, so a name cannot resolve elsewhere in between. */
+static curl_socket_t on_open_socket(void *userp, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    transfer *t = userp;
+    if (purpose != CURLSOCKTYPE_IPCXN)
+        return CURL_SOCKET_BAD;
+    const char *why = t->guard((const struct sockaddr *)&a->addr);
+    if (why) {
+        t->refused = why;
+        return CURL_SOCKET_BAD;
+    }
+    return socket(a->family, a->socktype, a->protocol);
 }
 
 int httpc_new(httpc **out, uv_loop_t *loop, char *err, size_t err_len)
@@ -225,6 +263,12 @@ int httpc_new(httpc **out, uv_loop_t *loop, char *err, size_t err_len)
 int httpc_post_json(httpc *c, const char *url, const char *body, size_t len, long timeout_ms,
                     httpc_cb cb, void *data)
 {
+    return httpc_post(c, url, body, len, timeout_ms, NULL, cb, data);
+}
+
+int httpc_post(httpc *c, const char *url, const char *body, size_t len, long timeout_ms,
+               const httpc_opts *opts, httpc_cb cb, void *data)
+{
     if (c->closing)
         return -1;
     transfer *t = calloc(1, sizeof *t);
@@ -240,6 +284,11 @@ int httpc_post_json(httpc *c, const char *url, const char *body, size_t len, lon
     struct curl_slist *h = t->headers ? curl_slist_append(t->headers, "Expect:") : NULL;
     if (h)
         t->headers = h;
+    for (size_t i = 0; opts && h && i < opts->nheaders; i++) {
+        h = curl_slist_append(t->headers, opts->headers[i]);
+        if (h)
+            t->headers = h;
+    }
     if (!t->easy || !h) {
         curl_easy_cleanup(t->easy);
         curl_slist_free_all(t->headers);
@@ -259,6 +308,20 @@ int httpc_post_json(httpc *c, const char *url, const char *body, size_t len, lon
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
     curl_easy_setopt(e, CURLOPT_PRIVATE, t);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "entityd");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    if (opts) /* a proxy would connect to the address the guard must see */
+        curl_easy_setopt(e, CURLOPT_PROXY, "");
+    if (opts && opts->guard) {
+        t->guard = opts->guard;
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, t);
+    }
+    if (opts) {
+        t->body_limit = opts->body_limit;
+        t->https_only = opts->https_only;
+        if (opts->https_only)
+            curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "https");
+    }
     if (curl_multi_add_handle(c->multi, e) != CURLM_OK) {
         curl_easy_cleanup(e);
         curl_slist_free_all(t->headers);

@@ -3,9 +3,12 @@
 #ifndef ENTITYD_HTTPC_H
 #define ENTITYD_HTTPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <uv.h>
+
+struct sockaddr;
 
 typedef struct httpc httpc;
 
@@ -22,7 +25,26 @@ typedef struct httpc_result {
     size_t body_len;
     double seconds;    /* from the request's start to its end */
     const char *error; /* a short sentence with HTTPC_TIMEOUT / HTTPC_ERROR, never the URL */
+    long retry_after;  /* with HTTPC_OK: the answer's Retry-After in seconds, or -1 */
+    bool refused;      /* HTTPC_ERROR because the guard refused every address tried, or the
+                        * scheme is not https with https_only */
 } httpc_result;
+
+/* The peer guard of httpc_opts: why a connection to sa may not be made, or NULL when it may. */
+typedef const char *(*httpc_guard)(const struct sockaddr *sa);
+
+/* What httpc_post adds to httpc_post_json's request. */
+typedef struct httpc_opts {
+    const char *const *headers; /* "Name: value" lines, copied */
+    size_t nheaders;
+    /* The answer's body is read up to this many bytes and the rest ignored (the answer still
+     * counts); 0: answers past 1 MiB fail. */
+    size_t body_limit;
+    /* Checked on each address actually connected to (no second lookup); NULL: none. */
+    httpc_guard guard;
+    /* https URLs alone; another scheme fails as refused. */
+    bool https_only;
+} httpc_opts;
 
 /* Runs exactly once per request, on the loop; never inside httpc_post_json. */
 typedef void (*httpc_cb)(void *data, const httpc_result *r);
@@ -40,5 +62,9 @@ void httpc_free(httpc *c);
  * start (cb will not run). */
 int httpc_post_json(httpc *c, const char *url, const char *body, size_t len, long timeout_ms,
                     httpc_cb cb, void *data);
+/* The same with opts (borrowed until this returns). Never follows a redirect nor uses a proxy
+ * from the environment. */
+int httpc_post(httpc *c, const char *url, const char *body, size_t len, long timeout_ms,
+               const httpc_opts *opts, httpc_cb cb, void *data);
 
 #endif

@@ -178,6 +178,10 @@ TABLE = [
     ('GET', '/api/entities/{id}/api-keys', 'apikeys-get', READ_OWNERS, 200),
     ('POST', '/api/entities/{id}/api-keys', 'apikeys-post', CREATE_OWNERS, 201),
     ('DELETE', '/api/entities/{id}/api-keys/{keyId}', 'apikeys-delete', WRITE_OWNERS, 200),
+    ('GET', '/api/entities/{id}/webhooks/{wid}/deliveries', 'wh-deliveries', READ_ADMINS, 200),
+    ('POST', '/api/entities/{id}/webhooks/{wid}/deliveries/{did}/retry', 'wh-retry',
+     WRITE_OWNERS_ADMINS, 200),
+    ('POST', '/api/entities/{id}/webhooks/{wid}/test', 'wh-test', WRITE_OWNERS_ADMINS, 200),
     ('POST', '/api/entities/{id}/levels/{lvID}/update', 'level', WRITE_LEVEL, 201),
     ('GET', '/api/entities/{id}/members/{address}/progress', 'progress', READ_SIGNED, 200),
     ('GET', '/api/entities/{id}/members/{address}/contributions', 'contributions', READ_SIGNED,
@@ -334,6 +338,32 @@ class AuthzTest(harness.ServiceTestCase):
             assert st == 200, (st, b)
         return eid
 
+    def webhook_of(self, variant, eid):
+        """(wid, delivery id) of an endpoint of the variant's entity with one delivery in its
+        log, written into Redis as the webhook routes and deliveries leave them (the endpoint
+        is in no instance's webhooks set: nothing is delivered to it; its address refuses
+        connections, so a test send fails at once)."""
+        cache = type(self).__dict__.get('webhooks_made')
+        if cache is None:
+            cache = type(self).webhooks_made = {}
+        if variant not in cache:
+            wid = 'wh-' + str(uuid.uuid4())
+            did = '%s:1700000000000-0' % eid
+            if variant != 'missing':
+                rec = ('{"id":"%s","url":"http://127.0.0.1:1/hook","events":[],"description":"",'
+                       '"enabled":true,"createdAt":"2026-01-01T00:00:00.000Z","createdBy":"%s",'
+                       '"disabledReason":null}') % (wid, self.w['owner'].address.lower())
+                self.r.cli('HSET', 'ent:{%s}:webhooks' % eid, wid, rec, 'sec:' + wid,
+                           'whsec_' + 'A' * 43 + '=')
+                self.r.cli('HSET', 'ent:{%s}:wh:%s:log' % (eid, wid), did,
+                           '{"id":"%s","eventId":"1700000000000-0","type":"member.added",'
+                           '"attempts":1,"status":"failed","lastAttemptAt":null,'
+                           '"nextAttemptAt":null,"responseStatus":500,"responseBody":null,'
+                           '"reason":"HTTP 500"}' % did)
+                self.r.cli('ZADD', 'ent:{%s}:wh:%s:order' % (eid, wid), '1700000000000', did)
+            cache[variant] = (wid, did)
+        return cache[variant]
+
     def call(self, role, method, path, body=None, port=None):
         """Sends the request as role: address and signature added to the query."""
         q = ''
@@ -422,6 +452,12 @@ class AuthzTest(harness.ServiceTestCase):
                 assert st == 201, (st, b)
                 kid = b['data']['id']
             return 'DELETE', '/api/entities/%s/api-keys/%s' % (eid, kid), None, port
+        if case.startswith('wh-'):
+            wid, did = self.webhook_of(variant, eid)
+            base = '/api/entities/%s/webhooks/%s' % (eid, wid)
+            return {'wh-deliveries': ('GET', base + '/deliveries?limit=5', None, port),
+                    'wh-retry': ('POST', base + '/deliveries/%s/retry' % did, None, port),
+                    'wh-test': ('POST', base + '/test', None, port)}[case]
         if 'webhook' in case:
             return self.build_webhook(case, variant, role, eid, n) + (port,)
         if case == 'level':

@@ -438,3 +438,100 @@ local function sweep_record(entity, addr)
   return redis.call('ZRANGEBYLEX', entity .. ':sweep', '[' .. addr .. ' ', '(' .. addr .. '!',
     'LIMIT', 0, 1)[1]
 end
+
+-- Webhook deliveries (keys.h, ent:{c-…}:wh:<wid>…). Times are Redis's clock (TIME), the one
+-- clock every instance's leases and due times agree on.
+local function redis_now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- ISO 8601 UTC with milliseconds of Unix ms (days to a civil date: the proleptic Gregorian
+-- calendar's 400-year era arithmetic).
+local function iso_ms(ms)
+  local s = math.floor(ms / 1000)
+  local days, rem = math.floor(s / 86400), s % 86400
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) -
+    math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400 + (m <= 2 and 1 or 0)
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d, math.floor(rem / 3600),
+    math.floor(rem % 3600 / 60), rem % 60, ms % 1000)
+end
+
+-- Unix ms of an ISO 8601 UTC text as iso_ms writes it (0 when it is not one).
+local function ms_of_iso(t)
+  local y, mo, d, h, mi, s, ms = string.match(t or '',
+    '^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)%.?(%d*)Z$')
+  if not y then return 0 end
+  y, mo = tonumber(y), tonumber(mo)
+  if mo <= 2 then y = y - 1 end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = (mo + 9) % 12
+  local doy = math.floor((153 * mp + 2) / 5) + tonumber(d) - 1
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  local days = era * 146097 + doe - 719468
+  return ((days * 24 + tonumber(h)) * 60 + tonumber(mi)) * 60000 + tonumber(s) * 1000 +
+    (tonumber(ms ~= '' and ms or '0') or 0)
+end
+
+local function jval(v)
+  if v == nil or v == cjson.null then return 'null' end
+  if type(v) == 'number' then return string.format('%.0f', v) end
+  return jstr(v)
+end
+
+-- A delivery as the API shows it (CONTRACT section 14), from a table of its fields.
+local function delivery_json(d)
+  return '{"id":' .. jstr(d.id) .. ',"eventId":' .. jstr(d.eventId) .. ',"type":' ..
+    jval(d.type) .. ',"attempts":' .. string.format('%d', tonumber(d.attempts) or 0) ..
+    ',"status":' .. jstr(d.status) .. ',"lastAttemptAt":' .. jval(d.lastAttemptAt) ..
+    ',"nextAttemptAt":' .. jval(d.nextAttemptAt) .. ',"responseStatus":' ..
+    jval(d.responseStatus) .. ',"responseBody":' .. jval(d.responseBody) .. ',"reason":' ..
+    jval(d.reason) .. '}'
+end
+
+-- Writes a delivery record into the endpoint's log (wh: its state key) and keeps the log's
+-- byte count there; what it adds counts against the entity's event byte budget too (limits:
+-- the events_max argument, events_budget), so a busy log makes room by trimming events.
+local function delivery_put(entity, wh, d, limits)
+  local json = delivery_json(d)
+  local old = redis.call('HSTRLEN', wh .. ':log', d.id)
+  local grew = #json + (old == 0 and #d.id + 24 or 0) - old
+  redis.call('HSET', wh .. ':log', d.id, json)
+  redis.call('HINCRBY', wh, 'bytes', grew)
+  if grew > 0 then events_budget(entity, events_limits(limits), grew) end
+  return json
+end
+
+-- Takes a delivery out of the log (a trim), with its bytes.
+local function delivery_drop(wh, id)
+  local size = redis.call('HSTRLEN', wh .. ':log', id)
+  if size > 0 then
+    redis.call('HDEL', wh .. ':log', id)
+    redis.call('HINCRBY', wh, 'bytes', -(size + #id + 24))
+  end
+  redis.call('ZREM', wh .. ':order', id)
+end
+
+-- Disables an endpoint (reason: "gone", "failing"), once, with its webhook.disabled event;
+-- true when it did.
+local function webhook_disable(entity, hooks, wid, reason, limits, now)
+  local raw = redis.call('HGET', hooks, wid)
+  if not raw then return false end
+  local w = cjson.decode(raw)
+  if not w.enabled or w.enabled == cjson.null then return false end
+  w.enabled = false
+  w.disabledReason = reason
+  redis.call('HSET', hooks, wid, webhook_json(w))
+  emit(entity, limits, 'webhook.disabled', iso_ms(now), '',
+    '{"webhookId":' .. jstr(wid) .. ',"reason":' .. jstr(reason) .. '}')
+  return true
+end

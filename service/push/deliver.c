@@ -1,0 +1,491 @@
+/* deliver: which endpoints this instance delivers to, through leases, and when it asks for
+ * their next deliveries (webhook.h). */
+#include "push/deliver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/app.h"
+#include "core/isotime.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "push/watch.h"
+#include "redis/lua_scripts.h"
+#include "redis/store.h"
+#include "rpc/httpc.h"
+
+/* Entries of the webhooks set read per round trip of a pass. */
+#define DELIVER_PAGE 256
+/* Events one take reads past the cursor at most (those the endpoint does not subscribe to
+ * included). */
+#define DELIVER_SCAN "256"
+/* An entry whose endpoint does not exist is dropped after this: an endpoint is written after
+ * its entry, within the store's deadlines of it. */
+#define DELIVER_MISSING_GRACE_MS 60000
+/* While the set is empty, it is looked at this often (a create or an update here kicks a pass
+ * at once): an idle instance sends Redis one command per 10 s, not one per poll. */
+#define DELIVER_IDLE_MS 10000
+
+bool webhook_id_valid(const char *s, size_t len)
+{
+    if (len != WEBHOOK_ID_SIZE - 1 || memcmp(s, "wh-", 3) != 0)
+        return false;
+    char c[IDS_SIZE];
+    c[0] = 'c';
+    memcpy(c + 1, s + 2, len - 2);
+    return ids_valid(c, IDS_SIZE - 1, 'c');
+}
+
+static uint64_t poll_ms(const webhooks *w)
+{
+    /* at least three renewals per lease, so one lost answer does not lose it */
+    int64_t p = w->a->cfg.webhook_poll_ms, l = w->a->cfg.webhook_lease_ms / 3;
+    return (uint64_t)(p < l ? p : l);
+}
+
+static void take(hook *h);
+
+static void on_ignored(void *data, int status, redisReply *r)
+{
+    (void)data, (void)status, (void)r;
+}
+
+/* Wakes h when its entity's events may have grown. Polling until watch.h is in: each pass
+ * takes for every endpoint held. */
+static void wake_subscribe(hook *h)
+{
+    (void)h;
+}
+
+static hook *hook_find(webhooks *w, const char *eid, const char *wid)
+{
+    for (hook *h = w->hooks; h; h = h->next)
+        if (!strcmp(h->eid, eid) && !strcmp(h->wid, wid))
+            return h;
+    return NULL;
+}
+
+static hook *hook_add(webhooks *w, const char *eid, const char *wid)
+{
+    hook *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->w = w;
+    snprintf(h->eid, sizeof h->eid, "%s", eid);
+    snprintf(h->wid, sizeof h->wid, "%s", wid);
+    keys_webhooks(h->hooks, eid);
+    keys_webhook(h->wh, eid, wid, "");
+    entity_keys k;
+    keys_entity(&k, eid);
+    memcpy(h->entity, k.entity, k.entity_len + 1);
+    memcpy(h->events, k.events, k.events_len + 1);
+    h->next = w->hooks;
+    w->hooks = h;
+    wake_subscribe(h);
+    return h;
+}
+
+static void hook_unlink_free(hook *h)
+{
+    webhooks *w = h->w;
+    for (hook **p = &w->hooks; *p; p = &(*p)->next)
+        if (*p == h) {
+            *p = h->next;
+            break;
+        }
+    free(h);
+}
+
+void deliver_release(hook *h)
+{
+    h->calls--;
+    if (h->dropped && h->calls == 0)
+        hook_unlink_free(h);
+}
+
+/* The entry is gone (or goes now): this instance stops delivering to it. */
+static void hook_drop(hook *h)
+{
+    h->dropped = true;
+    h->held = false;
+    if (h->calls == 0)
+        hook_unlink_free(h);
+}
+
+static void remove_entry(webhooks *w, const hook *h)
+{
+    char entry[IDS_SIZE + WEBHOOK_ID_SIZE + 2];
+    int n = snprintf(entry, sizeof entry, "%s:%s", h->eid, h->wid);
+    const char *argv[] = {"ZREM", KEYS_WEBHOOKS_ALL, entry};
+    size_t lens[] = {4, strlen(KEYS_WEBHOOKS_ALL), (size_t)n};
+    store_command(w->a->store, on_ignored, NULL, 3, argv, lens);
+}
+
+/* GONE (the entity deleted: at once) or MISSING (after the grace period). */
+static void hook_absent(hook *h, bool entity_gone)
+{
+    uint64_t now = uv_now(h->w->a->loop);
+    if (!entity_gone) {
+        if (!h->missing_since)
+            h->missing_since = now;
+        if (now - h->missing_since < DELIVER_MISSING_GRACE_MS)
+            return;
+    }
+    remove_entry(h->w, h);
+    hook_drop(h);
+}
+
+static bool reply_is(const redisReply *r, const char *s)
+{
+    return r && (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING) &&
+           !strcmp(r->str, s);
+}
+
+static void log_script_error(const char *what, int status, const redisReply *r)
+{
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR &&
+        strncmp(r->str, "TRYAGAIN", 8) != 0)
+        log_event(LOG_WARN, what, r->str);
+}
+
+/* ---- taking deliveries ---- */
+
+static void on_take(void *data, int status, redisReply *r)
+{
+    hook *h = data;
+    h->taking = false;
+    webhooks *w = h->w;
+    if (w->closed || h->dropped) {
+        deliver_release(h);
+        return;
+    }
+    const redisReply *head =
+        r && r->type == REDIS_REPLY_ARRAY && r->elements ? r->element[0] : NULL;
+    if (status != STORE_OK || !head) {
+        log_script_error("webhook take failed", status, r);
+    } else if (reply_is(head, "OK") && r->elements >= 4 &&
+               r->element[1]->type == REDIS_REPLY_STRING &&
+               r->element[2]->type == REDIS_REPLY_STRING &&
+               r->element[3]->type == REDIS_REPLY_STRING) {
+        h->off = false;
+        h->missing_since = 0;
+        h->oldest_pending = strtoll(r->element[3]->str, NULL, 10);
+        size_t items = r->elements - 4;
+        for (size_t i = 4; i < r->elements; i++)
+            send_start(h, r->element[i], r->element[1]->str, r->element[1]->len, r->element[2]->str,
+                       r->element[2]->len);
+        /* a full take may have left more behind */
+        if (items > 0 && h->inflight < w->a->cfg.webhook_inflight)
+            h->again = true;
+    } else if (reply_is(head, "LOST")) {
+        h->held = false;
+    } else if (reply_is(head, "OFF")) {
+        h->off = true;
+    } else if (reply_is(head, "PAUSED") && r->elements == 2 &&
+               r->element[1]->type == REDIS_REPLY_INTEGER) {
+        h->paused_until = uv_now(w->a->loop) + (uint64_t)r->element[1]->integer;
+    } else if (reply_is(head, "GONE") || reply_is(head, "MISSING")) {
+        bool gone = reply_is(head, "GONE");
+        deliver_release(h);
+        hook_absent(h, gone);
+        return;
+    }
+    bool again = h->again;
+    h->again = false;
+    deliver_release(h);
+    if (again)
+        take(h);
+}
+
+static void take(hook *h)
+{
+    webhooks *w = h->w;
+    uint64_t now = uv_now(w->a->loop);
+    if (w->closed || h->dropped || !h->held || now >= h->held_until || now < h->paused_until)
+        return;
+    if (h->taking) {
+        h->again = true;
+        return;
+    }
+    int64_t room = w->a->cfg.webhook_inflight - h->inflight;
+    if (room <= 0)
+        return;
+    const config *c = &w->a->cfg;
+    char n[BUF_INT_SIZE], hold[BUF_INT_SIZE], logmax[BUF_INT_SIZE], limits[2 * BUF_INT_SIZE + 2];
+    buf_format_int(n, (long long)room);
+    buf_format_int(hold, (long long)(c->webhook_timeout_ms + c->webhook_lease_ms));
+    buf_format_int(logmax, (long long)c->webhook_log_max);
+    snprintf(limits, sizeof limits, "%lld:%lld", (long long)c->events_max,
+             (long long)c->events_max_bytes);
+    const char *argv[] = {h->entity, h->hooks, h->wh, h->events, h->wid, w->token,
+                          h->eid,    n,        hold,  logmax,    limits, DELIVER_SCAN};
+    size_t lens[12];
+    for (size_t i = 0; i < 12; i++)
+        lens[i] = strlen(argv[i]);
+    h->taking = true;
+    h->calls++;
+    store_script(w->a->store, LUA_WH_TAKE, on_take, h, 4, 12, argv, lens);
+}
+
+void deliver_attempt_done(hook *h)
+{
+    h->inflight--;
+    if (!h->w->closed && !h->dropped)
+        take(h);
+}
+
+/* ---- leases ---- */
+
+typedef struct lease_call {
+    hook *h;
+    uint64_t sent;
+} lease_call;
+
+static void on_lease(void *data, int status, redisReply *r)
+{
+    lease_call *lc = data;
+    hook *h = lc->h;
+    uint64_t sent = lc->sent;
+    free(lc);
+    webhooks *w = h->w;
+    if (w->closed || h->dropped) {
+        deliver_release(h);
+        return;
+    }
+    if (status == STORE_OK && reply_is(r, "HELD")) {
+        h->held = true;
+        h->missing_since = 0;
+        /* counted from the send: the lease began no earlier in Redis's time */
+        h->held_until = sent + (uint64_t)w->a->cfg.webhook_lease_ms * 9 / 10;
+        deliver_release(h);
+        take(h);
+        return;
+    }
+    if (status == STORE_OK && reply_is(r, "BUSY")) {
+        h->held = false;
+    } else if (status == STORE_OK && (reply_is(r, "GONE") || reply_is(r, "MISSING"))) {
+        h->held = false;
+        deliver_release(h);
+        hook_absent(h, reply_is(r, "GONE"));
+        return;
+    } else {
+        log_script_error("webhook lease failed", status, r);
+    }
+    deliver_release(h);
+}
+
+static void lease(hook *h)
+{
+    webhooks *w = h->w;
+    lease_call *lc = malloc(sizeof *lc);
+    if (!lc)
+        return;
+    lc->h = h;
+    lc->sent = uv_now(w->a->loop);
+    char ms[BUF_INT_SIZE];
+    buf_format_int(ms, (long long)w->a->cfg.webhook_lease_ms);
+    const char *argv[] = {h->entity, h->hooks, h->wh, h->wid, w->token, ms, "0"};
+    size_t lens[7];
+    for (size_t i = 0; i < 7; i++)
+        lens[i] = strlen(argv[i]);
+    h->calls++;
+    store_script(w->a->store, LUA_WH_LEASE, on_lease, lc, 3, 7, argv, lens);
+}
+
+/* ---- the pass over the webhooks set ---- */
+
+static void scan_page(webhooks *w);
+
+static void on_timer(uv_timer_t *t);
+
+/* The next pass: after poll_ms, or DELIVER_IDLE_MS while no endpoint is listed. */
+static void schedule_pass(webhooks *w)
+{
+    if (w->closed)
+        return;
+    uint64_t ms = w->kicked ? 0 : w->hooks ? poll_ms(w) : DELIVER_IDLE_MS;
+    if (ms < poll_ms(w) && !w->kicked)
+        ms = poll_ms(w);
+    w->kicked = false;
+    uv_timer_start(&w->timer, on_timer, ms, 0);
+}
+
+static void pass_end(webhooks *w)
+{
+    w->scanning = false;
+    w->scan_from[0] = '\0';
+    /* endpoints whose entries went: their deliveries stop here */
+    for (hook *h = w->hooks, *next; h; h = next) {
+        next = h->next;
+        if (!h->dropped && h->pass != w->pass)
+            hook_drop(h);
+    }
+    schedule_pass(w);
+}
+
+static void on_page(void *data, int status, redisReply *r)
+{
+    webhooks *w = data;
+    if (w->closed)
+        return;
+    if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY) {
+        log_script_error("webhook endpoints not listed", status, r);
+        w->scanning = false; /* the next poll starts the pass again */
+        w->scan_from[0] = '\0';
+        uv_timer_start(&w->timer, on_timer, poll_ms(w), 0);
+        return;
+    }
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_STRING)
+            continue;
+        if (e->len >= sizeof w->scan_from) {
+            /* no entry of ours: the pass goes on past every entry of this prefix */
+            memcpy(w->scan_from, e->str, sizeof w->scan_from - 2);
+            w->scan_from[sizeof w->scan_from - 2] = '\xff';
+            w->scan_from[sizeof w->scan_from - 1] = '\0';
+            continue;
+        }
+        memcpy(w->scan_from, e->str, e->len + 1);
+        const char *colon = memchr(e->str, ':', e->len);
+        /* platform endpoints ("platform:<wid>") are not delivered by this release */
+        if (!colon || !ids_valid(e->str, (size_t)(colon - e->str), 'c') ||
+            !webhook_id_valid(colon + 1, e->len - (size_t)(colon + 1 - e->str)))
+            continue;
+        char eid[IDS_SIZE];
+        memcpy(eid, e->str, IDS_SIZE - 1);
+        eid[IDS_SIZE - 1] = '\0';
+        hook *h = hook_find(w, eid, colon + 1);
+        if (!h)
+            h = hook_add(w, eid, colon + 1);
+        if (!h)
+            continue;
+        h->pass = w->pass;
+        lease(h);
+    }
+    if (r->elements < DELIVER_PAGE)
+        pass_end(w);
+    else
+        scan_page(w);
+}
+
+static void scan_page(webhooks *w)
+{
+    char from[sizeof w->scan_from + 1], page[BUF_INT_SIZE];
+    int flen = w->scan_from[0] ? snprintf(from, sizeof from, "(%s", w->scan_from)
+                               : snprintf(from, sizeof from, "-");
+    buf_format_int(page, DELIVER_PAGE);
+    const char *argv[] = {"ZRANGE", KEYS_WEBHOOKS_ALL, from, "+", "BYLEX", "LIMIT", "0", page};
+    size_t lens[8];
+    for (size_t i = 0; i < 8; i++)
+        lens[i] = strlen(argv[i]);
+    lens[2] = (size_t)flen;
+    store_command(w->a->store, on_page, w, 8, argv, lens);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    webhooks *w = t->data;
+    if (w->closed || w->scanning)
+        return;
+    if (!store_ready(w->a->store)) {
+        uv_timer_start(&w->timer, on_timer, poll_ms(w), 0);
+        return;
+    }
+    w->scanning = true;
+    w->pass++;
+    scan_page(w);
+}
+
+void webhooks_kick(webhooks *w)
+{
+    if (!w || w->closed)
+        return;
+    if (w->scanning) {
+        w->kicked = true;
+        return;
+    }
+    uv_timer_start(&w->timer, on_timer, 0, 0);
+}
+
+webhooks *webhooks_new(app *a)
+{
+    webhooks *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->a = a;
+    char err[128];
+    w->nschedule =
+        config_schedule_parse(a->cfg.webhook_retry_schedule, w->schedule, CONFIG_SCHEDULE_MAX);
+    if (w->nschedule < 0 || ids_new(w->token, 'c') != 0 ||
+        httpc_new(&w->http, a->loop, err, sizeof err) != 0) {
+        free(w);
+        return NULL;
+    }
+    uv_timer_init(a->loop, &w->timer);
+    w->timer.data = w;
+    uv_timer_start(&w->timer, on_timer, poll_ms(w), 0);
+    return w;
+}
+
+void webhooks_close(webhooks *w)
+{
+    if (!w || w->closed)
+        return;
+    w->closed = true;
+    uv_timer_stop(&w->timer);
+    uv_close((uv_handle_t *)&w->timer, NULL);
+    httpc_close(w->http);
+}
+
+void webhooks_free(webhooks *w)
+{
+    if (!w)
+        return;
+    httpc_free(w->http);
+    for (hook *h = w->hooks, *next; h; h = next) {
+        next = h->next;
+        free(h);
+    }
+    free(w);
+}
+
+void webhooks_render_metrics(buf *out, void *ctx)
+{
+    const webhooks *w = ctx;
+    if (!w)
+        return;
+    size_t held = 0, off = 0;
+    int64_t oldest = 0;
+    for (const hook *h = w->hooks; h; h = h->next) {
+        if (!h->held || h->dropped)
+            continue;
+        held++;
+        off += h->off;
+        if (h->oldest_pending && (!oldest || h->oldest_pending < oldest))
+            oldest = h->oldest_pending;
+    }
+    const metrics_labelled by[] = {{"succeeded", w->stats.succeeded},
+                                   {"retried", w->stats.retried},
+                                   {"failed", w->stats.failed}};
+    metrics_counter_by(out, "entityd_webhook_deliveries_total",
+                       "webhook delivery attempts this process made, by outcome (retried: failed "
+                       "and due again; failed: failed for good)",
+                       "outcome", by, 3);
+    metrics_gauge(out, "entityd_webhook_endpoints_held",
+                  "webhook endpoints whose delivery lease this process holds", (double)held);
+    metrics_gauge(out, "entityd_webhook_endpoints_disabled",
+                  "disabled webhook endpoints among those this process holds", (double)off);
+    int64_t now = isotime_now_ms();
+    metrics_gauge(out, "entityd_webhook_oldest_pending_seconds",
+                  "age of the oldest pending delivery (among the ten due soonest) of the "
+                  "endpoints this process holds; 0: none",
+                  oldest && now > oldest ? (double)(now - oldest) / 1000.0 : 0.0);
+    metrics_counter(out, "entityd_webhook_disabled_total",
+                    "webhook endpoints this process disabled (410, or failing too long)",
+                    w->stats.disabled_by_us);
+    metrics_counter(out, "entityd_webhook_refused_total",
+                    "delivery attempts refused at connect time by the address guard",
+                    w->stats.refused);
+}

@@ -1,0 +1,73 @@
+/* deliver: the parts of webhook delivery (webhook.h) that its files share: the endpoints this
+ * instance looks after (deliver.c) and one attempt (send.c). */
+#ifndef ENTITYD_PUSH_DELIVER_H
+#define ENTITYD_PUSH_DELIVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "core/config.h"
+#include "core/ids.h"
+#include "push/webhook.h"
+#include "redis/keys.h"
+
+struct app;
+struct httpc;
+struct redisReply;
+
+/* An endpoint as this instance sees it. Freed once dropped (its entry gone from the set) and
+ * nothing of it is in flight (`calls` 0). */
+typedef struct hook {
+    webhooks *w;
+    char eid[IDS_SIZE], wid[WEBHOOK_ID_SIZE];
+    char entity[KEYS_ENTITY_SIZE], hooks[KEYS_ENTITY_SIZE], wh[KEYS_WEBHOOK_SIZE],
+        events[KEYS_ENTITY_SIZE];
+    bool held;              /* our lease, as of the last answer */
+    bool taking;            /* a wh_take in flight */
+    bool again;             /* take again once the one in flight is answered */
+    bool off;               /* disabled, as of the last take */
+    bool dropped;           /* no longer in the set: freed when calls reach 0 */
+    int inflight;           /* attempts in flight */
+    int calls;              /* callbacks of ours outstanding (scripts and attempts) */
+    uint64_t held_until;    /* loop ms: our lease's end, with a margin */
+    uint64_t paused_until;  /* loop ms */
+    uint64_t missing_since; /* loop ms of the first MISSING answer in a row, 0: none */
+    uint64_t pass;          /* the last pass that listed it */
+    int64_t oldest_pending; /* Redis ms the oldest pending delivery was made, 0: none */
+    struct hook *next;
+} hook;
+
+/* Counters by outcome and what the metrics show. */
+typedef struct webhooks_stats {
+    uint64_t succeeded, retried, failed, disabled_by_us, refused, tests;
+} webhooks_stats;
+
+struct webhooks {
+    struct app *a;
+    struct httpc *http;
+    uv_timer_t timer;
+    bool closed, scanning;
+    bool kicked;          /* an endpoint made or changed here during a pass: another one at once */
+    char token[IDS_SIZE]; /* this instance's lease token */
+    char scan_from[256];  /* lex cursor of the pass under way */
+    uint64_t pass;
+    hook *hooks;
+    int64_t schedule[CONFIG_SCHEDULE_MAX];
+    int nschedule;
+    webhooks_stats stats;
+};
+
+/* Starts the attempt of one item of a wh_take answer ({delivery id, attempts, XRANGE entry})
+ * to url, signed with secrets. Takes a call of h (h->calls, h->inflight) until the outcome is
+ * recorded; returns false when the item is malformed or the attempt could not start (it is
+ * then due again after the hold, as if its attempt had died). */
+bool send_start(hook *h, const struct redisReply *item, const char *url, size_t url_len,
+                const char *secrets, size_t secrets_len);
+/* An attempt of h ended (its outcome recorded or not): take the next ones. */
+void deliver_attempt_done(hook *h);
+/* Releases one call of h; frees a dropped hook with no call left. */
+void deliver_release(hook *h);
+
+#endif
