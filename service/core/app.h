@@ -19,6 +19,8 @@ struct limits;
 struct attester;
 struct erasure;
 struct sweeper;
+struct watch;
+struct streams;
 
 typedef struct app {
     uv_loop_t *loop;
@@ -35,6 +37,8 @@ typedef struct app {
     struct attester *attester; /* level attestations' signer; NULL: attestations are off */
     struct erasure *erasure;   /* the background erasure of deleted entities */
     struct sweeper *sweeper;   /* removed members' board entries, taken off in the background */
+    struct watch *watch;       /* which entities' events may have grown (push/watch.h) */
+    struct streams *streams;   /* the open event streams (push/streams.h) */
 } app;
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/metrics.h"
@@ -21,6 +22,67 @@ static bool read_buffer_busy;
 #define SWEEP_MS 100
 /* A buffer that grew for one large answer is given back beyond this. */
 #define KEEP_BYTES (64u * 1024)
+
+/* A streamed answer's queue: a ring of chunk references, the first partly sent by `off`. */
+typedef struct conn_stream {
+    out_chunk **q;
+    size_t cap, head, n; /* cap a power of two, or 0 before the first push */
+    size_t off;          /* bytes of q[head] already with the kernel */
+    size_t behind;       /* bytes queued, not yet with the kernel */
+    size_t max_behind;
+    size_t in_write;         /* chunks from head that the active uv_write sends */
+    conn_stream_ended ended; /* NULL once the stream has ended */
+    void *data;
+} conn_stream;
+
+/* Chunks one write hands the kernel at most. */
+#define STREAM_IOV 64
+
+void (*conn_stream_sent_hook)(const out_chunk *ch);
+
+static void stream_free(conn_stream *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        chunk_unref(s->q[(s->head + i) & (s->cap - 1)]);
+    free(s->q);
+    free(s);
+}
+
+/* The stream ends from below: its owner hears it once, and the hold was the stream's. */
+static void stream_gone(conn *c)
+{
+    conn_stream *s = c->stream;
+    if (!s || !s->ended)
+        return;
+    conn_stream_ended fn = s->ended;
+    s->ended = NULL;
+    c->owed = false;
+    fn(s->data);
+}
+
+/* n bytes from the queue's head are with the kernel. */
+static void stream_consume(conn_stream *s, size_t n)
+{
+    while (n && s->n) {
+        out_chunk *ch = s->q[s->head];
+        size_t left = ch->len - s->off;
+        if (n < left) {
+            s->off += n;
+            s->behind -= n;
+            return;
+        }
+        n -= left;
+        s->behind -= left;
+        s->off = 0;
+        s->head = (s->head + 1) & (s->cap - 1);
+        s->n--;
+        if (conn_stream_sent_hook)
+            conn_stream_sent_hook(ch);
+        chunk_unref(ch);
+    }
+}
 
 /* The loop's clock is read once per iteration; one iteration of a loaded loop can take a good
  * part of a second, so a deadline that starts at an event inside it reads the clock again
@@ -47,6 +109,7 @@ static void conn_free(conn *c)
     buf_free(&c->pending_in);
     buf_free(&c->out);
     buf_free(&c->writing);
+    stream_free(c->stream);
     free(c);
     if (set->draining && set->count == 0 && set->on_empty) {
         void (*cb)(conn_set *) = set->on_empty;
@@ -72,6 +135,7 @@ static void close_socket(conn *c, bool reset)
     c->read_deadline = c->write_deadline = 0;
     if (!reset || uv_tcp_close_reset(&c->tcp, on_tcp_closed) != 0)
         uv_close((uv_handle_t *)&c->tcp, on_tcp_closed);
+    stream_gone(c);
 }
 
 void conn_close(conn *c)
@@ -122,7 +186,7 @@ bool conn_alive(const conn_set *set, const conn *c)
 
 static size_t queued(const conn *c)
 {
-    return c->out.len + c->writing.len;
+    return c->out.len + c->writing.len + (c->stream ? c->stream->behind : 0);
 }
 
 /* The parser runs only when its answer could be queued without passing the high-water mark. */
@@ -146,6 +210,7 @@ void conn_finish_input(conn *c)
 }
 
 static void on_write(uv_write_t *w, int status);
+static void flush_stream(conn *c);
 
 /* One send(2) of what fits the socket's buffer now: bytes sent, 0 if none fit, or a negative
  * libuv error. send goes to the socket without the file layer write(2) (uv_try_write's path)
@@ -168,11 +233,63 @@ static ssize_t send_now(conn *c, const char *data, size_t len)
     }
 }
 
+/* A stream's queue to the kernel: one sendmsg of what it takes now, the rest by uv_write (the
+ * chunks stay referenced until its callback). */
+static void flush_stream(conn *c)
+{
+    conn_stream *s = c->stream;
+    if (!s || s->n == 0 || c->write_active || c->state >= CONN_CLOSING)
+        return;
+    uv_buf_t b[STREAM_IOV];
+    size_t k = 0;
+    for (; k < s->n && k < STREAM_IOV; k++) {
+        out_chunk *ch = s->q[(s->head + k) & (s->cap - 1)];
+        size_t off = k ? 0 : s->off;
+        b[k] = uv_buf_init(ch->data + off, (unsigned)(ch->len - off));
+    }
+    ssize_t n = 0;
+    if (c->fd >= 0) {
+        struct iovec iov[STREAM_IOV];
+        for (size_t i = 0; i < k; i++)
+            iov[i] = (struct iovec){b[i].base, b[i].len};
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = k};
+        do
+            n = sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            conn_close(c);
+            return;
+        }
+        if (n < 0)
+            n = 0;
+    }
+    stream_consume(s, (size_t)n);
+    if (s->n == 0)
+        return;
+    for (k = 0; k < s->n && k < STREAM_IOV; k++) {
+        out_chunk *ch = s->q[(s->head + k) & (s->cap - 1)];
+        size_t off = k ? 0 : s->off;
+        b[k] = uv_buf_init(ch->data + off, (unsigned)(ch->len - off));
+    }
+    c->wreq.data = c;
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, b, (unsigned)k, on_write) < 0) {
+        conn_close(c);
+        return;
+    }
+    s->in_write = k;
+    c->write_active = true;
+    c->write_deadline = fresh_ms(c) + c->set->limits.write_timeout_ms;
+}
+
 /* Hands everything queued so far to the kernel in one write. Called only from conn_progress. */
 static void flush(conn *c)
 {
-    if (c->write_active || c->out.len == 0 || !conn_accepts_output(c))
+    if (c->write_active || !conn_accepts_output(c))
         return;
+    if (c->out.len == 0) {
+        flush_stream(c);
+        return;
+    }
     buf tmp = c->writing;
     c->writing = c->out;
     c->out = tmp;
@@ -185,6 +302,7 @@ static void flush(conn *c)
         if (c->pending_in.len)
             c->again = true; /* room again under the high-water mark: parse on */
         idle_from_now(c);
+        flush_stream(c);
         return;
     }
     if (n < 0) {
@@ -261,8 +379,14 @@ void conn_progress(conn *c)
          * the sweep resets it after the grace.) */
         if (c->state == CONN_OPEN && !c->owed && conn_may_parse(c) && c->eof)
             conn_finish_input(c);
+        /* A stream's client that half-closes is gone: it never sends a request again. */
+        if (c->stream && c->stream->ended && c->eof) {
+            close_socket(c, false);
+            break;
+        }
         flush(c);
-        if (c->state == CONN_DRAINING && !c->owed && !c->write_active && c->out.len == 0) {
+        if (c->state == CONN_DRAINING && !c->owed && !c->write_active && c->out.len == 0 &&
+            !(c->stream && c->stream->n)) {
             conn_close(c);
             break;
         }
@@ -291,12 +415,90 @@ bool conn_answered(conn *c)
     return true;
 }
 
+int conn_stream_start(conn *c, size_t max_behind, conn_stream_ended ended, void *data)
+{
+    conn_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    s->max_behind = max_behind;
+    s->ended = ended;
+    s->data = data;
+    c->stream = s;
+    return 0;
+}
+
+bool conn_stream_push(conn *c, out_chunk *ch)
+{
+    conn_stream *s = c->stream;
+    if (!s || !s->ended)
+        return false;
+    if (s->behind + ch->len > s->max_behind) {
+        /* A reset, as for a client not reading past its write deadline: a FIN would wait
+         * behind what the kernel still holds for it. */
+        c->set->stats.stream_overflows++;
+        close_socket(c, true);
+        return false;
+    }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 8;
+        out_chunk **q = malloc(cap * sizeof *q);
+        if (!q) {
+            close_socket(c, true);
+            return false;
+        }
+        for (size_t i = 0; i < s->n; i++)
+            q[i] = s->q[(s->head + i) & (s->cap - 1)];
+        free(s->q);
+        s->q = q;
+        s->cap = cap;
+        s->head = 0;
+    }
+    s->q[(s->head + s->n) & (s->cap - 1)] = chunk_ref(ch);
+    s->n++;
+    s->behind += ch->len;
+    conn_progress(c);
+    return s->ended != NULL;
+}
+
+size_t conn_stream_behind(const conn *c)
+{
+    return c->stream ? c->stream->behind : 0;
+}
+
+void conn_stream_finish(conn *c)
+{
+    if (!c->stream || !c->stream->ended)
+        return;
+    c->stream->ended = NULL;
+    conn_finish_input(c);
+    conn_answered(c);
+}
+
+/* The drain ends a stream from below, then writes what it holds and closes. */
+static void stream_drain(conn *c)
+{
+    if (!c->stream || !c->stream->ended)
+        return;
+    conn_finish_input(c);
+    stream_gone(c);
+}
+
 static void on_write(uv_write_t *w, int status)
 {
     conn *c = w->data;
     c->write_active = false;
     c->write_deadline = 0;
     buf_reset(&c->writing, KEEP_BYTES);
+    conn_stream *s = c->stream;
+    if (s && s->in_write && status == 0) {
+        /* uv_write wrote every byte of its chunks: the first from off, the rest whole. */
+        size_t bytes = 0;
+        for (size_t i = 0; i < s->in_write; i++)
+            bytes += s->q[(s->head + i) & (s->cap - 1)]->len;
+        stream_consume(s, bytes - s->off);
+    }
+    if (s)
+        s->in_write = 0;
     if (status < 0) {
         conn_close(c);
         return;
@@ -370,6 +572,18 @@ static void trim(conn *c)
         c->set->proto->trim(c);
 }
 
+/* A stream between writes keeps its queue alone: the head's buffers and the parser's go. */
+static void trim_stream(conn *c)
+{
+    if (!c->stream || c->write_active || c->out.len || c->pending_in.len)
+        return;
+    buf_free(&c->out);
+    buf_free(&c->writing);
+    buf_free(&c->pending_in);
+    if (c->set->proto->trim)
+        c->set->proto->trim(c);
+}
+
 /* Bytes in the socket that libuv has not read yet: a request the client sent before it could
  * know of a close. Closing now would reset it unanswered; it is read and answered instead. */
 static bool bytes_waiting(const conn *c)
@@ -406,6 +620,7 @@ static void on_sweep(uv_timer_t *t)
             close_socket(c, true);
         } else if (!c->active) {
             trim(c);
+            trim_stream(c);
         }
         c->active = false;
     }
@@ -538,8 +753,10 @@ void conn_set_drain(conn_set *set)
     set->draining = true;
     uv_update_time(set->loop);
     set->drain_idle_at = uv_now(set->loop) + set->limits.drain_idle_grace_ms;
-    for (conn *c = set->head; c; c = c->next)
+    for (conn *c = set->head; c; c = c->next) {
+        stream_drain(c);
         conn_progress(c); /* closes none synchronously: the list stays intact */
+    }
     if (set->count == 0 && set->on_empty) {
         void (*cb)(conn_set *) = set->on_empty;
         set->on_empty = NULL;

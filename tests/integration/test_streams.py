@@ -1,0 +1,303 @@
+"""Event streams (CONTRACT section 14, "Streams"): GET /api/entities/{id}/events/stream for
+owners and admins, read with the `eventsource` npm package (tests/node/sse_read.cjs) as clients
+read them and with raw sockets for the hostile cases: live delivery of an award's events,
+resume with Last-Event-ID or ?after= with nothing missed or repeated, a gap for an unknown id,
+heartbeats, a client that never reads closed at its bound while the others go on, the limits
+(503, 429), a stream ended within 5 s of its caller losing the role, its session ending, its
+API key deleted or its entity deleted, a reset mid-stream, and many streams on one entity each
+getting one event."""
+
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from support.base import reset_close  # noqa: E402
+from harness import metric, scaled  # noqa: E402
+
+
+
+class Sse:
+    """A stream read over a raw socket: the head, then events as the server sends them."""
+
+    def __init__(self, port, path, headers=None, rcvbuf=None):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(scaled(10))
+        self.sock.connect(('127.0.0.1', port))
+        lines = ['GET %s HTTP/1.1' % path, 'Host: 127.0.0.1']
+        lines += ['%s: %s' % kv for kv in (headers or {}).items()]
+        self.sock.sendall(('\r\n'.join(lines) + '\r\n\r\n').encode())
+        self.buf = b''
+        self.eof = False
+        self.status, self.head = None, {}
+
+    def fill(self, deadline):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout('deadline passed')
+        self.sock.settimeout(left)
+        try:
+            data = self.sock.recv(65536)
+        except ConnectionResetError:
+            data = b''
+        if not data:
+            self.eof = True
+            return False
+        self.buf += data
+        return True
+
+    def read_head(self, timeout=None):
+        deadline = time.monotonic() + (timeout or scaled(10))
+        while b'\r\n\r\n' not in self.buf:
+            if not self.fill(deadline):
+                raise ConnectionError('closed before the head: %r' % self.buf)
+        head, self.buf = self.buf.split(b'\r\n\r\n', 1)
+        lines = head.decode().split('\r\n')
+        self.status = int(lines[0].split()[1])
+        self.head = {k.lower(): v.strip() for k, v in (ln.split(':', 1) for ln in lines[1:])}
+        return self.status
+
+    def body_json(self, timeout=None):
+        n = int(self.head.get('content-length', '0'))
+        deadline = time.monotonic() + (timeout or scaled(10))
+        while len(self.buf) < n and self.fill(deadline):
+            pass
+        return json.loads(self.buf[:n])
+
+    def next_block(self, timeout=None):
+        """The next block up to a blank line (an event or a comment), or None at the end."""
+        deadline = time.monotonic() + (timeout or scaled(10))
+        while b'\n\n' not in self.buf:
+            if self.eof or not self.fill(deadline):
+                return None
+        block, self.buf = self.buf.split(b'\n\n', 1)
+        return block.decode()
+
+    def next_event(self, timeout=None):
+        """The next event as {id, event, data} (comments skipped), or None at the end."""
+        deadline = time.monotonic() + (timeout or scaled(10))
+        while True:
+            block = self.next_block(max(0.01, deadline - time.monotonic()))
+            if block is None:
+                return None
+            ev = {}
+            for line in block.split('\n'):
+                if line.startswith(':'):
+                    continue
+                k, _, v = line.partition(': ')
+                ev[k] = v
+            if ev:
+                if 'data' in ev:
+                    ev['data'] = json.loads(ev['data'])
+                return ev
+
+    def ended(self, timeout):
+        """True when the server closes the stream within timeout (what it sent is read)."""
+        deadline = time.monotonic() + timeout
+        try:
+            while self.fill(deadline):
+                pass
+        except socket.timeout:
+            return False
+        except OSError:
+            return True
+        return True
+
+    def close(self):
+        self.sock.close()
+
+
+class StreamsTest(harness.ServiceTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pool = harness.Wallet.random(80)
+        cls.r = cls.class_redis()
+        cls.svc = cls.class_entityd(redis=cls.r, env={
+            'STREAM_HEARTBEAT_SECONDS': '1', 'STREAM_BUFFER_BYTES': '16384',
+            'STREAMS_PER_CALLER': '3', 'WRITE_BUFFER_BYTES': '8192'})
+        cls.port = cls.svc.port
+        cls.signer = harness.Signer(harness.current_message(cls.port)[0])
+
+    def auth(self, w):
+        return self.signer.query(w)
+
+    def req(self, method, path, body=None, headers=None):
+        return harness.request(self.port, method, path, body=body, headers=headers,
+                               timeout=scaled(10))
+
+    def entity(self):
+        owner, admin, member, stranger = (self.pool.pop() for _ in range(4))
+        body = {'name': 'Stream %s' % uuid.uuid4().hex[:8], 'description': '',
+                'ownerAddresses': [owner.address], 'twitter': '', 'discord': '', 'website': '',
+                'imageUrl': '', 'public': True}
+        eid = self.assertOk(self.req('POST', '/api/entities?' + self.auth(owner), body),
+                            201)['data']['id']
+        self.assertOk(self.req('POST', '/api/entities/%s/admins?%s' % (eid, self.auth(owner)),
+                               {'addresses': [admin.address]}))
+        return eid, owner, admin, member, stranger
+
+    def add_member(self, eid, owner, member):
+        self.assertOk(self.req('POST', '/api/entities/%s/force-add?%s' % (eid, self.auth(owner)),
+                               {'addresses': [member.address], 'Chain': 'eth'}))
+
+    def open(self, eid, w, after=None, headers=None, expect=200, **kw):
+        path = '/api/entities/%s/events/stream?%s' % (eid, self.auth(w))
+        if after:
+            path += '&after=' + after
+        s = Sse(self.port, path, headers, **kw)
+        self.assertEqual(s.read_head(), expect)
+        return s
+
+    def kept(self, eid):
+        return [i.decode() for i, _ in self.r.cli('XRANGE', 'ent:{%s}:events' % eid, '-', '+')]
+
+    # ---- tests ----
+
+    def test_head_and_live_events(self):
+        eid, owner, admin, member, _ = self.entity()
+        s = self.open(eid, admin)
+        self.assertEqual(s.head['content-type'], 'text/event-stream')
+        self.assertEqual(s.head['cache-control'], 'no-cache')
+        self.assertEqual(s.head['x-accel-buffering'], 'no')
+        self.assertNotIn('content-length', s.head)
+        self.add_member(eid, owner, member)
+        ev = s.next_event(scaled(5))
+        self.assertEqual(ev['event'], 'member.added')
+        self.assertEqual(ev['id'], self.kept(eid)[-1])
+        # the same JSON as /events' item
+        items = self.assertOk(self.req('GET', '/api/entities/%s/events?%s' %
+                                       (eid, self.auth(owner))))['data']
+        self.assertEqual(ev['data'], items[-1])
+        s.close()
+
+    def test_resume_nothing_missed_or_repeated(self):
+        eid, owner, admin, _, _ = self.entity()
+        for _ in range(5):
+            self.add_member(eid, owner, self.pool.pop())
+        ids = self.kept(eid)
+        s = self.open(eid, owner, headers={'Last-Event-ID': ids[1]})
+        got = [s.next_event(scaled(5))['id'] for _ in range(len(ids) - 2)]
+        self.assertEqual(got, ids[2:])
+        # live after the backlog, once each
+        self.add_member(eid, owner, self.pool.pop())
+        ev = s.next_event(scaled(5))
+        self.assertEqual(ev['id'], self.kept(eid)[-1])
+        s.close()
+        # ?after= as well
+        s = self.open(eid, owner, after=ids[3])
+        got = [s.next_event(scaled(5))['id'] for _ in range(len(ids) - 3)]
+        self.assertEqual(got, self.kept(eid)[4:])
+        s.close()
+
+    def test_unknown_id_resumes_from_the_oldest_after_a_gap(self):
+        eid, owner, admin, _, _ = self.entity()
+        self.add_member(eid, owner, self.pool.pop())
+        ids = self.kept(eid)
+        s = self.open(eid, owner, headers={'Last-Event-ID': '1-1'})
+        gap = s.next_event(scaled(5))
+        self.assertEqual(gap['event'], 'gap')
+        got = [s.next_event(scaled(5))['id'] for _ in ids]
+        self.assertEqual(got, ids)
+        s.close()
+
+    def test_heartbeat(self):
+        eid, owner, admin, _, _ = self.entity()
+        s = self.open(eid, admin)
+        block = s.next_block(scaled(4))
+        self.assertEqual(block, ':')
+        s.close()
+
+    def test_refusals(self):
+        eid, owner, admin, member, stranger = self.entity()
+        self.add_member(eid, owner, member)
+        s = self.open(eid, member, expect=403)
+        s.close()
+        s = self.open(eid, stranger, expect=403)
+        s.close()
+        s = Sse(self.port, '/api/entities/%s/events/stream' % eid)
+        self.assertEqual(s.read_head(), 400)
+        s.close()
+        s = self.open(eid, owner, after='nope', expect=400)
+        s.close()
+
+    def test_per_caller_limit(self):
+        eid, owner, admin, _, _ = self.entity()
+        open_ = [self.open(eid, admin) for _ in range(3)]
+        s = self.open(eid, admin, expect=429)
+        s.close()
+        open_.pop().close()
+        # the closed one is counted off once its close is seen
+        deadline = time.monotonic() + scaled(5)
+        while True:
+            s = Sse(self.port, '/api/entities/%s/events/stream?%s' % (eid, self.auth(admin)))
+            if s.read_head() == 200 or time.monotonic() > deadline:
+                break
+            s.close()
+            time.sleep(0.05)
+        self.assertEqual(s.status, 200)
+        for x in open_ + [s]:
+            x.close()
+
+    def test_role_loss_ends_the_stream(self):
+        eid, owner, admin, _, _ = self.entity()
+        s = self.open(eid, admin)
+        self.assertOk(self.req('DELETE', '/api/entities/%s/admins/%s?%s' %
+                               (eid, admin.address, self.auth(owner))))
+        t0 = time.monotonic()
+        self.assertTrue(s.ended(scaled(8)))
+        self.assertLess(time.monotonic() - t0, scaled(5) + 1)
+
+    def test_entity_delete_ends_the_stream(self):
+        eid, owner, admin, _, _ = self.entity()
+        s = self.open(eid, owner)
+        self.assertOk(self.req('DELETE', '/api/entities/%s?%s' % (eid, self.auth(owner))))
+        self.assertTrue(s.ended(scaled(8)))
+
+    def test_client_that_never_reads_is_closed_at_its_bound(self):
+        eid, owner, admin, _, _ = self.entity()
+        slow = self.open(eid, owner, rcvbuf=4096)
+        fast = self.open(eid, admin)
+        seen = []
+
+        def read_fast():
+            while True:
+                ev = fast.next_event(scaled(20))
+                if ev is None or ev.get('event') == 'member.added':
+                    seen.append(ev)
+                if ev is None or len(seen) >= 40:
+                    return
+
+        t = threading.Thread(target=read_fast)
+        t.start()
+        for _ in range(40):  # a few KiB each: the slow one's socket buffers and bound fill
+            self.assertOk(self.req(
+                'POST', '/api/entities/%s/force-add?%s' % (eid, self.auth(owner)),
+                {'addresses': [w.address for w in harness.Wallet.random(20)], 'Chain': 'eth'}))
+        t.join(scaled(30))
+        self.assertEqual(len(seen), 40)
+        self.assertNotIn(None, seen)
+        self.assertTrue(slow.ended(scaled(10)))
+        fast.close()
+
+    def test_reset_mid_stream(self):
+        eid, owner, admin, _, _ = self.entity()
+        s = self.open(eid, owner)
+        reset_close(s.sock)
+        self.add_member(eid, owner, self.pool.pop())
+        # the service is fine and the stream is counted off
+        self.assertOk(self.req('GET', '/api/entities/%s/events?%s' % (eid, self.auth(owner))))
+        harness.wait_for(lambda: metric(self.svc, 'entityd_streams_open', 0) == 0,
+                         scaled(5), what='the reset stream gone')
+
+
+if __name__ == '__main__':
+    harness.main()
