@@ -10,6 +10,7 @@ getting one event."""
 import json
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,6 +21,50 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from support.base import reset_close  # noqa: E402
+from support.sessions import make_session  # noqa: E402
+
+NODE_DIR = os.path.join(harness.REPO, 'tests', 'node')
+READER = os.path.join(NODE_DIR, 'sse_read.cjs')
+NODE = shutil.which('node') or '/usr/bin/node'
+
+
+class Reader:
+    """An `eventsource` client (tests/node/sse_read.cjs) in its own process, stopped by PID."""
+
+    def __init__(self, url, headers=None, count=1, timeout=None, types=()):
+        self.proc = subprocess.Popen([NODE, READER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     cwd=NODE_DIR)
+        self.proc.stdin.write(json.dumps({
+            'url': url, 'headers': headers or {}, 'count': count, 'types': list(types),
+            'timeoutMs': int((timeout or scaled(20)) * 1000), 'reconnect': False}))
+        self.proc.stdin.close()
+
+    def line(self):
+        ln = self.proc.stdout.readline()
+        if not ln:
+            raise AssertionError('reader ended: %s' % self.proc.stderr.read()[-2000:])
+        return json.loads(ln)
+
+    def wait_open(self):
+        first = self.line()
+        assert first.get('open'), first
+        return self
+
+    def events(self):
+        """Every event until it is done (or fails)."""
+        out = []
+        while True:
+            o = self.line()
+            if 'done' in o or 'error' in o:
+                self.result = o
+                return out
+            out.append(o)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(5)
 from harness import metric, scaled  # noqa: E402
 
 
@@ -150,7 +195,7 @@ class StreamsTest(harness.ServiceTestCase):
                                {'addresses': [member.address], 'Chain': 'eth'}))
 
     def open(self, eid, w, after=None, headers=None, expect=200, **kw):
-        path = '/api/entities/%s/events/stream?%s' % (eid, self.auth(w))
+        path = '/api/entities/%s/events/stream?%s' % (eid, self.auth(w) if w else '')
         if after:
             path += '&after=' + after
         s = Sse(self.port, path, headers, **kw)
@@ -160,7 +205,71 @@ class StreamsTest(harness.ServiceTestCase):
     def kept(self, eid):
         return [i.decode() for i, _ in self.r.cli('XRANGE', 'ent:{%s}:events' % eid, '-', '+')]
 
+    def url(self, eid, w=None, after=None):
+        u = 'http://127.0.0.1:%d/api/entities/%s/events/stream' % (self.port, eid)
+        q = [self.auth(w)] if w else []
+        if after:
+            q.append('after=' + after)
+        return u + ('?' + '&'.join(q) if q else '')
+
+    def award(self, eid, by, member):
+        self.assertOk(self.req('POST', '/api/entities/%s/contributions?%s' % (eid, self.auth(by)),
+                               {'member': member.address, 'xp': 10, 'title': 'Fixed a bug'}),
+                      201)
+
     # ---- tests ----
+
+    def test_eventsource_live_award_then_resume(self):
+        eid, owner, admin, member, _ = self.entity()
+        self.add_member(eid, owner, member)
+        token = make_session(self.r, admin, 600000)
+        types = ['contribution.added', 'level.reached', 'member.added']
+        rd = Reader(self.url(eid), {'Authorization': 'Bearer ' + token}, count=1,
+                    types=types).wait_open()
+        try:
+            self.award(eid, owner, member)
+            got = rd.events()
+        finally:
+            rd.stop()
+        self.assertEqual(rd.result, {'done': True})
+        ids = self.kept(eid)
+        self.assertEqual(got[0]['type'], 'contribution.added')
+        self.assertEqual(got[0]['id'], ids[-1] if len(ids) else None)
+        # more happen while it is away; it comes back with Last-Event-ID
+        before = len(ids)
+        self.award(eid, owner, member)
+        self.award(eid, admin, member)
+        ids = self.kept(eid)
+        rd = Reader(self.url(eid, owner), {'Last-Event-ID': got[0]['id']},
+                    count=len(ids) - before, types=types)
+        try:
+            again = rd.events()
+        finally:
+            rd.stop()
+        self.assertEqual(again[0], {'open': True})
+        self.assertEqual([e['id'] for e in again[1:]], ids[before:])
+
+    def test_session_end_and_key_delete_end_streams(self):
+        eid, owner, admin, _, _ = self.entity()
+        token = make_session(self.r, admin, 600000)
+        by_session = self.open(eid, None, headers={'Authorization': 'Bearer ' + token})
+        st, _, b = self.req('POST', '/api/entities/%s/api-keys?%s' % (eid, self.auth(owner)),
+                            {'name': 'bot:1', 'scope': 'admin'})
+        self.assertEqual(st, 201, b)
+        key, kid = b['data']['key'], b['data']['id']
+        by_key = self.open(eid, None, headers={'Authorization': 'Bearer ' + key})
+        # a session that expires: its stream ends too
+        short = make_session(self.r, owner, int(scaled(2) * 1000))
+        by_short = self.open(eid, None, headers={'Authorization': 'Bearer ' + short})
+        self.assertOk(self.req('DELETE', '/api/auth/session',
+                               headers={'Authorization': 'Bearer ' + token}))
+        self.assertOk(self.req('DELETE', '/api/entities/%s/api-keys/%s?%s' %
+                               (eid, kid, self.auth(owner))))
+        t0 = time.monotonic()
+        for s in (by_session, by_key):
+            self.assertTrue(s.ended(scaled(8)))
+        self.assertLess(time.monotonic() - t0, scaled(5) + 1)
+        self.assertTrue(by_short.ended(scaled(10)))
 
     def test_head_and_live_events(self):
         eid, owner, admin, member, _ = self.entity()
