@@ -408,5 +408,79 @@ class StreamsTest(harness.ServiceTestCase):
                          scaled(5), what='the reset stream gone')
 
 
+
+class StreamsScaleTest(harness.ServiceTestCase):
+    """An instance of its own: many streams on one entity, the instance's limit, the drain."""
+
+    MANY = 2000
+
+    @classmethod
+    def setUpClass(cls):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = min(hard, cls.MANY * 2 + 512)
+        if soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        cls.pool = harness.Wallet.random(6)
+        cls.r = cls.class_redis()
+        cls.svc = cls.class_entityd(redis=cls.r, env={
+            'MAX_STREAMS': str(cls.MANY), 'STREAMS_PER_CALLER': str(cls.MANY)})
+        cls.port = cls.svc.port
+        cls.signer = harness.Signer(harness.current_message(cls.port)[0])
+        cls.owner = cls.pool.pop()
+        body = {'name': 'Many', 'description': '', 'ownerAddresses': [cls.owner.address],
+                'twitter': '', 'discord': '', 'website': '', 'imageUrl': '', 'public': True}
+        st, _, b = harness.request(cls.port, 'POST', '/api/entities?' +
+                                   cls.signer.query(cls.owner), body)
+        assert st == 201, (st, b)
+        cls.eid = b['data']['id']
+
+    def path(self):
+        return '/api/entities/%s/events/stream?%s' % (self.eid, self.signer.query(self.owner))
+
+    def test_many_streams_one_event_each_then_the_limit(self):
+        if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < self.MANY * 2 + 256:
+            self.skipTest('the open-file limit is too low for %d streams' % self.MANY)
+        streams = []
+        try:
+            for _ in range(self.MANY):
+                s = Sse(self.port, self.path())
+                streams.append(s)
+            for s in streams:
+                self.assertEqual(s.read_head(scaled(30)), 200)
+            self.assertEqual(metric(self.svc, 'entityd_streams_open', 0), self.MANY)
+            # past MAX_STREAMS: 503
+            extra = Sse(self.port, self.path())
+            self.assertEqual(extra.read_head(), 503)
+            extra.close()
+            member = self.pool.pop()
+            st, _, b = harness.request(self.port, 'POST', '/api/entities/%s/force-add?%s' % (
+                self.eid, self.signer.query(self.owner)),
+                {'addresses': [member.address], 'Chain': 'eth'})
+            self.assertEqual(st, 200, b)
+            want = [i.decode() for i, _ in self.r.cli('XRANGE', 'ent:{%s}:events' % self.eid,
+                                                      '-', '+')][-1]
+            for s in streams:
+                ev = s.next_event(scaled(30))
+                self.assertEqual((ev['event'], ev['id']), ('member.added', want))
+        finally:
+            for s in streams:
+                s.close()
+        harness.wait_for(lambda: metric(self.svc, 'entityd_streams_open', 0) == 0, scaled(10),
+                         what='every stream counted off')
+
+    def test_drain_ends_streams_promptly(self):
+        svc = self.class_entityd(redis=self.r, env={'SHUTDOWN_TIMEOUT_MS': '30000'})
+        signer = harness.Signer(harness.current_message(svc.port)[0])
+        s = Sse(svc.port, '/api/entities/%s/events/stream?%s' % (self.eid,
+                                                                 signer.query(self.owner)))
+        self.assertEqual(s.read_head(), 200)
+        t0 = time.monotonic()
+        svc.send_signal(15)
+        self.assertTrue(s.ended(scaled(5)))
+        self.assertEqual(svc.wait(scaled(10)), 0)
+        self.assertLess(time.monotonic() - t0, scaled(5))
+        s.close()
+
+
 if __name__ == '__main__':
     harness.main()
