@@ -1,10 +1,12 @@
 /* streams: the hub (streams.h): opening and ending streams, the limits, the heartbeat and the
  * re-check of callers. The groups and the fan-out are stream_group.c's. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/app.h"
 #include "core/metrics.h"
+#include "push/event.h"
 #include "push/streams_int.h"
 
 uint64_t streams_hash(const char *s, size_t len)
@@ -311,6 +313,10 @@ void streams_open(streams *h, request *req, const char *entity_id, const char *c
     g->n++;
     h->open++;
     h->opened++;
+    /* The request's memory (where `after` lives) goes when its answer begins. */
+    char after[EVENT_ID_MAX + 1];
+    snprintf(after, sizeof after, "%s", start->after);
+    streams_start from = {after, start->first};
     g->busy++;         /* the start may end the stream before it is handled */
     s->reading = true; /* … so its memory stays until then too */
     struct conn *c = request_stream_begin(req, "text/event-stream", NULL,
@@ -323,7 +329,7 @@ void streams_open(streams *h, request *req, const char *entity_id, const char *c
         free(s); /* ended by its connection already */
     } else {
         s->c = c;
-        group_start_stream(s, start);
+        group_start_stream(s, &from);
     }
     g->busy--;
     group_release(g);
