@@ -170,6 +170,7 @@ class StreamsBase(harness.ServiceTestCase):
         cls.r = cls.class_redis()
         cls.svc = cls.class_entityd(redis=cls.r, env={
             'STREAM_HEARTBEAT_SECONDS': '1', 'STREAM_BUFFER_BYTES': '16384',
+            'IDLE_TIMEOUT_MS': '300', 'HEADER_TIMEOUT_MS': '2000',
             'STREAMS_PER_CALLER': '3', 'WRITE_BUFFER_BYTES': '8192'})
         cls.port = cls.svc.port
         cls.signer = harness.Signer(harness.current_message(cls.port)[0])
@@ -325,8 +326,10 @@ class StreamsTest(StreamsBase):
     def test_heartbeat(self):
         eid, owner, admin, _, _ = self.entity()
         s = self.open(eid, admin)
-        block = s.next_block(scaled(4))
-        self.assertEqual(block, ':')
+        # a comment a second, and the idle deadline (300 ms here) never ends a stream
+        for _ in range(3):
+            self.assertEqual(s.next_block(scaled(4)), ':')
+        self.assertFalse(s.eof)
         s.close()
 
     def test_refusals(self):
