@@ -171,6 +171,7 @@ class StreamsBase(harness.ServiceTestCase):
         cls.svc = cls.class_entityd(redis=cls.r, env={
             'STREAM_HEARTBEAT_SECONDS': '1', 'STREAM_BUFFER_BYTES': '16384',
             'IDLE_TIMEOUT_MS': '300', 'HEADER_TIMEOUT_MS': '2000',
+            'CORS_ORIGINS': 'https://app.example',
             'STREAMS_PER_CALLER': '3', 'WRITE_BUFFER_BYTES': '8192'})
         cls.port = cls.svc.port
         cls.signer = harness.Signer(harness.current_message(cls.port)[0])
@@ -321,6 +322,20 @@ class StreamsTest(StreamsBase):
         self.assertEqual(gap['event'], 'gap')
         got = [s.next_event(scaled(5))['id'] for _ in ids]
         self.assertEqual(got, ids)
+        s.close()
+
+    def test_browser_cookie_and_cors(self):
+        eid, owner, admin, _, _ = self.entity()
+        token = make_session(self.r, admin, 600000)
+        s = self.open(eid, None, headers={'Cookie': 'entityd_session=' + token,
+                                          'Origin': 'https://app.example'})
+        self.assertEqual(s.head['access-control-allow-origin'], 'https://app.example')
+        self.assertEqual(s.head['access-control-allow-credentials'], 'true')
+        s.close()
+        # a page of an unlisted origin gets no grant: its browser keeps the stream from it
+        s = self.open(eid, None, headers={'Cookie': 'entityd_session=' + token,
+                                          'Origin': 'https://evil.example'})
+        self.assertNotIn('access-control-allow-origin', s.head)
         s.close()
 
     def test_heartbeat(self):
