@@ -10,7 +10,7 @@
  * not see comes after the tracked read and is invalidated again.
  *
  * An entity's memory is kept while anything refers to it: a subscriber, its read in flight,
- * or a call loop over its subscribers; entity_release frees it when the last goes. */
+ * or its place on the list to call; entity_release frees it when the last goes. */
 #include "push/watch.h"
 
 #include <stdlib.h>
@@ -38,7 +38,7 @@ struct went {
     went *dnext; /* the list of entities to call, while marked */
     watch_sub *subs;
     watch_sub *cursor;    /* the next subscriber a call loop visits; moved past one removed */
-    int refs;             /* subscribers + read in flight + call loops */
+    int refs;             /* subscribers + read in flight + the list to call */
     bool marked;          /* on the list to call */
     bool reading, reread; /* a read in flight; another wanted when it is answered */
     bool tracked;         /* the last read was answered: Redis tracks the key for us */
@@ -124,9 +124,9 @@ static void on_read(void *data, int status, redisReply *reply)
     e->tracked = status == STORE_OK;
     bool again = e->reread && e->subs && !e->w->closed;
     e->reread = false;
-    entity_release(e);
     if (again)
-        read_entity(e);
+        read_entity(e); /* its own reference, taken before this read's goes */
+    entity_release(e);
 }
 
 /* Reads the events key tracked (watch.c's header comment says why it goes before the calls). */
@@ -168,15 +168,14 @@ static void mark_all(watch *w, bool untracked_only)
                 mark(e);
 }
 
+/* e is on the list to call, whose reference keeps it while its subscribers come and go. */
 static void call_subscribers(went *e)
 {
-    e->refs++;
     for (watch_sub *s = e->subs; s; s = e->cursor) {
         e->cursor = s->next;
         s->cb(s->data, e->id);
     }
     e->cursor = NULL;
-    entity_release(e);
 }
 
 static void on_idle(uv_idle_t *h)
