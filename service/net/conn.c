@@ -2,12 +2,12 @@
  * The state diagram is in conn.h. */
 #define _GNU_SOURCE /* accept4 */
 #include "net/conn.h"
+#include "net/conn_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/metrics.h"
@@ -23,71 +23,10 @@ static bool read_buffer_busy;
 /* A buffer that grew for one large answer is given back beyond this. */
 #define KEEP_BYTES (64u * 1024)
 
-/* A streamed answer's queue: a ring of chunk references, the first partly sent by `off`. */
-typedef struct conn_stream {
-    out_chunk **q;
-    size_t cap, head, n; /* cap a power of two, or 0 before the first push */
-    size_t off;          /* bytes of q[head] already with the kernel */
-    size_t behind;       /* bytes queued, not yet with the kernel */
-    size_t max_behind;
-    size_t in_write;         /* chunks from head that the active uv_write sends */
-    conn_stream_ended ended; /* NULL once the stream has ended */
-    void *data;
-} conn_stream;
-
-/* Chunks one write hands the kernel at most. */
-#define STREAM_IOV 64
-
-void (*conn_stream_sent_hook)(const out_chunk *ch);
-
-static void stream_free(conn_stream *s)
-{
-    if (!s)
-        return;
-    for (size_t i = 0; i < s->n; i++)
-        chunk_unref(s->q[(s->head + i) & (s->cap - 1)]);
-    free(s->q);
-    free(s);
-}
-
-/* The stream ends from below: its owner hears it once, and the hold was the stream's. */
-static void stream_gone(conn *c)
-{
-    conn_stream *s = c->stream;
-    if (!s || !s->ended)
-        return;
-    conn_stream_ended fn = s->ended;
-    s->ended = NULL;
-    c->owed = false;
-    fn(s->data);
-}
-
-/* n bytes from the queue's head are with the kernel. */
-static void stream_consume(conn_stream *s, size_t n)
-{
-    while (n && s->n) {
-        out_chunk *ch = s->q[s->head];
-        size_t left = ch->len - s->off;
-        if (n < left) {
-            s->off += n;
-            s->behind -= n;
-            return;
-        }
-        n -= left;
-        s->behind -= left;
-        s->off = 0;
-        s->head = (s->head + 1) & (s->cap - 1);
-        s->n--;
-        if (conn_stream_sent_hook)
-            conn_stream_sent_hook(ch);
-        chunk_unref(ch);
-    }
-}
-
 /* The loop's clock is read once per iteration; one iteration of a loaded loop can take a good
  * part of a second, so a deadline that starts at an event inside it reads the clock again
  * (a vDSO call). The sweep compares against the same clock. */
-static uint64_t fresh_ms(const conn *c)
+uint64_t conn_fresh_ms(const conn *c)
 {
     uv_update_time(c->set->loop);
     return uv_now(c->set->loop);
@@ -109,7 +48,7 @@ static void conn_free(conn *c)
     buf_free(&c->pending_in);
     buf_free(&c->out);
     buf_free(&c->writing);
-    stream_free(c->stream);
+    conn_stream_free(c->stream);
     free(c);
     if (set->draining && set->count == 0 && set->on_empty) {
         void (*cb)(conn_set *) = set->on_empty;
@@ -126,7 +65,7 @@ static void on_tcp_closed(uv_handle_t *h)
         conn_free(c);
 }
 
-static void close_socket(conn *c, bool reset)
+void conn_close_socket(conn *c, bool reset)
 {
     if (c->state >= CONN_CLOSING)
         return;
@@ -135,17 +74,17 @@ static void close_socket(conn *c, bool reset)
     c->read_deadline = c->write_deadline = 0;
     if (!reset || uv_tcp_close_reset(&c->tcp, on_tcp_closed) != 0)
         uv_close((uv_handle_t *)&c->tcp, on_tcp_closed);
-    stream_gone(c);
+    conn_stream_gone(c);
 }
 
 void conn_close(conn *c)
 {
-    close_socket(c, false);
+    conn_close_socket(c, false);
 }
 
 void conn_read_deadline(conn *c, uint64_t ms)
 {
-    c->read_deadline = (ms && c->state < CONN_CLOSING) ? fresh_ms(c) + ms : 0;
+    c->read_deadline = (ms && c->state < CONN_CLOSING) ? conn_fresh_ms(c) + ms : 0;
 }
 
 /* The idle deadline starts when the last answer is fully written (handed to the kernel), as
@@ -209,9 +148,6 @@ void conn_finish_input(conn *c)
         c->state = CONN_DRAINING;
 }
 
-static void on_write(uv_write_t *w, int status);
-static void flush_stream(conn *c);
-
 /* One send(2) of what fits the socket's buffer now: bytes sent, 0 if none fit, or a negative
  * libuv error. send goes to the socket without the file layer write(2) (uv_try_write's path)
  * passes through: vfs_write and sock_write_iter were 1.7% of entityd's CPU on a cached read
@@ -233,61 +169,13 @@ static ssize_t send_now(conn *c, const char *data, size_t len)
     }
 }
 
-/* A stream's queue to the kernel: one sendmsg of what it takes now, the rest by uv_write (the
- * chunks stay referenced until its callback). */
-static void flush_stream(conn *c)
-{
-    conn_stream *s = c->stream;
-    if (!s || s->n == 0 || c->write_active || c->state >= CONN_CLOSING)
-        return;
-    uv_buf_t b[STREAM_IOV];
-    size_t k = 0;
-    for (; k < s->n && k < STREAM_IOV; k++) {
-        out_chunk *ch = s->q[(s->head + k) & (s->cap - 1)];
-        size_t off = k ? 0 : s->off;
-        b[k] = uv_buf_init(ch->data + off, (unsigned)(ch->len - off));
-    }
-    ssize_t n = 0;
-    if (c->fd >= 0) {
-        struct iovec iov[STREAM_IOV];
-        for (size_t i = 0; i < k; i++)
-            iov[i] = (struct iovec){b[i].base, b[i].len};
-        struct msghdr m = {.msg_iov = iov, .msg_iovlen = k};
-        do
-            n = sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
-        while (n < 0 && errno == EINTR);
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-            conn_close(c);
-            return;
-        }
-        if (n < 0)
-            n = 0;
-    }
-    stream_consume(s, (size_t)n);
-    if (s->n == 0)
-        return;
-    for (k = 0; k < s->n && k < STREAM_IOV; k++) {
-        out_chunk *ch = s->q[(s->head + k) & (s->cap - 1)];
-        size_t off = k ? 0 : s->off;
-        b[k] = uv_buf_init(ch->data + off, (unsigned)(ch->len - off));
-    }
-    c->wreq.data = c;
-    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, b, (unsigned)k, on_write) < 0) {
-        conn_close(c);
-        return;
-    }
-    s->in_write = k;
-    c->write_active = true;
-    c->write_deadline = fresh_ms(c) + c->set->limits.write_timeout_ms;
-}
-
 /* Hands everything queued so far to the kernel in one write. Called only from conn_progress. */
 static void flush(conn *c)
 {
     if (c->write_active || !conn_accepts_output(c))
         return;
     if (c->out.len == 0) {
-        flush_stream(c);
+        conn_stream_flush(c);
         return;
     }
     buf tmp = c->writing;
@@ -302,7 +190,7 @@ static void flush(conn *c)
         if (c->pending_in.len)
             c->again = true; /* room again under the high-water mark: parse on */
         idle_from_now(c);
-        flush_stream(c);
+        conn_stream_flush(c);
         return;
     }
     if (n < 0) {
@@ -311,12 +199,12 @@ static void flush(conn *c)
     }
     uv_buf_t b = uv_buf_init(c->writing.data + n, (unsigned)(c->writing.len - (size_t)n));
     c->wreq.data = c;
-    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, conn_on_write) < 0) {
         conn_close(c);
         return;
     }
     c->write_active = true;
-    c->write_deadline = fresh_ms(c) + c->set->limits.write_timeout_ms;
+    c->write_deadline = conn_fresh_ms(c) + c->set->limits.write_timeout_ms;
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -381,7 +269,7 @@ void conn_progress(conn *c)
             conn_finish_input(c);
         /* A stream's client that half-closes is gone: it never sends a request again. */
         if (c->stream && c->stream->ended && c->eof) {
-            close_socket(c, false);
+            conn_close_socket(c, false);
             break;
         }
         flush(c);
@@ -415,90 +303,13 @@ bool conn_answered(conn *c)
     return true;
 }
 
-int conn_stream_start(conn *c, size_t max_behind, conn_stream_ended ended, void *data)
-{
-    conn_stream *s = calloc(1, sizeof *s);
-    if (!s)
-        return -1;
-    s->max_behind = max_behind;
-    s->ended = ended;
-    s->data = data;
-    c->stream = s;
-    return 0;
-}
-
-bool conn_stream_push(conn *c, out_chunk *ch)
-{
-    conn_stream *s = c->stream;
-    if (!s || !s->ended)
-        return false;
-    if (s->behind + ch->len > s->max_behind) {
-        /* A reset, as for a client not reading past its write deadline: a FIN would wait
-         * behind what the kernel still holds for it. */
-        c->set->stats.stream_overflows++;
-        close_socket(c, true);
-        return false;
-    }
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 8;
-        out_chunk **q = malloc(cap * sizeof *q);
-        if (!q) {
-            close_socket(c, true);
-            return false;
-        }
-        for (size_t i = 0; i < s->n; i++)
-            q[i] = s->q[(s->head + i) & (s->cap - 1)];
-        free(s->q);
-        s->q = q;
-        s->cap = cap;
-        s->head = 0;
-    }
-    s->q[(s->head + s->n) & (s->cap - 1)] = chunk_ref(ch);
-    s->n++;
-    s->behind += ch->len;
-    conn_progress(c);
-    return s->ended != NULL;
-}
-
-size_t conn_stream_behind(const conn *c)
-{
-    return c->stream ? c->stream->behind : 0;
-}
-
-void conn_stream_finish(conn *c)
-{
-    if (!c->stream || !c->stream->ended)
-        return;
-    c->stream->ended = NULL;
-    conn_finish_input(c);
-    conn_answered(c);
-}
-
-/* The drain ends a stream from below, then writes what it holds and closes. */
-static void stream_drain(conn *c)
-{
-    if (!c->stream || !c->stream->ended)
-        return;
-    conn_finish_input(c);
-    stream_gone(c);
-}
-
-static void on_write(uv_write_t *w, int status)
+void conn_on_write(uv_write_t *w, int status)
 {
     conn *c = w->data;
     c->write_active = false;
     c->write_deadline = 0;
     buf_reset(&c->writing, KEEP_BYTES);
-    conn_stream *s = c->stream;
-    if (s && s->in_write && status == 0) {
-        /* uv_write wrote every byte of its chunks: the first from off, the rest whole. */
-        size_t bytes = 0;
-        for (size_t i = 0; i < s->in_write; i++)
-            bytes += s->q[(s->head + i) & (s->cap - 1)]->len;
-        stream_consume(s, bytes - s->off);
-    }
-    if (s)
-        s->in_write = 0;
+    conn_stream_written(c, status);
     if (status < 0) {
         conn_close(c);
         return;
@@ -572,18 +383,6 @@ static void trim(conn *c)
         c->set->proto->trim(c);
 }
 
-/* A stream between writes keeps its queue alone: the head's buffers and the parser's go. */
-static void trim_stream(conn *c)
-{
-    if (!c->stream || c->write_active || c->out.len || c->pending_in.len)
-        return;
-    buf_free(&c->out);
-    buf_free(&c->writing);
-    buf_free(&c->pending_in);
-    if (c->set->proto->trim)
-        c->set->proto->trim(c);
-}
-
 /* Bytes in the socket that libuv has not read yet: a request the client sent before it could
  * know of a close. Closing now would reset it unanswered; it is read and answered instead. */
 static bool bytes_waiting(const conn *c)
@@ -606,21 +405,21 @@ static void on_sweep(uv_timer_t *t)
          * answers, and the kernel would keep them buffered for minutes. */
         if (c->write_deadline && now >= c->write_deadline) {
             set->stats.write_timeouts++;
-            close_socket(c, true);
+            conn_close_socket(c, true);
         } else if (c->read_deadline && now >= c->read_deadline && !c->owed) {
             /* A header or body deadline (the idle one never runs during a write). */
             set->stats.read_timeouts++;
-            close_socket(c, c->write_active);
+            conn_close_socket(c, c->write_active);
         } else if (set->draining && now >= set->drain_idle_at && idle(c) && !bytes_waiting(c)) {
             /* A reset rather than a FIN: a gateway about to reuse the connection tests for a
              * pending socket error before it writes (nginx's ngx_http_upstream_test_connect)
              * and sends the request elsewhere; after a FIN it would write, read an EOF and
              * fail the request (a POST is not retried). */
             set->stats.drain_idle_resets++;
-            close_socket(c, true);
+            conn_close_socket(c, true);
         } else if (!c->active) {
             trim(c);
-            trim_stream(c);
+            conn_stream_trim(c);
         }
         c->active = false;
     }
@@ -754,7 +553,7 @@ void conn_set_drain(conn_set *set)
     uv_update_time(set->loop);
     set->drain_idle_at = uv_now(set->loop) + set->limits.drain_idle_grace_ms;
     for (conn *c = set->head; c; c = c->next) {
-        stream_drain(c);
+        conn_stream_drain(c);
         conn_progress(c); /* closes none synchronously: the list stays intact */
     }
     if (set->count == 0 && set->on_empty) {

@@ -76,7 +76,6 @@ typedef struct conn_limits {
 
 typedef struct conn_set_stats {
     uint64_t opened, open, rejected, read_timeouts, write_timeouts, drain_idle_resets;
-    uint64_t stream_overflows; /* streams reset for falling behind (conn_stream_push) */
 } conn_set_stats;
 
 typedef struct conn_set {
