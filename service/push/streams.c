@@ -269,29 +269,26 @@ static void on_recheck(uv_timer_t *t)
 
 /* --- opening --- */
 
-int streams_admit(const streams *h, const char *caller)
+bool streams_may_open(const streams *h, request *req, const char *caller)
 {
-    if (h->closed || h->open >= (size_t)h->a->cfg.max_streams)
-        return 503;
     const caller_count *c = caller_find(h, caller);
-    if (c && c->n >= h->a->cfg.streams_per_caller)
-        return 429;
-    return 0;
+    if (h->closed || h->open >= (size_t)h->a->cfg.max_streams) {
+        request_fail(req, 503, "unavailable", "This instance holds as many streams as it may.",
+                     NULL);
+        return false;
+    }
+    if (c && c->n >= h->a->cfg.streams_per_caller) {
+        request_fail_retry(req, 429, "rate_limited", "Too many open streams for this caller.", 5);
+        return false;
+    }
+    return true;
 }
 
 void streams_open(streams *h, request *req, const char *entity_id, const char *caller,
                   const char *cred_bytes, size_t cred_len, const streams_start *start)
 {
-    int refuse = streams_admit(h, caller);
-    if (refuse == 503) {
-        request_fail(req, 503, "unavailable", "This instance holds as many streams as it may.",
-                     NULL);
+    if (!streams_may_open(h, req, caller))
         return;
-    }
-    if (refuse == 429) {
-        request_fail_retry(req, 429, "rate_limited", "Too many open streams for this caller.", 5);
-        return;
-    }
     stream *s = calloc(1, sizeof *s);
     group *g = s ? group_get(h, entity_id) : NULL;
     cred *cr = g ? cred_take(h, g, cred_bytes, cred_len) : NULL;

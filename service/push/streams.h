@@ -40,9 +40,10 @@ void streams_close(streams *h);
 /* After the loop has stopped; NULL is fine. */
 void streams_free(streams *h);
 
-/* May the caller open one more stream: 0, 503 (MAX_STREAMS open, or draining) or 429
- * (STREAMS_PER_CALLER open by this caller). Asks nothing of Redis. */
-int streams_admit(const streams *h, const char *caller);
+/* May the caller open one more stream? If not, answers req 503 (MAX_STREAMS open, or
+ * draining) or 429 (STREAMS_PER_CALLER open by this caller) and returns false. Asks nothing of
+ * Redis. */
+bool streams_may_open(const streams *h, request *req, const char *caller);
 
 /* Where a stream starts: after the event `after` ("" : with what happens next), and the
  * answer to the first read the route's gate made: with `after`, XRANGE <events> <after> +

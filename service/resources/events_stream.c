@@ -125,16 +125,8 @@ void events_stream_get(request *req)
         snprintf(st->after, sizeof st->after, "%.*s", (int)len, after);
     }
     /* Local counts only: a caller over its limit costs nothing (CONTRACT section 12). */
-    int refuse = req->probe ? 0 : streams_admit(req->app->streams, req->caller);
-    if (refuse == 503) {
-        request_fail(req, 503, "unavailable", "This instance holds as many streams as it may.",
-                     NULL);
+    if (!req->probe && !streams_may_open(req->app->streams, req, req->caller))
         return;
-    }
-    if (refuse == 429) {
-        request_fail_retry(req, 429, "rate_limited", "Too many open streams for this caller.", 5);
-        return;
-    }
     keys_entity(&st->k, st->id);
     snprintf(st->events, sizeof st->events, "%s", st->k.events);
     static const char *const fields[] = {"id", "isEnabled", "public"};
