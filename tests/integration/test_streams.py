@@ -313,6 +313,40 @@ class StreamsTest(StreamsBase):
         self.assertEqual(got, self.kept(eid)[4:])
         s.close()
 
+    def test_resume_while_events_keep_coming(self):
+        """The hand-over from the stream's own reads to the group's, under writes."""
+        eid, owner, admin, _, _ = self.entity()
+        self.add_member(eid, owner, self.pool.pop())
+        first = self.kept(eid)[0]
+        live = self.open(eid, admin)  # the group exists and reads while the others join
+        done = threading.Event()
+
+        def write():
+            for _ in range(30):
+                self.add_member(eid, owner, harness.Wallet.random(1)[0])
+            done.set()
+
+        t = threading.Thread(target=write)
+        t.start()
+        late = []
+        try:
+            for i in range(3):
+                time.sleep(0.05 * i)
+                late.append(self.open(eid, owner, headers={'Last-Event-ID': first}))
+        finally:
+            t.join(scaled(60))
+        self.assertTrue(done.is_set())
+        ids = self.kept(eid)
+        for s in late:
+            got = []
+            while not got or got[-1] != ids[-1]:
+                ev = s.next_event(scaled(10))
+                self.assertIsNotNone(ev, got)
+                got.append(ev['id'])
+            self.assertEqual(got, ids[1:])
+            s.close()
+        live.close()
+
     def test_unknown_id_resumes_from_the_oldest_after_a_gap(self):
         eid, owner, admin, _, _ = self.entity()
         self.add_member(eid, owner, self.pool.pop())
