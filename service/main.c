@@ -11,6 +11,7 @@
 #include "jobs/attester.h"
 #include "jobs/backfill.h"
 #include "api/dispatch.h"
+#include "resources/handlers.h"
 #include "resources/routes.h"
 #include "auth/auth.h"
 #include "auth/limits.h"
@@ -31,6 +32,8 @@
 #include "redis/group.h"
 #include "redis/store.h"
 #include "redis/tracking.h"
+#include "push/streams.h"
+#include "push/watch.h"
 
 static app the_app;
 static server the_server;
@@ -79,6 +82,8 @@ static void on_limits_closed(void *ctx)
     erasure_close(a->erasure);
     sweeper_close(a->sweeper);
     webhooks_close(a->webhooks);
+    streams_close(a->streams);
+    watch_close(a->watch);
     store_close(a->store);
     tracking_close(a->tracking);
     server_close(srv);
@@ -112,6 +117,9 @@ static void on_signal(uv_signal_t *s, int signum)
         on_drained(&the_server);
         return;
     }
+    /* Streams end at once (what they hold is still written): a drain waits for no one's
+     * stream. */
+    streams_close(the_app.streams);
     server_drain(&the_server);
 }
 
@@ -273,6 +281,14 @@ int main(int argc, char **argv)
         return 1;
     }
     metrics_register(sweeper_render_metrics, a->sweeper);
+    a->watch = watch_new(a);
+    a->streams = a->watch ? streams_new(a, a->watch) : NULL;
+    if (!a->streams) {
+        fprintf(stderr, "entityd: cannot set up the event streams: out of memory\n");
+        return 1;
+    }
+    streams_set_check(a->streams, events_stream_check, a);
+    metrics_register(streams_render_metrics, a->streams);
     a->webhooks = webhooks_new(a);
     if (!a->webhooks) {
         fprintf(stderr, "entityd: cannot set up webhook deliveries\n");
@@ -323,6 +339,8 @@ int main(int argc, char **argv)
     erasure_free(a->erasure);
     sweeper_free(a->sweeper);
     webhooks_free(a->webhooks);
+    streams_free(a->streams);
+    watch_free(a->watch);
     store_free(a->store);
     limits_free(a->limits);
     auth_free(a->auth);

@@ -36,6 +36,8 @@ struct readcache {
     bool enabled;
     uint32_t *counts; /* KEY_SLOTS */
     readcache_stats stats;
+    readcache_listener listener;
+    void *listener_ctx;
 };
 
 readcache *readcache_new(size_t max_bytes)
@@ -73,6 +75,18 @@ static void empty(readcache *rc)
     rc->gen++;
 }
 
+void readcache_set_listener(readcache *rc, readcache_listener fn, void *ctx)
+{
+    rc->listener = fn;
+    rc->listener_ctx = ctx;
+}
+
+static void tell(readcache *rc, const char *key, size_t len)
+{
+    if (rc->listener)
+        rc->listener(rc->listener_ctx, key, len);
+}
+
 void readcache_free(readcache *rc)
 {
     if (!rc)
@@ -86,6 +100,7 @@ void readcache_set_enabled(readcache *rc, bool on)
 {
     empty(rc);
     rc->enabled = on;
+    tell(rc, NULL, 0);
 }
 
 bool readcache_enabled(const readcache *rc)
@@ -97,6 +112,7 @@ void readcache_flush(readcache *rc)
 {
     empty(rc);
     rc->stats.flushes++;
+    tell(rc, NULL, 0);
 }
 
 static bool current(const readcache *rc, uint64_t gen, int nkeys, const uint32_t *slot,
@@ -220,6 +236,7 @@ void readcache_invalidate(readcache *rc, const char *key, size_t len)
 {
     rc->counts[key_slot(key, len)]++;
     rc->stats.invalidations++;
+    tell(rc, key, len);
 }
 
 const readcache_stats *readcache_get_stats(const readcache *rc)

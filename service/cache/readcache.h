@@ -90,6 +90,14 @@ void readcache_invalidate(readcache *rc, const char *key, size_t len);
 /* Everything changed (FLUSHALL, FLUSHDB): empties the cache and voids every ticket. */
 void readcache_flush(readcache *rc);
 
+/* Who hears of every change the cache hears of, for a reader that keeps no answer but must
+ * learn that a key changed (push/watch.h): each invalidated key, and key NULL when everything
+ * changed (a flush, or the cache turned on or off). One listener; fn NULL to stop. It runs
+ * inside the call that invalidates, so it must not call the cache or the store: it notes and
+ * acts later. */
+typedef void (*readcache_listener)(void *ctx, const char *key, size_t len);
+void readcache_set_listener(readcache *rc, readcache_listener fn, void *ctx);
+
 const readcache_stats *readcache_get_stats(const readcache *rc);
 /* A metrics source (core/metrics.h); ctx is the cache, NULL when there is none. */
 void readcache_render_metrics(buf *out, void *ctx);

@@ -20,6 +20,8 @@ struct attester;
 struct erasure;
 struct sweeper;
 struct webhooks;
+struct watch;
+struct streams;
 
 typedef struct app {
     uv_loop_t *loop;
@@ -37,6 +39,8 @@ typedef struct app {
     struct erasure *erasure;   /* the background erasure of deleted entities */
     struct sweeper *sweeper;   /* removed members' board entries, taken off in the background */
     struct webhooks *webhooks; /* webhook deliveries (push/webhook.h) */
+    struct watch *watch;       /* which entities' events may have grown (push/watch.h) */
+    struct streams *streams;   /* the open event streams (push/streams.h) */
 } app;
 
 #endif

@@ -267,6 +267,11 @@ static int on_header_value_complete(llhttp_t *p)
             memcpy(c->req.origin, v, vlen);
             c->req.origin[vlen] = '\0';
         }
+    } else if (nlen == 13 && !strncasecmp(name, "last-event-id", 13)) {
+        c->req.last_event_id_bad = vlen > REQ_LAST_EVENT_ID_MAX;
+        size_t n = c->req.last_event_id_bad ? 0 : vlen;
+        memcpy(c->req.last_event_id, v, n);
+        c->req.last_event_id[n] = '\0';
     } else if (nlen == 13 && !strncasecmp(name, "authorization", 13)) {
         http_take_bearer(&c->req, v, vlen);
     } else if (nlen == 6 && !strncasecmp(name, "cookie", 6)) {
@@ -414,7 +419,10 @@ static size_t http_feed(conn *base, const char *data, size_t len)
 static void http_answer(request *req, int status, const char *content_type,
                         const char *extra_headers, const slice *parts, size_t n);
 static void http_answered(request *req);
-static const request_sink http_sink = {.answer = http_answer, .done = http_answered};
+static struct conn *http_stream(request *req, const char *ctype, const char *extra,
+                                size_t max_behind, void (*ended)(void *data), void *data);
+static const request_sink http_sink = {
+    .answer = http_answer, .done = http_answered, .stream = http_stream};
 
 static void http_open(conn *base, bool over_capacity)
 {
@@ -563,4 +571,30 @@ static void http_answer(request *req, int status, const char *content_type,
         return;
     for (size_t i = 0; i < n; i++)
         buf_append(o, parts[i].s, parts[i].len);
+}
+
+/* A streamed answer's head (request_stream_begin), then the connection is the stream's. No
+ * Content-Length and no chunked coding: the body ends when the connection closes (RFC 9112
+ * section 6.3), which every EventSource reads as the stream's end and reconnects after. */
+static struct conn *http_stream(request *req, const char *ctype, const char *extra,
+                                size_t max_behind, void (*ended)(void *data), void *data)
+{
+    http_conn *c = req->sink_ctx;
+    if (!conn_accepts_output(&c->base) || c->base.state != CONN_OPEN)
+        return NULL;
+    buf *o = conn_output(&c->base);
+    buf_append_str(o, "HTTP/1.1 200 OK\r\nContent-Type: ");
+    buf_append_str(o, ctype);
+    buf_append_str(o, "\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\nX-Request-Id: ");
+    buf_append_str(o, req->request_id);
+    buf_append(o, "\r\n", 2);
+    if (extra)
+        buf_append_str(o, extra);
+    if (buf_append_str(o, "Connection: close\r\n\r\n") != 0 ||
+        conn_stream_start(&c->base, max_behind, ended, data) != 0) {
+        conn_close(&c->base);
+        return NULL;
+    }
+    conn_progress(&c->base);
+    return &c->base;
 }

@@ -73,6 +73,8 @@ static void ensure_request_id(request *req)
 
 static void log_request(request *req)
 {
+    if (req->probe)
+        return;
     uint64_t now = request_now_ns(), start = req->start_ns ? req->start_ns : now;
     metrics_observe_request(req->route_slot, req->status, (double)(now - start) / 1e9);
     buf *l = log_begin(req->status >= 500 ? LOG_ERROR : LOG_INFO, "request");
@@ -150,6 +152,31 @@ static void finish_parts(request *req, int status, const char *ctype, const char
                       parts, n);
     log_request(req);
     req->sink->done(req); /* may free req: nothing of it is touched after this */
+}
+
+struct conn *request_stream_begin(request *req, const char *ctype, const char *extra,
+                                  size_t max_behind, void (*ended)(void *data), void *data)
+{
+    if (req->auth_veto || req->before_read || !req->sink->stream) {
+        /* The same refusals as any answer's (finish_parts), or a sink without streams. */
+        finish_parts(req, 200, ctype, extra, NULL, 0);
+        return NULL;
+    }
+    ensure_request_id(req);
+    req->status = 200;
+    req->answered = true;
+    char headers[1024];
+    struct conn *c = req->sink->stream(
+        req, ctype, answer_headers(req, extra, headers, sizeof headers), max_behind, ended, data);
+    if (!c) {
+        req->status = 499; /* logged as the client gone: nothing was sent */
+        log_request(req);
+        req->sink->done(req);
+        return NULL;
+    }
+    log_request(req);
+    request_reset(req);
+    return c;
 }
 
 static void finish(request *req, int status, const char *ctype, const char *extra, const char *body,
@@ -366,6 +393,8 @@ void request_reset(request *req)
     req->origin[0] = '\0';
     req->preflight = false;
     req->bearer[0] = req->session_cookie[0] = req->user_agent[0] = '\0';
+    req->last_event_id[0] = '\0';
+    req->last_event_id_bad = false;
     req->bearer_bad = req->cookie_bad = false;
     req->credential = REQ_CREDENTIAL_NONE;
     req->api_key_id[0] = req->api_key_entity[0] = '\0';

@@ -30,6 +30,8 @@ typedef struct slice {
 #define REQ_ORIGIN_MAX      256
 /* A session token or API key (CONTRACT section 13) is far shorter; a longer one is no token. */
 #define REQ_TOKEN_MAX 128
+/* A Last-Event-ID header (an event id is "<ms>-<seq>", 41 bytes at most); longer is no id. */
+#define REQ_LAST_EVENT_ID_MAX 64
 /* User-Agent as a session records it (section 13: cut to 200 characters). */
 #define REQ_USER_AGENT_MAX 200
 
@@ -60,6 +62,11 @@ typedef struct request_sink {
                    const slice *parts, size_t n);
     /* The answer is queued and logged: the connection goes on, and may free the request. */
     void (*done)(struct request *req);
+    /* Queues a streamed answer's head and hands the connection to the stream
+     * (request_stream_begin); NULL when the client is gone or memory ran out (nothing queued). A
+     * sink without streams (a re-check's) leaves it NULL. */
+    struct conn *(*stream)(struct request *req, const char *ctype, const char *extra,
+                           size_t max_behind, void (*ended)(void *data), void *data);
 } request_sink;
 
 typedef struct request {
@@ -96,7 +103,13 @@ typedef struct request {
     bool bearer_bad;
     char session_cookie[REQ_TOKEN_MAX + 1];
     bool cookie_bad;
-    char user_agent[REQ_USER_AGENT_MAX + 1]; /* cut to REQ_USER_AGENT_MAX bytes */
+    char user_agent[REQ_USER_AGENT_MAX + 1];       /* cut to REQ_USER_AGENT_MAX bytes */
+    char last_event_id[REQ_LAST_EVENT_ID_MAX + 1]; /* the Last-Event-ID header, "" when absent */
+    bool last_event_id_bad;                        /* … present but longer than that */
+    /* A re-check of a stream's caller (push/streams.h) replayed as this request: it is not
+     * logged nor counted, and the stream's handler answers it 200 once the gate lets it pass
+     * instead of opening a stream. */
+    bool probe;
     /* The credential the sign-in step used (enum req_credential): a cookie-authenticated
      * write is held to its Origin, which a Bearer token or a query signature is not. */
     int credential;
@@ -186,6 +199,17 @@ void request_fail_allow(request *req, const char *allow);
 /* A JSON answer whose body is the concatenation of parts (pre-rendered JSON pieces); the
  * parts are copied. */
 void request_reply_parts(request *req, int status, const slice *parts, size_t n);
+/* A streamed answer (an event stream, CONTRACT section 14): status 200 of type ctype without a
+ * Content-Length, with Cache-Control: no-cache, X-Accel-Buffering: no (a gateway must not
+ * hold it back), the header lines `extra`, those every answer carries (CORS, trace context)
+ * and Connection: close (the body ends with the connection). The head is queued and the
+ * request logged now; the request is then reset (its handler's state goes) and the
+ * connection carries the stream (net/conn.h, conn_stream_*: ended, max_behind) until it ends.
+ * Returns the connection, or NULL when there is no stream: the client is gone, memory ran
+ * out, or a check that rode with the handler's read refused the caller (then req is answered
+ * as usual; ended never runs). */
+struct conn *request_stream_begin(request *req, const char *ctype, const char *extra,
+                                  size_t max_behind, void (*ended)(void *data), void *data);
 /* A non-JSON answer (the metrics text); body is copied. */
 void request_reply_raw(request *req, int status, const char *ctype, const char *body, size_t len);
 #endif

@@ -2,6 +2,7 @@
  * The state diagram is in conn.h. */
 #define _GNU_SOURCE /* accept4 */
 #include "net/conn.h"
+#include "net/conn_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -25,7 +26,7 @@ static bool read_buffer_busy;
 /* The loop's clock is read once per iteration; one iteration of a loaded loop can take a good
  * part of a second, so a deadline that starts at an event inside it reads the clock again
  * (a vDSO call). The sweep compares against the same clock. */
-static uint64_t fresh_ms(const conn *c)
+uint64_t conn_fresh_ms(const conn *c)
 {
     uv_update_time(c->set->loop);
     return uv_now(c->set->loop);
@@ -47,6 +48,7 @@ static void conn_free(conn *c)
     buf_free(&c->pending_in);
     buf_free(&c->out);
     buf_free(&c->writing);
+    conn_stream_free(c->stream);
     free(c);
     if (set->draining && set->count == 0 && set->on_empty) {
         void (*cb)(conn_set *) = set->on_empty;
@@ -63,7 +65,7 @@ static void on_tcp_closed(uv_handle_t *h)
         conn_free(c);
 }
 
-static void close_socket(conn *c, bool reset)
+void conn_close_socket(conn *c, bool reset)
 {
     if (c->state >= CONN_CLOSING)
         return;
@@ -72,16 +74,17 @@ static void close_socket(conn *c, bool reset)
     c->read_deadline = c->write_deadline = 0;
     if (!reset || uv_tcp_close_reset(&c->tcp, on_tcp_closed) != 0)
         uv_close((uv_handle_t *)&c->tcp, on_tcp_closed);
+    conn_stream_gone(c);
 }
 
 void conn_close(conn *c)
 {
-    close_socket(c, false);
+    conn_close_socket(c, false);
 }
 
 void conn_read_deadline(conn *c, uint64_t ms)
 {
-    c->read_deadline = (ms && c->state < CONN_CLOSING) ? fresh_ms(c) + ms : 0;
+    c->read_deadline = (ms && c->state < CONN_CLOSING) ? conn_fresh_ms(c) + ms : 0;
 }
 
 /* The idle deadline starts when the last answer is fully written (handed to the kernel), as
@@ -122,7 +125,7 @@ bool conn_alive(const conn_set *set, const conn *c)
 
 static size_t queued(const conn *c)
 {
-    return c->out.len + c->writing.len;
+    return c->out.len + c->writing.len + (c->stream ? c->stream->behind : 0);
 }
 
 /* The parser runs only when its answer could be queued without passing the high-water mark. */
@@ -144,8 +147,6 @@ void conn_finish_input(conn *c)
     if (c->state == CONN_OPEN)
         c->state = CONN_DRAINING;
 }
-
-static void on_write(uv_write_t *w, int status);
 
 /* One send(2) of what fits the socket's buffer now: bytes sent, 0 if none fit, or a negative
  * libuv error. send goes to the socket without the file layer write(2) (uv_try_write's path)
@@ -171,8 +172,12 @@ static ssize_t send_now(conn *c, const char *data, size_t len)
 /* Hands everything queued so far to the kernel in one write. Called only from conn_progress. */
 static void flush(conn *c)
 {
-    if (c->write_active || c->out.len == 0 || !conn_accepts_output(c))
+    if (c->write_active || !conn_accepts_output(c))
         return;
+    if (c->out.len == 0) {
+        conn_stream_flush(c);
+        return;
+    }
     buf tmp = c->writing;
     c->writing = c->out;
     c->out = tmp;
@@ -185,6 +190,7 @@ static void flush(conn *c)
         if (c->pending_in.len)
             c->again = true; /* room again under the high-water mark: parse on */
         idle_from_now(c);
+        conn_stream_flush(c);
         return;
     }
     if (n < 0) {
@@ -193,12 +199,12 @@ static void flush(conn *c)
     }
     uv_buf_t b = uv_buf_init(c->writing.data + n, (unsigned)(c->writing.len - (size_t)n));
     c->wreq.data = c;
-    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, conn_on_write) < 0) {
         conn_close(c);
         return;
     }
     c->write_active = true;
-    c->write_deadline = fresh_ms(c) + c->set->limits.write_timeout_ms;
+    c->write_deadline = conn_fresh_ms(c) + c->set->limits.write_timeout_ms;
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -261,8 +267,14 @@ void conn_progress(conn *c)
          * the sweep resets it after the grace.) */
         if (c->state == CONN_OPEN && !c->owed && conn_may_parse(c) && c->eof)
             conn_finish_input(c);
+        /* A stream's client that half-closes is gone: it never sends a request again. */
+        if (c->stream && c->stream->ended && c->eof) {
+            conn_close_socket(c, false);
+            break;
+        }
         flush(c);
-        if (c->state == CONN_DRAINING && !c->owed && !c->write_active && c->out.len == 0) {
+        if (c->state == CONN_DRAINING && !c->owed && !c->write_active && c->out.len == 0 &&
+            !(c->stream && c->stream->n)) {
             conn_close(c);
             break;
         }
@@ -291,12 +303,13 @@ bool conn_answered(conn *c)
     return true;
 }
 
-static void on_write(uv_write_t *w, int status)
+void conn_on_write(uv_write_t *w, int status)
 {
     conn *c = w->data;
     c->write_active = false;
     c->write_deadline = 0;
     buf_reset(&c->writing, KEEP_BYTES);
+    conn_stream_written(c, status);
     if (status < 0) {
         conn_close(c);
         return;
@@ -392,20 +405,21 @@ static void on_sweep(uv_timer_t *t)
          * answers, and the kernel would keep them buffered for minutes. */
         if (c->write_deadline && now >= c->write_deadline) {
             set->stats.write_timeouts++;
-            close_socket(c, true);
+            conn_close_socket(c, true);
         } else if (c->read_deadline && now >= c->read_deadline && !c->owed) {
             /* A header or body deadline (the idle one never runs during a write). */
             set->stats.read_timeouts++;
-            close_socket(c, c->write_active);
+            conn_close_socket(c, c->write_active);
         } else if (set->draining && now >= set->drain_idle_at && idle(c) && !bytes_waiting(c)) {
             /* A reset rather than a FIN: a gateway about to reuse the connection tests for a
              * pending socket error before it writes (nginx's ngx_http_upstream_test_connect)
              * and sends the request elsewhere; after a FIN it would write, read an EOF and
              * fail the request (a POST is not retried). */
             set->stats.drain_idle_resets++;
-            close_socket(c, true);
+            conn_close_socket(c, true);
         } else if (!c->active) {
             trim(c);
+            conn_stream_trim(c);
         }
         c->active = false;
     }
@@ -538,8 +552,10 @@ void conn_set_drain(conn_set *set)
     set->draining = true;
     uv_update_time(set->loop);
     set->drain_idle_at = uv_now(set->loop) + set->limits.drain_idle_grace_ms;
-    for (conn *c = set->head; c; c = c->next)
+    for (conn *c = set->head; c; c = c->next) {
+        conn_stream_drain(c);
         conn_progress(c); /* closes none synchronously: the list stays intact */
+    }
     if (set->count == 0 && set->on_empty) {
         void (*cb)(conn_set *) = set->on_empty;
         set->on_empty = NULL;

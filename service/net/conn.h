@@ -39,11 +39,13 @@
 #include <uv.h>
 
 #include "core/buf.h"
+#include "net/chunk.h"
 
 enum conn_state { CONN_OPEN, CONN_DRAINING, CONN_CLOSING, CONN_CLOSED };
 
 struct conn;
 struct conn_set;
+struct conn_stream;
 
 /* What a protocol provides: the connection layer knows bytes, never requests. */
 typedef struct conn_protocol {
@@ -109,6 +111,7 @@ typedef struct conn {
     buf pending_in;          /* read, not yet parsed */
     buf out;                 /* answers queued, not yet handed to the kernel */
     buf writing;             /* what uv_write is sending */
+    struct conn_stream *stream; /* a streamed answer's queue (conn_stream_start), or NULL */
 } conn;
 
 /* Sets up the set and its sweep timer on loop; ctx is for the protocol. */
@@ -146,6 +149,33 @@ static inline buf *conn_output(conn *c)
 {
     return &c->out;
 }
+/* A streamed answer (an event stream): after its head, queued in the output as any answer's,
+ * its body is a queue of shared chunks written in order for as long as it lives. The answer
+ * stays owed meanwhile, so no further request is parsed and neither the idle nor the header
+ * deadline runs; the write deadline does, while the client leaves bytes unread. Its memory
+ * between writes is the queue alone (the sweep frees the connection's buffers).
+ *
+ * It ends from below, `ended(data)` running exactly once, when the peer resets or
+ * half-closes, a write fails or its deadline passes, the server drains (what is queued is
+ * still written, then the connection closes), or a push would leave more than max_behind
+ * bytes unsent (a reset). After ended the owner never touches the connection again; the
+ * connection's memory goes as any other's. Or it ends from above, conn_stream_finish. */
+typedef void (*conn_stream_ended)(void *data);
+/* Starts it on a connection whose answer is owed and whose head is queued: 0, or -1 (no
+ * memory; nothing changed). */
+int conn_stream_start(conn *c, size_t max_behind, conn_stream_ended ended, void *data);
+/* Queues a reference to ch behind what is queued and writes what the socket takes. False when
+ * the stream has ended (ended ran, maybe inside this call). */
+bool conn_stream_push(conn *c, out_chunk *ch);
+/* Bytes queued and not yet handed to the kernel. */
+size_t conn_stream_behind(const conn *c);
+/* The owner ends it: what is queued is written, then the connection closes; ended does not
+ * run. c may be freed before this returns. */
+void conn_stream_finish(conn *c);
+/* Called with every chunk whose last byte the kernel took, for a process-local measurement
+ * (the fan-out benchmark); NULL (the default) costs one test per chunk. */
+extern void (*conn_stream_sent_hook)(const out_chunk *ch);
+
 /* Bytes or EOF read from the socket; the fuzz harness calls these as the socket would. */
 void conn_received(conn *c, const char *data, size_t len);
 void conn_received_eof(conn *c);

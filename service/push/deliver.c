@@ -51,11 +51,19 @@ static void on_ignored(void *data, int status, redisReply *r)
     (void)data, (void)status, (void)r;
 }
 
-/* Wakes h when its entity's events may have grown. Polling until watch.h is in: each pass
- * takes for every endpoint held. */
+static void on_wake(void *data, const char *entity_id)
+{
+    (void)entity_id;
+    take(data); /* nothing when the lease is not ours */
+}
+
+/* Wakes h when its entity's events may have grown (push/watch.h), on whichever instance wrote
+ * them: an award is taken within a round trip of its write, not at the next pass. Without a
+ * subscription (out of memory) each pass still takes for every endpoint held. */
 static void wake_subscribe(hook *h)
 {
-    (void)h;
+    if (h->w->a->watch)
+        h->sub = watch_subscribe(h->w->a->watch, h->eid, on_wake, h);
 }
 
 static hook *hook_find(webhooks *w, const char *eid, const char *wid)
@@ -109,6 +117,8 @@ static void hook_drop(hook *h)
 {
     h->dropped = true;
     h->held = false;
+    watch_unsubscribe(h->sub);
+    h->sub = NULL;
     if (h->calls == 0)
         hook_unlink_free(h);
 }

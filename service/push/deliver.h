@@ -15,6 +15,7 @@
 
 struct app;
 struct httpc;
+struct watch_sub;
 struct redisReply;
 
 /* An endpoint as this instance sees it. Freed once dropped (its entry gone from the set) and
@@ -36,6 +37,7 @@ typedef struct hook {
     uint64_t missing_since; /* loop ms of the first MISSING answer in a row, 0: none */
     uint64_t pass;          /* the last pass that listed it */
     int64_t oldest_pending; /* Redis ms the oldest pending delivery was made, 0: none */
+    struct watch_sub *sub;  /* wakes it when its entity's events grow; NULL once dropped */
     struct hook *next;
 } hook;
 

@@ -4,6 +4,7 @@
 #define ENTITYD_HANDLERS_H
 
 #include "http/request.h"
+#include "push/streams.h"
 
 /* health.c: probes and the metrics page */
 void health_live(request *req);
@@ -82,6 +83,10 @@ void contributions_get(request *req);
 void leaderboard_get(request *req);
 /* events.c */
 void events_get(request *req);
+void events_stream_get(request *req);
+/* The hub's re-check of an open stream's caller (push/streams.h); ctx is the app. */
+void events_stream_check(void *ctx, const char *cred, size_t len, streams_verdict done,
+                         void *token);
 /* attestations.c: levels reached as EAS off-chain attestations */
 void attestations_config_get(request *req);
 void attestations_get(request *req);

@@ -79,6 +79,8 @@ const route router_routes[] = {
     {HTTP_GET, "/api/entities/{id}/leaderboard", leaderboard_get, AUTH_REQUIRED,
      ROUTE_READ_WITH_REVOCATION | ROUTE_KEY_AWARD},
     {HTTP_GET, "/api/entities/{id}/events", events_get, AUTH_REQUIRED, ROUTE_KEY_ADMIN},
+    {HTTP_GET, "/api/entities/{id}/events/stream", events_stream_get, AUTH_REQUIRED,
+     ROUTE_KEY_ADMIN},
     {HTTP_POST, "/api/entities/{id}/contributions", contributions_post, AUTH_REQUIRED,
      ROUTE_WRITE | ROUTE_KEY_AWARD},
     {HTTP_POST, "/api/entities/{id}/contributions/{cid}/revoke", contribution_revoke, AUTH_REQUIRED,

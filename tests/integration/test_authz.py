@@ -188,6 +188,7 @@ TABLE = [
      200),
     ('GET', '/api/entities/{id}/leaderboard', 'leaderboard', READ_SIGNED, 200),
     ('GET', '/api/entities/{id}/events', 'events', READ_ADMINS, 200),
+    ('GET', '/api/entities/{id}/events/stream', 'events-stream', READ_ADMINS, 200),
     ('GET', '/api/skills', 'skills-get', READ_SIGNED, 200),
     ('POST', '/api/skills', 'skills-post', WRITE_OWNERS_ADMINS, 201),
     ('POST', '/api/skills/multiple', 'skills-multiple', WRITE_OWNERS_ADMINS, 201),
@@ -472,6 +473,8 @@ class AuthzTest(harness.ServiceTestCase):
             return 'GET', '/api/entities/%s/leaderboard' % eid, None, port
         if case == 'events':
             return 'GET', '/api/entities/%s/events' % eid, None, port
+        if case == 'events-stream':
+            return 'GET', '/api/entities/%s/events/stream' % eid, None, port
         if case == 'skills-get':
             return 'GET', '/api/skills?entityID=%s' % eid, None, port
         if case == 'skills-post':

@@ -44,7 +44,7 @@ if nf > 3 then
   for i = 1, #more do head[3 + i] = more[i] end
 end
 local out = {head, o, a, m}
-local READS = {XRANGE = true, ZRANGEBYLEX = true, ZLEXCOUNT = true, ZCARD = true, SCARD = true,
+local READS = {XRANGE = true, XREVRANGE = true, ZRANGEBYLEX = true, ZLEXCOUNT = true, ZCARD = true, SCARD = true,
   HEXISTS = true, HGET = true, HMGET = true}
 local i = 5 + nf
 while i <= #ARGV do

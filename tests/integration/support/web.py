@@ -33,6 +33,9 @@ def request(port, method, path, body=None, headers=None, timeout=10, host='127.0
     try:
         conn.request(method, path, body=body, headers=hdrs)
         resp = conn.getresponse()
+        if (resp.getheader('Content-Type') or '').startswith('text/event-stream'):
+            # A stream has no end to read to: its status and head, then the close.
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, b''
         data = resp.read()
         h = {k.lower(): v for k, v in resp.getheaders()}
         return resp.status, h, _decode_body(h, data)

@@ -270,6 +270,36 @@ static void test_rendering_kept_beside_the_answer(void **state)
     assert_int_equal(readcache_get_stats(g_rc)->rendered_hits, 1);
 }
 
+/* What the listener heard: each key, "*" for everything. */
+static char heard[256];
+
+static void on_change(void *ctx, const char *key, size_t len)
+{
+    (void)ctx;
+    size_t at = strlen(heard);
+    snprintf(heard + at, sizeof heard - at, "%.*s;", key ? (int)len : 1, key ? key : "*");
+}
+
+static void test_listener_hears_every_key_and_every_flush(void **state)
+{
+    (void)state;
+    heard[0] = '\0';
+    g_rc = readcache_new(1 << 16);
+    assert_non_null(g_rc);
+    readcache_set_listener(g_rc, on_change, NULL);
+    readcache_set_enabled(g_rc, true);
+    readcache_invalidate(g_rc, "k1", 2);
+    readcache_invalidate(g_rc, "k2", 2);
+    readcache_flush(g_rc);
+    readcache_set_enabled(g_rc, false);
+    /* off, an invalidation is still heard: a watcher polls then, but loses nothing */
+    readcache_invalidate(g_rc, "k3", 2);
+    assert_string_equal(heard, "*;k1;k2;*;*;k3;");
+    readcache_set_listener(g_rc, NULL, NULL);
+    readcache_flush(g_rc);
+    assert_string_equal(heard, "*;k1;k2;*;*;k3;");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +310,7 @@ int main(void)
         cmocka_unit_test_teardown(test_errors_and_oversized_answers_not_kept, teardown),
         cmocka_unit_test_teardown(test_byte_budget_holds, teardown),
         cmocka_unit_test_teardown(test_rendering_kept_beside_the_answer, teardown),
+        cmocka_unit_test_teardown(test_listener_hears_every_key_and_every_flush, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

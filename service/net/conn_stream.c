@@ -1,0 +1,195 @@
+/* conn_stream: a streamed answer's queue of shared chunks (conn.h, conn_stream_*): what it
+ * holds, what the kernel took, its bound, and its end from above or below. */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "net/conn_int.h"
+
+/* Chunks one write hands the kernel at most. */
+#define STREAM_IOV 64
+
+void (*conn_stream_sent_hook)(const out_chunk *ch);
+
+void conn_stream_free(conn_stream *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        chunk_unref(s->q[(s->head + i) & (s->cap - 1)]);
+    free(s->q);
+    free(s);
+}
+
+void conn_stream_gone(conn *c)
+{
+    conn_stream *s = c->stream;
+    if (!s || !s->ended)
+        return;
+    conn_stream_ended fn = s->ended;
+    s->ended = NULL;
+    c->owed = false;
+    fn(s->data);
+}
+
+/* n bytes from the queue's head are with the kernel. */
+static void stream_consume(conn_stream *s, size_t n)
+{
+    while (n && s->n) {
+        out_chunk *ch = s->q[s->head];
+        size_t left = ch->len - s->off;
+        if (n < left) {
+            s->off += n;
+            s->behind -= n;
+            return;
+        }
+        n -= left;
+        s->behind -= left;
+        s->off = 0;
+        s->head = (s->head + 1) & (s->cap - 1);
+        s->n--;
+        if (conn_stream_sent_hook)
+            conn_stream_sent_hook(ch);
+        chunk_unref(ch);
+    }
+}
+
+/* A stream's queue to the kernel: one sendmsg of what it takes now, the rest by uv_write (the
+ * chunks stay referenced until its callback). */
+void conn_stream_flush(conn *c)
+{
+    conn_stream *s = c->stream;
+    if (!s || s->n == 0 || c->write_active || c->state >= CONN_CLOSING)
+        return;
+    uv_buf_t b[STREAM_IOV];
+    size_t k = 0;
+    for (; k < s->n && k < STREAM_IOV; k++) {
+        out_chunk *ch = s->q[(s->head + k) & (s->cap - 1)];
+        size_t off = k ? 0 : s->off;
+        b[k] = uv_buf_init(ch->data + off, (unsigned)(ch->len - off));
+    }
+    ssize_t n = 0;
+    if (c->fd >= 0) {
+        struct iovec iov[STREAM_IOV];
+        for (size_t i = 0; i < k; i++)
+            iov[i] = (struct iovec){b[i].base, b[i].len};
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = k};
+        do
+            n = sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            conn_close(c);
+            return;
+        }
+        if (n < 0)
+            n = 0;
+    }
+    stream_consume(s, (size_t)n);
+    if (s->n == 0)
+        return;
+    for (k = 0; k < s->n && k < STREAM_IOV; k++) {
+        out_chunk *ch = s->q[(s->head + k) & (s->cap - 1)];
+        size_t off = k ? 0 : s->off;
+        b[k] = uv_buf_init(ch->data + off, (unsigned)(ch->len - off));
+    }
+    c->wreq.data = c;
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, b, (unsigned)k, conn_on_write) < 0) {
+        conn_close(c);
+        return;
+    }
+    s->in_write = k;
+    c->write_active = true;
+    c->write_deadline = conn_fresh_ms(c) + c->set->limits.write_timeout_ms;
+}
+
+void conn_stream_written(conn *c, int status)
+{
+    conn_stream *s = c->stream;
+    if (s && s->in_write && status == 0) {
+        /* uv_write wrote every byte of its chunks: the first from off, the rest whole. */
+        size_t bytes = 0;
+        for (size_t i = 0; i < s->in_write; i++)
+            bytes += s->q[(s->head + i) & (s->cap - 1)]->len;
+        stream_consume(s, bytes - s->off);
+    }
+    if (s)
+        s->in_write = 0;
+}
+
+int conn_stream_start(conn *c, size_t max_behind, conn_stream_ended ended, void *data)
+{
+    conn_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    s->max_behind = max_behind;
+    s->ended = ended;
+    s->data = data;
+    c->stream = s;
+    return 0;
+}
+
+bool conn_stream_push(conn *c, out_chunk *ch)
+{
+    conn_stream *s = c->stream;
+    if (!s || !s->ended)
+        return false;
+    if (s->behind + ch->len > s->max_behind) {
+        /* A reset, as for a client not reading past its write deadline: a FIN would wait
+         * behind what the kernel still holds for it. */
+        conn_close_socket(c, true);
+        return false;
+    }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 8;
+        out_chunk **q = malloc(cap * sizeof *q);
+        if (!q) {
+            conn_close_socket(c, true);
+            return false;
+        }
+        for (size_t i = 0; i < s->n; i++)
+            q[i] = s->q[(s->head + i) & (s->cap - 1)];
+        free(s->q);
+        s->q = q;
+        s->cap = cap;
+        s->head = 0;
+    }
+    s->q[(s->head + s->n) & (s->cap - 1)] = chunk_ref(ch);
+    s->n++;
+    s->behind += ch->len;
+    conn_progress(c);
+    return s->ended != NULL;
+}
+
+size_t conn_stream_behind(const conn *c)
+{
+    return c->stream ? c->stream->behind : 0;
+}
+
+void conn_stream_finish(conn *c)
+{
+    if (!c->stream || !c->stream->ended)
+        return;
+    c->stream->ended = NULL;
+    conn_finish_input(c);
+    conn_answered(c);
+}
+
+void conn_stream_drain(conn *c)
+{
+    if (!c->stream || !c->stream->ended)
+        return;
+    conn_finish_input(c);
+    conn_stream_gone(c);
+}
+
+void conn_stream_trim(conn *c)
+{
+    if (!c->stream || c->write_active || c->out.len || c->pending_in.len)
+        return;
+    buf_free(&c->out);
+    buf_free(&c->writing);
+    buf_free(&c->pending_in);
+    if (c->set->proto->trim)
+        c->set->proto->trim(c);
+}
