@@ -51,7 +51,7 @@ def setup(base, auth, owner, sig, members, out_dir):
     eid = api.call("POST", "/api/entities?" + auth, {
         "name": "Bench Push", "description": "push benchmark", "ownerAddresses": [owner],
         "twitter": "", "discord": "", "website": "", "imageUrl": "", "public": False})["data"]["id"]
-    addrs = ["0x%040x" % (0xbe0c0000 + i) for i in range(members)]
+    addrs = ["0x%040x" % (0xbe0c0000 + i) for i in range(int(members))]
     for i in range(0, len(addrs), 100):
         api.call("POST", "/api/entities/%s/force-add?%s" % (eid, auth),
                  {"addresses": addrs[i:i + 100], "Chain": "eth"})

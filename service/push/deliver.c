@@ -23,6 +23,8 @@
 /* An entry whose endpoint does not exist is dropped after this: an endpoint is written after
  * its entry, within the store's deadlines of it. */
 #define DELIVER_MISSING_GRACE_MS 60000
+/* Deliveries one take claims at most; fewer while attempts are slow (batch_size). */
+#define DELIVER_BATCH 64
 /* While the set is empty, it is looked at this often (a create or an update here kicks a pass
  * at once): an idle instance sends Redis one command per 10 s, not one per poll. */
 #define DELIVER_IDLE_MS 10000
@@ -80,6 +82,8 @@ static hook *hook_add(webhooks *w, const char *eid, const char *wid)
     if (!h)
         return NULL;
     h->w = w;
+    h->qtail = &h->queue;
+    h->attempt_ms = (double)w->a->cfg.webhook_timeout_ms; /* one at a time until measured */
     snprintf(h->eid, sizeof h->eid, "%s", eid);
     snprintf(h->wid, sizeof h->wid, "%s", wid);
     keys_webhooks(h->hooks, eid);
@@ -94,6 +98,25 @@ static hook *hook_add(webhooks *w, const char *eid, const char *wid)
     return h;
 }
 
+static void queue_free(hook *h)
+{
+    for (taken *t = h->queue, *next; t; t = next) {
+        next = t->next;
+        send_forget(t);
+    }
+    h->queue = NULL;
+    h->qtail = &h->queue;
+    h->queued = 0;
+}
+
+static void hook_free(hook *h)
+{
+    queue_free(h);
+    free(h->url);
+    free(h->secrets);
+    free(h);
+}
+
 static void hook_unlink_free(hook *h)
 {
     webhooks *w = h->w;
@@ -102,7 +125,7 @@ static void hook_unlink_free(hook *h)
             *p = h->next;
             break;
         }
-    free(h);
+    hook_free(h);
 }
 
 void deliver_release(hook *h)
@@ -119,6 +142,7 @@ static void hook_drop(hook *h)
     h->held = false;
     watch_unsubscribe(h->sub);
     h->sub = NULL;
+    queue_free(h);
     if (h->calls == 0)
         hook_unlink_free(h);
 }
@@ -161,6 +185,103 @@ static void log_script_error(const char *what, int status, const redisReply *r)
 
 /* ---- taking deliveries ---- */
 
+static uint64_t hold_ms(const webhooks *w)
+{
+    return (uint64_t)(w->a->cfg.webhook_timeout_ms + w->a->cfg.webhook_lease_ms);
+}
+
+/* Deliveries to claim ahead: as many as start well within the hold at the attempts' pace (a
+ * claimed delivery not started before its hold ends is made again by whoever holds the lease
+ * then), at least the in-flight limit, at most DELIVER_BATCH. */
+static size_t batch_size(const hook *h)
+{
+    size_t limit = (size_t)h->w->a->cfg.webhook_inflight;
+    double fits = (double)hold_ms(h->w) / 4.0 / h->attempt_ms;
+    size_t b = fits >= DELIVER_BATCH ? DELIVER_BATCH : (size_t)fits;
+    return b > limit ? b : limit;
+}
+
+static void on_unclaimed(void *data, int status, redisReply *r)
+{
+    (void)status, (void)r;
+    deliver_release(data);
+}
+
+void deliver_unclaim(hook *h)
+{
+    if (!h->queued) {
+        return;
+    }
+    /* Scores 1, 2, …: due long ago, so the next take gives them back first, in their order. */
+    size_t n = 3 + 2 * h->queued;
+    const char **argv = calloc(n, sizeof *argv);
+    size_t *lens = calloc(n, sizeof *lens);
+    char(*scores)[BUF_INT_SIZE] = calloc(h->queued, sizeof *scores);
+    char due[KEYS_WEBHOOK_SIZE + 8];
+    if (argv && lens && scores) {
+        snprintf(due, sizeof due, "%s:due", h->wh);
+        argv[0] = "ZADD", argv[1] = due, argv[2] = "XX";
+        size_t i = 0;
+        for (taken *t = h->queue; t; t = t->next, i++) {
+            buf_format_int(scores[i], (long long)(i + 1));
+            argv[3 + 2 * i] = scores[i];
+            argv[4 + 2 * i] = t->id;
+        }
+        for (size_t k = 0; k < n; k++)
+            lens[k] = strlen(argv[k]);
+        h->calls++;
+        store_command(h->w->a->store, on_unclaimed, h, (int)n, argv, lens);
+    }
+    /* without memory for the command they are due after the hold instead */
+    free(argv);
+    free(lens);
+    free(scores);
+    queue_free(h);
+}
+
+static bool may_send(const hook *h)
+{
+    uint64_t now = uv_now(h->w->a->loop);
+    return !h->w->closed && !h->dropped && h->held && now < h->held_until && now >= h->paused_until;
+}
+
+/* Starts queued attempts while there is room. */
+static void pump(hook *h)
+{
+    int64_t limit = h->w->a->cfg.webhook_inflight;
+    uint64_t stale = hold_ms(h->w) / 2;
+    while (h->queue && h->inflight < limit && may_send(h)) {
+        taken *t = h->queue;
+        if (uv_now(h->w->a->loop) - t->at > stale) {
+            deliver_unclaim(h);
+            return;
+        }
+        h->queue = t->next;
+        if (!h->queue)
+            h->qtail = &h->queue;
+        h->queued--;
+        send_start(h, t);
+    }
+}
+
+static bool take_answer_ok(const redisReply *r)
+{
+    return r->elements >= 4 && r->element[1]->type == REDIS_REPLY_STRING &&
+           r->element[2]->type == REDIS_REPLY_STRING && r->element[3]->type == REDIS_REPLY_STRING;
+}
+
+static void keep_string(char **dst, size_t *dst_len, const redisReply *r)
+{
+    if (*dst && *dst_len == r->len && !memcmp(*dst, r->str, r->len))
+        return;
+    char *c = strndup(r->str, r->len);
+    if (!c)
+        return; /* the previous one stays: at worst a delivery signed with a rotated secret */
+    free(*dst);
+    *dst = c;
+    *dst_len = r->len;
+}
+
 static void on_take(void *data, int status, redisReply *r)
 {
     hook *h = data;
@@ -172,29 +293,37 @@ static void on_take(void *data, int status, redisReply *r)
     }
     const redisReply *head =
         r && r->type == REDIS_REPLY_ARRAY && r->elements ? r->element[0] : NULL;
+    size_t asked = h->asked;
     if (status != STORE_OK || !head) {
         log_script_error("webhook take failed", status, r);
-    } else if (reply_is(head, "OK") && r->elements >= 4 &&
-               r->element[1]->type == REDIS_REPLY_STRING &&
-               r->element[2]->type == REDIS_REPLY_STRING &&
-               r->element[3]->type == REDIS_REPLY_STRING) {
+    } else if (reply_is(head, "OK") && take_answer_ok(r)) {
         h->off = false;
         h->missing_since = 0;
         h->oldest_pending = strtoll(r->element[3]->str, NULL, 10);
+        keep_string(&h->url, &h->url_len, r->element[1]);
+        keep_string(&h->secrets, &h->secrets_len, r->element[2]);
         size_t items = r->elements - 4;
-        for (size_t i = 4; i < r->elements; i++)
-            send_start(h, r->element[i], r->element[1]->str, r->element[1]->len, r->element[2]->str,
-                       r->element[2]->len);
+        for (size_t i = 4; i < r->elements; i++) {
+            taken *t = send_prepare(h, r->element[i]);
+            if (!t)
+                continue;
+            *h->qtail = t;
+            h->qtail = &t->next;
+            h->queued++;
+        }
         /* a full take may have left more behind */
-        if (items > 0 && h->inflight < w->a->cfg.webhook_inflight)
+        if (items > 0 && items >= asked)
             h->again = true;
     } else if (reply_is(head, "LOST")) {
         h->held = false;
+        deliver_unclaim(h);
     } else if (reply_is(head, "OFF")) {
         h->off = true;
+        deliver_unclaim(h);
     } else if (reply_is(head, "PAUSED") && r->elements == 2 &&
                r->element[1]->type == REDIS_REPLY_INTEGER) {
         h->paused_until = uv_now(w->a->loop) + (uint64_t)r->element[1]->integer;
+        deliver_unclaim(h);
     } else if (reply_is(head, "GONE") || reply_is(head, "MISSING")) {
         bool gone = reply_is(head, "GONE");
         deliver_release(h);
@@ -203,28 +332,32 @@ static void on_take(void *data, int status, redisReply *r)
     }
     bool again = h->again;
     h->again = false;
+    pump(h);
     deliver_release(h);
     if (again)
         take(h);
 }
 
+/* Starts what is queued, then claims more once the queue is down to half a batch: the next
+ * take's round trip overlaps the attempts still queued. */
 static void take(hook *h)
 {
     webhooks *w = h->w;
-    uint64_t now = uv_now(w->a->loop);
-    if (w->closed || h->dropped || !h->held || now >= h->held_until || now < h->paused_until)
+    if (!may_send(h))
         return;
+    pump(h);
     if (h->taking) {
         h->again = true;
         return;
     }
-    int64_t room = w->a->cfg.webhook_inflight - h->inflight;
-    if (room <= 0)
+    size_t batch = batch_size(h), busy = h->queued + (size_t)h->inflight;
+    if (busy >= batch || (h->queued && h->queued * 2 > batch))
         return;
+    size_t want = batch - busy;
     const config *c = &w->a->cfg;
     char n[BUF_INT_SIZE], hold[BUF_INT_SIZE], logmax[BUF_INT_SIZE], limits[2 * BUF_INT_SIZE + 2];
-    buf_format_int(n, (long long)room);
-    buf_format_int(hold, (long long)(c->webhook_timeout_ms + c->webhook_lease_ms));
+    buf_format_int(n, (long long)want);
+    buf_format_int(hold, (long long)hold_ms(w));
     buf_format_int(logmax, (long long)c->webhook_log_max);
     snprintf(limits, sizeof limits, "%lld:%lld", (long long)c->events_max,
              (long long)c->events_max_bytes);
@@ -234,6 +367,7 @@ static void take(hook *h)
     for (size_t i = 0; i < 12; i++)
         lens[i] = strlen(argv[i]);
     h->taking = true;
+    h->asked = want;
     h->calls++;
     store_script(w->a->store, LUA_WH_TAKE, on_take, h, 4, 12, argv, lens);
 }
@@ -456,7 +590,7 @@ void webhooks_free(webhooks *w)
     httpc_free(w->http);
     for (hook *h = w->hooks, *next; h; h = next) {
         next = h->next;
-        free(h);
+        hook_free(h);
     }
     free(w);
 }

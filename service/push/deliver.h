@@ -8,8 +8,10 @@
 
 #include <uv.h>
 
+#include "core/buf.h"
 #include "core/config.h"
 #include "core/ids.h"
+#include "push/event.h"
 #include "push/webhook.h"
 #include "redis/keys.h"
 
@@ -17,6 +19,20 @@ struct app;
 struct httpc;
 struct watch_sub;
 struct redisReply;
+
+/* A delivery's id, the webhook-id: "<entity id>:<event id>". */
+#define DELIVER_ID_MAX (IDS_SIZE + EVENT_ID_MAX + 8)
+
+/* A delivery taken (pending in Redis, due again after the hold) whose attempt waits here: a
+ * take claims a batch, so that the attempts of a fast receiver follow one another without a
+ * round trip to Redis between them. Owned by its hook's queue until send_start. */
+typedef struct taken {
+    struct taken *next;
+    char id[DELIVER_ID_MAX];
+    long long attempts; /* made before */
+    buf body;           /* the rendered webhook body */
+    uint64_t at;        /* loop ms of the take */
+} taken;
 
 /* An endpoint as this instance sees it. Freed once dropped (its entry gone from the set) and
  * nothing of it is in flight (`calls` 0). */
@@ -38,6 +54,12 @@ typedef struct hook {
     uint64_t pass;          /* the last pass that listed it */
     int64_t oldest_pending; /* Redis ms the oldest pending delivery was made, 0: none */
     struct watch_sub *sub;  /* wakes it when its entity's events grow; NULL once dropped */
+    taken *queue, **qtail;  /* taken, in event order, not yet started */
+    size_t queued;
+    size_t asked;        /* deliveries the take in flight asked for */
+    char *url, *secrets; /* as of the last take (NULL before one) */
+    size_t url_len, secrets_len;
+    double attempt_ms; /* moving average of an attempt's time: sizes the batch */
     struct hook *next;
 } hook;
 
@@ -61,12 +83,18 @@ struct webhooks {
     webhooks_stats stats;
 };
 
-/* Starts the attempt of one item of a wh_take answer ({delivery id, attempts, XRANGE entry})
- * to url, signed with secrets. Takes a call of h (h->calls, h->inflight) until the outcome is
- * recorded; returns false when the item is malformed or the attempt could not start (it is
- * then due again after the hold, as if its attempt had died). */
-bool send_start(hook *h, const struct redisReply *item, const char *url, size_t url_len,
-                const char *secrets, size_t secrets_len);
+/* One item of a wh_take answer ({delivery id, attempts, XRANGE entry}) parsed and rendered;
+ * NULL when it is malformed or memory is short (it is then due again after the hold, as if its
+ * attempt had died). */
+taken *send_prepare(hook *h, const struct redisReply *item);
+/* Starts t's attempt to h's url, signed with h's secrets, and frees t. Takes a call of h
+ * (h->calls, h->inflight) until the outcome is recorded. */
+void send_start(hook *h, taken *t);
+/* Frees t (not started). */
+void send_forget(taken *t);
+/* The deliveries queued on h are not to be sent by this instance now (a pause, a disable, the
+ * lease lost): they are made due at once, in their order, for whoever takes next. */
+void deliver_unclaim(hook *h);
 /* An attempt of h ended (its outcome recorded or not): take the next ones. */
 void deliver_attempt_done(hook *h);
 /* Releases one call of h; frees a dropped hook with no call left. */

@@ -18,7 +18,7 @@
 /* CONTRACT section 14: the answer is read up to 64 KiB; the log keeps 1 KiB of a failure's. */
 #define SEND_BODY_READ (64u << 10)
 #define SEND_BODY_KEPT 1024
-#define SEND_ID_MAX    (IDS_SIZE + EVENT_ID_MAX + 8)
+#define SEND_ID_MAX    DELIVER_ID_MAX
 
 typedef struct attempt {
     webhooks *w;
@@ -26,6 +26,7 @@ typedef struct attempt {
     char id[SEND_ID_MAX];
     long long attempts; /* made before this one */
     char *url;          /* borrowed by the HTTP client until the answer */
+    uint64_t started;   /* loop ms */
     webhooks_test_cb test_cb;
     void *test_data;
 } attempt;
@@ -171,9 +172,17 @@ static void on_answer(void *data, const httpc_result *r)
         attempt_free(a);
         return;
     }
+    hook *h = a->h;
+    double took = (double)(uv_now(a->w->a->loop) - a->started);
+    h->attempt_ms = 0.8 * h->attempt_ms + 0.2 * (took < 0.05 ? 0.05 : took);
+    if (!a->w->closed && (o.pause_ms > 0 || !strcmp(o.kind, "gone"))) {
+        /* what is queued waits for the pause's end, or for the endpoint enabled again */
+        if (o.pause_ms > 0)
+            h->paused_until = uv_now(a->w->a->loop) + (uint64_t)o.pause_ms;
+        deliver_unclaim(h);
+    }
     if (a->w->closed) {
         /* the lease lapses and the next holder makes this attempt again */
-        hook *h = a->h;
         attempt_free(a);
         deliver_attempt_done(h);
         deliver_release(h);
@@ -211,38 +220,53 @@ static int post(attempt *a, const char *secrets, size_t secrets_len, const buf *
     return rc;
 }
 
-bool send_start(hook *h, const redisReply *item, const char *url, size_t url_len,
-                const char *secrets, size_t secrets_len)
+taken *send_prepare(hook *h, const redisReply *item)
 {
     event_view ev;
     if (item->type != REDIS_REPLY_ARRAY || item->elements != 3 ||
         item->element[0]->type != REDIS_REPLY_STRING || item->element[0]->len >= SEND_ID_MAX ||
         item->element[1]->type != REDIS_REPLY_INTEGER || !event_parse(item->element[2], &ev))
-        return false;
+        return NULL;
+    taken *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    memcpy(t->id, item->element[0]->str, item->element[0]->len + 1);
+    t->attempts = item->element[1]->integer;
+    t->at = uv_now(h->w->a->loop);
+    event_render_webhook(&t->body, h->eid, &ev);
+    return t;
+}
+
+void send_forget(taken *t)
+{
+    buf_free(&t->body);
+    free(t);
+}
+
+void send_start(hook *h, taken *t)
+{
     attempt *a = calloc(1, sizeof *a);
-    if (!a || !(a->url = strndup(url, url_len))) {
+    if (!a || !h->url || !(a->url = strndup(h->url, h->url_len))) {
+        /* due again after the hold, as if its attempt had died */
         free(a);
-        return false;
+        send_forget(t);
+        return;
     }
     a->w = h->w;
     a->h = h;
-    memcpy(a->id, item->element[0]->str, item->element[0]->len + 1);
-    a->attempts = item->element[1]->integer;
-    buf body = BUF_INIT;
-    event_render_webhook(&body, h->eid, &ev);
+    memcpy(a->id, t->id, sizeof a->id);
+    a->attempts = t->attempts;
+    a->started = uv_now(h->w->a->loop);
     h->inflight++;
     h->calls++;
-    if (post(a, secrets, secrets_len, &body) != 0) {
-        buf_free(&body);
+    if (post(a, h->secrets ? h->secrets : "", h->secrets_len, &t->body) != 0) {
         /* no secret to sign with, or no memory: recorded as a failed attempt */
         httpc_result r = {.status = HTTPC_ERROR, .error = "the attempt could not be made"};
         outcome o;
         judge(&r, &o);
         record(a, &o, &r);
-        return true;
     }
-    buf_free(&body);
-    return true;
+    send_forget(t);
 }
 
 int webhooks_send_test(webhooks *w, const char *entity_id, const char *wid, const char *url,

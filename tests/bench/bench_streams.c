@@ -8,7 +8,9 @@
  *   200 (then the caller writes events), and ends when every stream saw EVENTS events or after
  *   TIMEOUT_S seconds past ready; prints "streams <open> events <seen of N*EVENTS> p50_ms <x>
  *   p99_ms <x> max_ms <x> closed <n>". With EVENTS 0 it holds the streams idle until SIGTERM or
- *   TIMEOUT_S (for a load run beside them). Loopback only; the caller raises the fd limit. */
+ *   TIMEOUT_S (for a load run beside them). A stream answered 503 (the instance shedding load
+ *   while thousands open at once) is opened again a second later, at most 30 times. Loopback
+ *   only; the caller raises the fd limit. */
 #include <arpa/inet.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,8 +27,8 @@ typedef struct stream {
     uv_write_t write;
     char line[512];
     size_t line_len;
-    bool ready, closed;
-    int events;
+    bool ready, closed, again;
+    int events, tries;
 } stream;
 
 static struct {
@@ -38,7 +40,8 @@ static struct {
     stream *streams;
     double *lat;
     size_t nlat, cap_lat;
-    uv_timer_t timer;
+    uv_timer_t timer, retry;
+    int *retry_list, nretry;
     uv_signal_t sigterm;
     bool started;
 } g;
@@ -60,19 +63,51 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     *b = uv_buf_init(shared, sizeof shared);
 }
 
+static void on_closed(uv_handle_t *h)
+{
+    stream *s = (stream *)h;
+    if (s->again)
+        g.retry_list[g.nretry++] = (int)(s - g.streams);
+}
+
 static void stream_close(stream *s)
 {
     if (s->closed)
         return;
     s->closed = true;
-    g.closed++;
-    uv_close((uv_handle_t *)&s->tcp, NULL);
+    if (!s->again)
+        g.closed++;
+    uv_close((uv_handle_t *)&s->tcp, on_closed);
+}
+
+static void on_connect(uv_connect_t *c, int status);
+
+static void stream_open(stream *s)
+{
+    s->closed = s->again = false;
+    s->line_len = 0;
+    uv_tcp_init(g.loop, &s->tcp);
+    s->connect.data = s;
+    uv_tcp_connect(&s->connect, &s->tcp, (const struct sockaddr *)&g.addr, on_connect);
+}
+
+static void reopen(uv_timer_t *t)
+{
+    for (int i = 0; i < g.nretry; i++)
+        stream_open(&g.streams[g.retry_list[i]]);
+    g.nretry = 0;
+    uv_timer_start(t, reopen, 1000, 0);
 }
 
 static void on_line(stream *s)
 {
     if (!s->ready) {
         if (!strncmp(s->line, "HTTP/1.1 ", 9)) {
+            if (!strncmp(s->line + 9, "503", 3) && ++s->tries <= 30) {
+                s->again = true;
+                stream_close(s);
+                return;
+            }
             if (strncmp(s->line + 9, "200", 3)) {
                 fprintf(stderr, "a stream answered: %s\n", s->line);
                 stream_close(s);
@@ -169,14 +204,10 @@ static void on_sigterm(uv_signal_t *h, int sig)
 static void open_some(uv_timer_t *t)
 {
     static int next;
-    for (int k = 0; k < 200 && next < g.n; k++, next++) {
-        stream *s = &g.streams[next];
-        uv_tcp_init(g.loop, &s->tcp);
-        s->connect.data = s;
-        uv_tcp_connect(&s->connect, &s->tcp, (const struct sockaddr *)&g.addr, on_connect);
-    }
+    for (int k = 0; k < 200 && next < g.n; k++, next++)
+        stream_open(&g.streams[next]);
     if (next < g.n)
-        uv_timer_start(t, open_some, 5, 0);
+        uv_timer_start(t, open_some, 20, 0);
 }
 
 int main(int argc, char **argv)
@@ -202,10 +233,13 @@ int main(int argc, char **argv)
     g.streams = calloc((size_t)g.n, sizeof *g.streams);
     g.cap_lat = (size_t)g.n * (size_t)(g.events ? g.events : 1);
     g.lat = malloc(g.cap_lat * sizeof *g.lat);
-    if (!g.request || !g.streams || !g.lat)
+    g.retry_list = malloc((size_t)g.n * sizeof *g.retry_list);
+    if (!g.request || !g.streams || !g.lat || !g.retry_list)
         return 1;
     g.loop = uv_default_loop();
     uv_timer_init(g.loop, &g.timer);
+    uv_timer_init(g.loop, &g.retry);
+    uv_timer_start(&g.retry, reopen, 1000, 0);
     uv_signal_init(g.loop, &g.sigterm);
     uv_signal_start(&g.sigterm, on_sigterm, SIGTERM);
     uv_timer_t opener;
