@@ -23,7 +23,8 @@
 /* An entry whose endpoint does not exist is dropped after this: an endpoint is written after
  * its entry, within the store's deadlines of it. */
 #define DELIVER_MISSING_GRACE_MS 60000
-/* Deliveries one take claims at most; fewer while attempts are slow (batch_size). */
+/* Deliveries claimed ahead of the in-flight limit at most; fewer while attempts are slow
+ * (batch_size). */
 #define DELIVER_BATCH 64
 /* While the set is empty, it is looked at this often (a create or an update here kicks a pass
  * at once): an idle instance sends Redis one command per 10 s, not one per poll. */
@@ -192,12 +193,13 @@ static uint64_t hold_ms(const webhooks *w)
 
 /* Deliveries to claim ahead: as many as start well within the hold at the attempts' pace (a
  * claimed delivery not started before its hold ends is made again by whoever holds the lease
- * then), at least the in-flight limit, at most DELIVER_BATCH. */
+ * then), at least the in-flight limit, at most DELIVER_BATCH more than it. */
 static size_t batch_size(const hook *h)
 {
     size_t limit = (size_t)h->w->a->cfg.webhook_inflight;
-    double fits = (double)hold_ms(h->w) / 4.0 / h->attempt_ms;
-    size_t b = fits >= DELIVER_BATCH ? DELIVER_BATCH : (size_t)fits;
+    double fits = (double)hold_ms(h->w) / 4.0 / h->attempt_ms * (double)limit;
+    size_t cap = DELIVER_BATCH + limit;
+    size_t b = fits >= (double)cap ? cap : (size_t)fits;
     return b > limit ? b : limit;
 }
 
