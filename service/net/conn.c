@@ -372,15 +372,19 @@ static bool idle(const conn *c)
 
 /* An idle keep-alive connection keeps only its struct: a connection that read nothing for a
  * whole sweep gives its buffers back; the next request allocates them again. */
-static void trim(conn *c)
+void conn_give_back(conn *c)
 {
-    if (!idle(c))
-        return;
     buf_free(&c->out);
     buf_free(&c->writing);
     buf_free(&c->pending_in);
     if (c->set->proto->trim)
         c->set->proto->trim(c);
+}
+
+static void trim(conn *c)
+{
+    if (idle(c))
+        conn_give_back(c);
 }
 
 /* Bytes in the socket that libuv has not read yet: a request the client sent before it could

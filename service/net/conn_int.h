@@ -34,5 +34,8 @@ void conn_stream_written(conn *c, int status);
 void conn_stream_drain(conn *c);
 /* A stream between writes keeps its queue alone: the head's buffers and the parser's go. */
 void conn_stream_trim(conn *c);
+/* Frees c's buffers (and the protocol's, through its trim): the next bytes allocate them
+ * again. Only when nothing is owed, written or unread. */
+void conn_give_back(conn *c);
 
 #endif

@@ -185,11 +185,6 @@ void conn_stream_drain(conn *c)
 
 void conn_stream_trim(conn *c)
 {
-    if (!c->stream || c->write_active || c->out.len || c->pending_in.len)
-        return;
-    buf_free(&c->out);
-    buf_free(&c->writing);
-    buf_free(&c->pending_in);
-    if (c->set->proto->trim)
-        c->set->proto->trim(c);
+    if (c->stream && !c->write_active && !c->out.len && !c->pending_in.len)
+        conn_give_back(c);
 }

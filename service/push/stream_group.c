@@ -60,10 +60,7 @@ group *group_get(streams *h, const char *entity_id)
         return NULL;
     g->h = h;
     memcpy(g->id, entity_id, len + 1);
-    entity_keys k;
-    keys_entity(&k, entity_id);
-    memcpy(g->key, k.events, k.events_len + 1);
-    g->key_len = k.events_len;
+    g->key_len = keys_events(g->key, entity_id);
     g->sub = watch_subscribe(h->w, entity_id, on_grow, g);
     if (!g->sub) {
         free(g);
@@ -182,6 +179,19 @@ static bool settle(stream *s)
     return false;
 }
 
+/* One page of the backlog from entry `from` of r: sent, then the next page read, or the
+ * stream live when this was the last. */
+static void backlog_page(stream *s, const redisReply *r, size_t from, bool more)
+{
+    push_entries(s, r, from);
+    if (!settle(s))
+        return;
+    if (more)
+        stream_read(s);
+    else
+        go_live(s);
+}
+
 static void on_stream_read(void *data, int status, redisReply *r)
 {
     stream *s = data;
@@ -194,14 +204,7 @@ static void on_stream_read(void *data, int status, redisReply *r)
         settle(s);
         return;
     }
-    bool more = r->elements >= STREAMS_PAGE;
-    push_entries(s, r, 0);
-    if (!settle(s))
-        return;
-    if (more)
-        stream_read(s);
-    else
-        go_live(s);
+    backlog_page(s, r, 0, r->elements >= STREAMS_PAGE);
 }
 
 static void stream_read(stream *s)
@@ -250,14 +253,7 @@ void group_start_stream(stream *s, const streams_start *start)
         return;
     }
     s->pos = after;
-    bool more = r->elements > STREAMS_PAGE;
-    push_entries(s, r, 1);
-    if (!settle(s))
-        return;
-    if (more)
-        stream_read(s);
-    else
-        go_live(s);
+    backlog_page(s, r, 1, r->elements > STREAMS_PAGE);
 }
 
 /* --- the group's reads and the fan-out --- */

@@ -307,10 +307,7 @@ watch_sub *watch_subscribe(watch *w, const char *entity_id, watch_cb cb, void *d
         }
         e->w = w;
         memcpy(e->id, entity_id, len + 1);
-        entity_keys k;
-        keys_entity(&k, entity_id);
-        memcpy(e->key, k.events, k.events_len + 1);
-        e->key_len = k.events_len;
+        e->key_len = keys_events(e->key, entity_id);
         went **b = bucket(w, e->id, len);
         e->hnext = *b;
         *b = e;

@@ -34,6 +34,7 @@ KEYS_PUT(alias, KEYS_ALIAS_SIZE, alias, "alias:{", "}")
 KEYS_PUT(erasure, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:erasure")
 KEYS_PUT(apikeys, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:apikeys")
 KEYS_PUT(webhooks, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:webhooks")
+KEYS_PUT(events, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:events")
 
 size_t keys_webhook(char out[KEYS_WEBHOOK_SIZE], const char *entity_id, const char *wid,
                     const char *suffix)

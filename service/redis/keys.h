@@ -291,6 +291,8 @@ size_t keys_revoked(char out[KEYS_REVOKED_SIZE], const char *revocation_id);
 size_t keys_limit(char out[KEYS_LIMIT_SIZE], const char *address);
 /* The API keys hash of a validated entity id ("ent:{c-…}:apikeys"); returns its length. */
 size_t keys_apikeys(char out[KEYS_ENTITY_SIZE], const char *entity_id);
+/* An entity's event log, "ent:{<entity id>}:events" (as keys_entity's); returns its length. */
+size_t keys_events(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* An entity's webhook endpoints, "ent:{<entity id>}:webhooks"; returns its length. */
 size_t keys_webhooks(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* One endpoint's delivery keys, "ent:{<entity id>}:wh:<wid>" + suffix ("", ":log", ":order",

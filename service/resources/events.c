@@ -22,32 +22,8 @@ static void on_events(void *data, int status, redisReply *r)
     r = (redisReply *)entity_gate_reply(req, status, r);
     if (!r)
         return;
-    /* The gate's answer: {HMGET id isEnabled public, SISMEMBER owners, SISMEMBER admins,
-     * HEXISTS members, XRANGE}, the XRANGE only where the caller may read the events. */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 4 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 3 ||
-        r->element[1]->type != REDIS_REPLY_INTEGER || r->element[2]->type != REDIS_REPLY_INTEGER) {
-        request_fail_internal(req, "events: unexpected reply");
+    if (!reads_events_gate(req, r, "events: unexpected reply"))
         return;
-    }
-    const redisReply *f = r->element[0];
-    if (f->element[0]->type == REDIS_REPLY_NIL) {
-        request_fail(req, 404, "not_found", "No such entity.", NULL);
-        return;
-    }
-    bool enabled = entity_flag(f->element[1]), owner = r->element[1]->integer != 0,
-         admin = r->element[2]->integer != 0;
-    if (!reads_is_platform(req)) {
-        if (!enabled && !owner) {
-            request_fail(req, 404, "not_found", "No such entity.", NULL);
-            return;
-        }
-        if (!owner && !admin) {
-            request_fail(req, 403, "forbidden",
-                         "Only the entity's owners and admins may read its events.", NULL);
-            return;
-        }
-    }
     if (r->elements != 5 || r->element[4]->type != REDIS_REPLY_ARRAY) {
         request_fail_internal(req, "events: unexpected reply");
         return;

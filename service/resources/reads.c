@@ -8,6 +8,35 @@
 #include "core/app.h"
 #include "redis/store.h"
 
+bool reads_events_gate(request *req, const redisReply *r, const char *what)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 4 ||
+        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 3 ||
+        r->element[1]->type != REDIS_REPLY_INTEGER || r->element[2]->type != REDIS_REPLY_INTEGER) {
+        request_fail_internal(req, what);
+        return false;
+    }
+    const redisReply *f = r->element[0];
+    if (f->element[0]->type == REDIS_REPLY_NIL) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return false;
+    }
+    bool enabled = entity_flag(f->element[1]), owner = r->element[1]->integer != 0,
+         admin = r->element[2]->integer != 0;
+    if (reads_is_platform(req))
+        return true;
+    if (!enabled && !owner) {
+        request_fail(req, 404, "not_found", "No such entity.", NULL);
+        return false;
+    }
+    if (!owner && !admin) {
+        request_fail(req, 403, "forbidden",
+                     "Only the entity's owners and admins may read its events.", NULL);
+        return false;
+    }
+    return true;
+}
+
 bool reads_is_platform(request *req)
 {
     return auth_is_platform_admin(req->app->auth, req->caller);

@@ -15,6 +15,13 @@
 /* Whether the caller is a platform admin. */
 bool reads_is_platform(request *req);
 
+/* The event log's gate (events.c, events_stream.c): r is the gate's answer, {HMGET id
+ * isEnabled public, SISMEMBER owners, SISMEMBER admins, HEXISTS members, the log's read}, the
+ * read there only where the caller may read the events (owners and admins, or a platform
+ * admin). True when it may; otherwise answered (what names the route in a malformed reply's
+ * log line). */
+bool reads_events_gate(request *req, const struct redisReply *r, const char *what);
+
 /* n > 0 bytes, all decimal digits. */
 bool reads_all_digits(const char *s, size_t n);
 

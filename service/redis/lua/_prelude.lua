@@ -33,6 +33,18 @@ end
 -- Write gate shared by every write script. who: 'owners', 'staff' (owners and admins) or
 -- 'leave' (a signed caller leaving: any role). Returns nil when the write may go on, else the
 -- error reply to return.
+-- A read for owners and admins (and platform admins: platform '1'): nil when the caller may,
+-- else the refusal (no such entity for a stranger to a disabled one); what names the thing read.
+local function staff_read(entity, role, platform, what)
+  if redis.call('EXISTS', entity) == 0 then return fail('NOT_FOUND', 'No such entity.') end
+  if platform == '1' then return nil end
+  local enabled = redis.call('HGET', entity, 'isEnabled') ~= '0'
+  if not enabled and role ~= 'owner' then return fail('NOT_FOUND', 'No such entity.') end
+  if role ~= 'owner' and role ~= 'admin' then
+    return fail('FORBIDDEN', 'Only the entity\'s owners and admins may see its ' .. what .. '.')
+  end
+end
+
 local function write_gate(entity, role, platform, who)
   if redis.call('EXISTS', entity) == 0 then
     return fail('NOT_FOUND', 'No such entity.')
@@ -98,6 +110,18 @@ local function webhook_json(w)
     ((w.enabled and w.enabled ~= cjson.null) and 'true' or 'false') .. ',"createdAt":' ..
     jstr(w.createdAt) .. ',"createdBy":' .. jstr(w.createdBy) .. ',"disabledReason":' ..
     ((why and why ~= cjson.null) and jstr(why) or 'null') .. '}'
+end
+
+-- The endpoints' hash a webhook script (webhook_create.lua's KEYS) works on, once its caller
+-- passed the write gate: an entity's (KEYS[4]), or the platform's (the one key, its caller
+-- found a platform admin already). Returns the hash, or nil and the refusal to return.
+local function webhook_hooks()
+  local moving = moving_guard(KEYS[1])
+  if moving then return nil, moving end
+  if #KEYS == 1 then return KEYS[1] end
+  local denied = write_gate(KEYS[1], role_of(KEYS[2], KEYS[3], nil, ARGV[1]), ARGV[2], 'staff')
+  if denied then return nil, denied end
+  return KEYS[4]
 end
 
 -- Sets a hash's fields from a JSON object of field -> string, as the create and the update give

@@ -8,14 +8,8 @@
 --       description, the secret ("whsec_…"), the most endpoints the hash may hold
 -- Writes the endpoint JSON (webhook_json) and its secret (sec:<wid>). Returns the endpoint JSON;
 -- FULL past the most.
-local moving = moving_guard(KEYS[1])
-if moving then return moving end
-local hooks = KEYS[1]
-if #KEYS > 1 then
-  local denied = write_gate(KEYS[1], role_of(KEYS[2], KEYS[3], nil, ARGV[1]), ARGV[2], 'staff')
-  if denied then return denied end
-  hooks = KEYS[4]
-end
+local hooks, refused = webhook_hooks()
+if not hooks then return refused end
 local held = 0
 for _, f in ipairs(redis.call('HKEYS', hooks)) do
   if string.sub(f, 1, 4) ~= 'sec:' then held = held + 1 end

@@ -7,14 +7,8 @@
 --       (keys.h); a platform endpoint: webhooks:{platform}
 -- ARGV: caller, platform, events_max, now (ISO), wid
 -- Returns 1; NOT_FOUND for no such endpoint.
-local moving = moving_guard(KEYS[1])
-if moving then return moving end
-local hooks = KEYS[1]
-if #KEYS > 1 then
-  local denied = write_gate(KEYS[1], role_of(KEYS[2], KEYS[3], nil, ARGV[1]), ARGV[2], 'staff')
-  if denied then return denied end
-  hooks = KEYS[4]
-end
+local hooks, refused = webhook_hooks()
+if not hooks then return refused end
 if redis.call('HDEL', hooks, ARGV[5], 'sec:' .. ARGV[5]) == 0 then
   return fail('NOT_FOUND', 'No such webhook endpoint.')
 end

@@ -8,14 +8,8 @@
 -- the role and has not got it back: it stays disabled (CONFLICT_AT enabled), so that no one
 -- revives an endpoint for someone who may no longer see the entity's events.
 -- Returns the endpoint JSON; NOT_FOUND for no such endpoint.
-local moving = moving_guard(KEYS[1])
-if moving then return moving end
-local hooks = KEYS[1]
-if #KEYS > 1 then
-  local denied = write_gate(KEYS[1], role_of(KEYS[2], KEYS[3], nil, ARGV[1]), ARGV[2], 'staff')
-  if denied then return denied end
-  hooks = KEYS[4]
-end
+local hooks, refused = webhook_hooks()
+if not hooks then return refused end
 local stored = redis.call('HGET', hooks, ARGV[5])
 if not stored then return fail('NOT_FOUND', 'No such webhook endpoint.') end
 local w = cjson.decode(stored)

@@ -8,15 +8,8 @@
 -- no such endpoint.
 local hooks = KEYS[1]
 if #KEYS > 1 then
-  local role = role_of(KEYS[2], KEYS[3], nil, ARGV[1])
-  if redis.call('EXISTS', KEYS[1]) == 0 then return fail('NOT_FOUND', 'No such entity.') end
-  if ARGV[2] ~= '1' then
-    local enabled = redis.call('HGET', KEYS[1], 'isEnabled') ~= '0'
-    if not enabled and role ~= 'owner' then return fail('NOT_FOUND', 'No such entity.') end
-    if role ~= 'owner' and role ~= 'admin' then
-      return fail('FORBIDDEN', 'Only the entity\'s owners and admins may see its webhooks.')
-    end
-  end
+  local denied = staff_read(KEYS[1], role_of(KEYS[2], KEYS[3], nil, ARGV[1]), ARGV[2], 'webhooks')
+  if denied then return denied end
   hooks = KEYS[4]
 end
 if ARGV[3] ~= '' then
