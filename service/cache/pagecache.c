@@ -2,6 +2,7 @@
  * body back to back; the slot owns it. */
 #include "cache/pagecache.h"
 
+#include "core/hash.h"
 #include "core/metrics.h"
 
 #include <stdlib.h>
@@ -45,15 +46,9 @@ void pagecache_free(pagecache *pc)
     free(pc);
 }
 
-/* FNV-1a: keys are short and made by us, so a simple spread is enough. */
 static size_t pagecache_slot(const pagecache *pc, const char *key, size_t klen)
 {
-    uint64_t h = 14695981039346656037ULL;
-    for (size_t i = 0; i < klen; i++) {
-        h ^= (unsigned char)key[i];
-        h *= 1099511628211ULL;
-    }
-    return (size_t)(h % pc->nslots);
+    return (size_t)(hash_fnv1a(key, klen) % pc->nslots);
 }
 
 static entry *find(const pagecache *pc, const char *key, size_t klen)

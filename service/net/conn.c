@@ -48,7 +48,8 @@ static void conn_free(conn *c)
     buf_free(&c->pending_in);
     buf_free(&c->out);
     buf_free(&c->writing);
-    conn_stream_free(c->stream);
+    if (c->stream)
+        c->stream->ops->free(c->stream);
     free(c);
     if (set->draining && set->count == 0 && set->on_empty) {
         void (*cb)(conn_set *) = set->on_empty;
@@ -74,7 +75,8 @@ void conn_close_socket(conn *c, bool reset)
     c->read_deadline = c->write_deadline = 0;
     if (!reset || uv_tcp_close_reset(&c->tcp, on_tcp_closed) != 0)
         uv_close((uv_handle_t *)&c->tcp, on_tcp_closed);
-    conn_stream_gone(c);
+    if (c->stream)
+        c->stream->ops->gone(c);
 }
 
 void conn_close(conn *c)
@@ -175,7 +177,8 @@ static void flush(conn *c)
     if (c->write_active || !conn_accepts_output(c))
         return;
     if (c->out.len == 0) {
-        conn_stream_flush(c);
+        if (c->stream)
+            c->stream->ops->flush(c);
         return;
     }
     buf tmp = c->writing;
@@ -190,7 +193,8 @@ static void flush(conn *c)
         if (c->pending_in.len)
             c->again = true; /* room again under the high-water mark: parse on */
         idle_from_now(c);
-        conn_stream_flush(c);
+        if (c->stream)
+            c->stream->ops->flush(c);
         return;
     }
     if (n < 0) {
@@ -309,7 +313,8 @@ void conn_on_write(uv_write_t *w, int status)
     c->write_active = false;
     c->write_deadline = 0;
     buf_reset(&c->writing, KEEP_BYTES);
-    conn_stream_written(c, status);
+    if (c->stream)
+        c->stream->ops->written(c, status);
     if (status < 0) {
         conn_close(c);
         return;
@@ -423,7 +428,8 @@ static void on_sweep(uv_timer_t *t)
             conn_close_socket(c, true);
         } else if (!c->active) {
             trim(c);
-            conn_stream_trim(c);
+            if (c->stream)
+                c->stream->ops->trim(c);
         }
         c->active = false;
     }
@@ -557,7 +563,8 @@ void conn_set_drain(conn_set *set)
     uv_update_time(set->loop);
     set->drain_idle_at = uv_now(set->loop) + set->limits.drain_idle_grace_ms;
     for (conn *c = set->head; c; c = c->next) {
-        conn_stream_drain(c);
+        if (c->stream)
+            c->stream->ops->drain(c);
         conn_progress(c); /* closes none synchronously: the list stays intact */
     }
     if (set->count == 0 && set->on_empty) {

@@ -12,7 +12,7 @@
 
 void (*conn_stream_sent_hook)(const out_chunk *ch);
 
-void conn_stream_free(conn_stream *s)
+static void stream_free(conn_stream *s)
 {
     if (!s)
         return;
@@ -22,7 +22,7 @@ void conn_stream_free(conn_stream *s)
     free(s);
 }
 
-void conn_stream_gone(conn *c)
+static void stream_gone(conn *c)
 {
     conn_stream *s = c->stream;
     if (!s || !s->ended)
@@ -57,7 +57,7 @@ static void stream_consume(conn_stream *s, size_t n)
 
 /* A stream's queue to the kernel: one sendmsg of what it takes now, the rest by uv_write (the
  * chunks stay referenced until its callback). */
-void conn_stream_flush(conn *c)
+static void stream_flush(conn *c)
 {
     conn_stream *s = c->stream;
     if (!s || s->n == 0 || c->write_active || c->state >= CONN_CLOSING)
@@ -103,7 +103,7 @@ void conn_stream_flush(conn *c)
     c->write_deadline = conn_fresh_ms(c) + c->set->limits.write_timeout_ms;
 }
 
-void conn_stream_written(conn *c, int status)
+static void stream_written(conn *c, int status)
 {
     conn_stream *s = c->stream;
     if (s && s->in_write && status == 0) {
@@ -117,11 +117,24 @@ void conn_stream_written(conn *c, int status)
         s->in_write = 0;
 }
 
+static void stream_drain(conn *c);
+static void stream_trim(conn *c);
+
+static const conn_stream_ops stream_ops = {
+    .free = stream_free,
+    .gone = stream_gone,
+    .flush = stream_flush,
+    .written = stream_written,
+    .drain = stream_drain,
+    .trim = stream_trim,
+};
+
 int conn_stream_start(conn *c, size_t max_behind, conn_stream_ended ended, void *data)
 {
     conn_stream *s = calloc(1, sizeof *s);
     if (!s)
         return -1;
+    s->ops = &stream_ops;
     s->max_behind = max_behind;
     s->ended = ended;
     s->data = data;
@@ -175,15 +188,15 @@ void conn_stream_finish(conn *c)
     conn_answered(c);
 }
 
-void conn_stream_drain(conn *c)
+static void stream_drain(conn *c)
 {
     if (!c->stream || !c->stream->ended)
         return;
     conn_finish_input(c);
-    conn_stream_gone(c);
+    stream_gone(c);
 }
 
-void conn_stream_trim(conn *c)
+static void stream_trim(conn *c)
 {
     if (c->stream && !c->write_active && !c->out.len && !c->pending_in.len)
         conn_give_back(c);

@@ -42,7 +42,7 @@ int event_pos_cmp(event_pos a, event_pos b)
 
 static group **slot_of(streams *h, const char *id)
 {
-    return &h->groups[streams_hash(id, strlen(id)) & (h->ngroups_b - 1)];
+    return &h->groups[hash_fnv1a(id, strlen(id)) & (h->ngroups_b - 1)];
 }
 
 static void on_grow(void *data, const char *entity_id);
@@ -200,7 +200,7 @@ static void on_stream_read(void *data, int status, redisReply *r)
         return;
     }
     if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY) {
-        streams_end(s, true); /* the client resumes with Last-Event-ID */
+        s->h->end(s, true); /* the client resumes with Last-Event-ID */
         settle(s);
         return;
     }

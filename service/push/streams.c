@@ -9,19 +9,11 @@
 #include "push/event.h"
 #include "push/streams_int.h"
 
-uint64_t streams_hash(const char *s, size_t len)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
 /* --- callers and credentials --- */
 
 static caller_count **caller_slot(const streams *h, const char *caller)
 {
-    return &h->callers[streams_hash(caller, strlen(caller)) & (h->ncallers_b - 1)];
+    return &h->callers[hash_fnv1a(caller, strlen(caller)) & (h->ncallers_b - 1)];
 }
 
 static caller_count *caller_find(const streams *h, const char *caller)
@@ -61,7 +53,7 @@ static void caller_drop(streams *h, caller_count *c)
 
 static cred *cred_take(streams *h, group *g, const char *bytes, size_t len)
 {
-    uint64_t hash = streams_hash(bytes, len);
+    uint64_t hash = hash_fnv1a(bytes, len);
     cred **slot = &h->creds[hash & (h->ncreds_b - 1)];
     for (cred *c = *slot; c; c = c->hnext)
         if (c->hash == hash && c->len == len && c->g == g && !memcmp(c->bytes, bytes, len)) {
@@ -133,6 +125,7 @@ streams *streams_new(struct app *a, watch *w)
     if (!h)
         return NULL;
     h->a = a;
+    h->end = streams_end;
     h->w = w;
     h->ngroups_b = h->ncreds_b = h->ncallers_b = 4096;
     h->groups = calloc(h->ngroups_b, sizeof *h->groups);

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "core/hash.h"
+
 #include "net/conn.h"
 #include "push/streams.h"
 #include "push/watch.h"
@@ -85,11 +87,12 @@ struct streams {
     out_chunk *heartbeat;
     uv_timer_t beat, recheck;
     uint64_t opened, ended_behind, ended_check, events_sent;
+    void (*end)(stream *s, bool finish); /* streams_end, for the groups */
 };
 
-uint64_t streams_hash(const char *s, size_t len);
-/* Ends a stream from above (the connection closes after what is queued), or after its
- * connection ended it (c already NULL): unlinks and frees it once no read is in flight. */
+/* streams.c: ends a stream from above (the connection closes after what is queued), or after
+ * its connection ended it (c already NULL): unlinks and frees it once no read is in flight.
+ * The groups reach it through the hub's `end`. */
 void streams_end(stream *s, bool finish);
 
 /* stream_group.c */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/app.h"
+#include "core/hash.h"
 #include "cache/readcache.h"
 #include "redis/keys.h"
 #include "redis/store.h"
@@ -57,17 +58,9 @@ struct watch {
     bool closed;
 };
 
-static uint64_t hash_id(const char *s, size_t len)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
 static went **bucket(watch *w, const char *id, size_t len)
 {
-    return &w->table[hash_id(id, len) & (w->nbuckets - 1)];
+    return &w->table[hash_fnv1a(id, len) & (w->nbuckets - 1)];
 }
 
 static went *find(watch *w, const char *id, size_t len)
@@ -90,7 +83,7 @@ static void grow(watch *w)
     for (size_t i = 0; i < w->nbuckets; i++)
         for (went *e = w->table[i], *next; e; e = next) {
             next = e->hnext;
-            went **b = &t[hash_id(e->id, strlen(e->id)) & (n - 1)];
+            went **b = &t[hash_fnv1a(e->id, strlen(e->id)) & (n - 1)];
             e->hnext = *b;
             *b = e;
         }

@@ -31,7 +31,7 @@ typedef struct redis_uv {
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
-static void watch(redis_uv *r, int events)
+static void poll_events(redis_uv *r, int events)
 {
     if (events == r->events || !r->ac)
         return;
@@ -75,13 +75,13 @@ static void on_check(uv_check_t *h)
 static void add_read(void *p)
 {
     redis_uv *r = p;
-    watch(r, r->events | UV_READABLE);
+    poll_events(r, r->events | UV_READABLE);
 }
 
 static void del_read(void *p)
 {
     redis_uv *r = p;
-    watch(r, r->events & ~UV_READABLE);
+    poll_events(r, r->events & ~UV_READABLE);
 }
 
 static void add_write(void *p)
@@ -95,13 +95,13 @@ static void add_write(void *p)
         return;
     }
     /* Connecting (the writable event completes the connect) or a partial write. */
-    watch(r, r->events | UV_WRITABLE);
+    poll_events(r, r->events | UV_WRITABLE);
 }
 
 static void del_write(void *p)
 {
     redis_uv *r = p;
-    watch(r, r->events & ~UV_WRITABLE);
+    poll_events(r, r->events & ~UV_WRITABLE);
 }
 
 static void on_closed(uv_handle_t *h)
