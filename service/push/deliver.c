@@ -107,6 +107,10 @@ static void hook_unlink_free(hook *h)
 
 void deliver_release(hook *h)
 {
+    if (h->ph) {
+        deliver_platform_release(h);
+        return;
+    }
     h->calls--;
     if (h->dropped && h->calls == 0)
         hook_unlink_free(h);
@@ -238,8 +242,19 @@ static void take(hook *h)
     store_script(w->a->store, LUA_WH_TAKE, on_take, h, 4, 12, argv, lens);
 }
 
+void deliver_attempt_start(hook *h)
+{
+    h->inflight++;
+    if (h->ph)
+        deliver_platform_started(h);
+}
+
 void deliver_attempt_done(hook *h)
 {
+    if (h->ph) {
+        deliver_platform_attempt_done(h);
+        return;
+    }
     h->inflight--;
     if (!h->w->closed && !h->dropped)
         take(h);
@@ -314,7 +329,7 @@ static void schedule_pass(webhooks *w)
 {
     if (w->closed)
         return;
-    uint64_t ms = w->kicked ? 0 : w->hooks ? poll_ms(w) : DELIVER_IDLE_MS;
+    uint64_t ms = w->kicked ? 0 : w->hooks || w->phooks ? poll_ms(w) : DELIVER_IDLE_MS;
     if (ms < poll_ms(w) && !w->kicked)
         ms = poll_ms(w);
     w->kicked = false;
@@ -359,7 +374,8 @@ static void on_page(void *data, int status, redisReply *r)
         }
         memcpy(w->scan_from, e->str, e->len + 1);
         const char *colon = memchr(e->str, ':', e->len);
-        /* platform endpoints ("platform:<wid>") are not delivered by this release */
+        /* platform endpoints ("platform:<wid>") are read from their hash instead
+         * (deliver_platform.c) */
         if (!colon || !ids_valid(e->str, (size_t)(colon - e->str), 'c') ||
             !webhook_id_valid(colon + 1, e->len - (size_t)(colon + 1 - e->str)))
             continue;
@@ -405,6 +421,7 @@ static void on_timer(uv_timer_t *t)
     }
     w->scanning = true;
     w->pass++;
+    deliver_platform_pass(w);
     scan_page(w);
 }
 
@@ -454,6 +471,7 @@ void webhooks_free(webhooks *w)
     if (!w)
         return;
     httpc_free(w->http);
+    deliver_platform_free(w);
     for (hook *h = w->hooks, *next; h; h = next) {
         next = h->next;
         free(h);

@@ -1,5 +1,6 @@
-/* deliver: the parts of webhook delivery (webhook.h) that its files share: the endpoints this
- * instance looks after (deliver.c) and one attempt (send.c). */
+/* deliver: the parts of webhook delivery (webhook.h) that its files share: the entities'
+ * endpoints this instance looks after (deliver.c), the platform's (deliver_platform.c) and one
+ * attempt (send.c). */
 #ifndef ENTITYD_PUSH_DELIVER_H
 #define ENTITYD_PUSH_DELIVER_H
 
@@ -17,8 +18,10 @@ struct app;
 struct httpc;
 struct watch_sub;
 struct redisReply;
+struct phook;
 
-/* An endpoint as this instance sees it. Freed once dropped (its entry gone from the set) and
+/* An endpoint as this instance sees it, or (ph set) a platform endpoint's deliveries in one
+ * entity, which deliver_platform.c owns. Freed once dropped (its entry gone from the set) and
  * nothing of it is in flight (`calls` 0). */
 typedef struct hook {
     webhooks *w;
@@ -38,7 +41,11 @@ typedef struct hook {
     uint64_t pass;          /* the last pass that listed it */
     int64_t oldest_pending; /* Redis ms the oldest pending delivery was made, 0: none */
     struct watch_sub *sub;  /* wakes it when its entity's events grow; NULL once dropped */
-    struct hook *next;
+    struct hook *next;      /* the webhooks' list, or a platform endpoint's bucket */
+    struct phook *ph;       /* the platform endpoint; NULL: an entity's own */
+    bool queued;            /* in ph's queue of entities to take from */
+    bool pending;           /* the last take left deliveries pending (due later) */
+    struct hook *qnext;
 } hook;
 
 /* Counters by outcome and what the metrics show. */
@@ -56,6 +63,9 @@ struct webhooks {
     char scan_from[256];  /* lex cursor of the pass under way */
     uint64_t pass;
     hook *hooks;
+    struct phook *phooks; /* the platform's endpoints (deliver_platform.c) */
+    bool plat_reading;    /* their HGETALL in flight */
+    uint64_t plat_pass;
     int64_t schedule[CONFIG_SCHEDULE_MAX];
     int nschedule;
     webhooks_stats stats;
@@ -67,9 +77,23 @@ struct webhooks {
  * then due again after the hold, as if its attempt had died). */
 bool send_start(hook *h, const struct redisReply *item, const char *url, size_t url_len,
                 const char *secrets, size_t secrets_len);
+/* An attempt of h starts (counted in flight until deliver_attempt_done). */
+void deliver_attempt_start(hook *h);
 /* An attempt of h ended (its outcome recorded or not): take the next ones. */
 void deliver_attempt_done(hook *h);
 /* Releases one call of h; frees a dropped hook with no call left. */
 void deliver_release(hook *h);
+
+/* ---- deliver_platform.c ---- */
+/* A pass: reads the platform's endpoints (webhooks:{platform}), leases them and takes from the
+ * entities with work. */
+void deliver_platform_pass(webhooks *w);
+void deliver_platform_started(hook *h);
+void deliver_platform_attempt_done(hook *h);
+void deliver_platform_release(hook *h);
+/* What an attempt of a platform endpoint came to ("ok", "fail", "gone"; a Retry-After pause):
+ * the endpoint's failing time, pause and disabling, kept across its entities. */
+void deliver_platform_outcome(hook *h, const char *kind, int64_t pause_ms);
+void deliver_platform_free(webhooks *w);
 
 #endif

@@ -125,6 +125,8 @@ static void record(attempt *a, const outcome *o, const httpc_result *r)
     webhooks *w = a->w;
     const config *c = &w->a->cfg;
     int64_t delay = o->final || !strcmp(o->kind, "ok") ? -1 : retry_delay(w, a->attempts + 1);
+    if (h->ph)
+        deliver_platform_outcome(h, o->kind, o->pause_ms);
     if (!strcmp(o->kind, "ok"))
         w->stats.succeeded++;
     else if (delay >= 0)
@@ -230,7 +232,7 @@ bool send_start(hook *h, const redisReply *item, const char *url, size_t url_len
     a->attempts = item->element[1]->integer;
     buf body = BUF_INIT;
     event_render_webhook(&body, h->eid, &ev);
-    h->inflight++;
+    deliver_attempt_start(h);
     h->calls++;
     if (post(a, secrets, secrets_len, &body) != 0) {
         buf_free(&body);
