@@ -494,6 +494,7 @@ void webhooks_render_metrics(buf *out, void *ctx)
         if (h->oldest_pending && (!oldest || h->oldest_pending < oldest))
             oldest = h->oldest_pending;
     }
+    deliver_platform_count(w, &held, &off);
     const metrics_labelled by[] = {{"succeeded", w->stats.succeeded},
                                    {"retried", w->stats.retried},
                                    {"failed", w->stats.failed}};
@@ -501,8 +502,10 @@ void webhooks_render_metrics(buf *out, void *ctx)
                        "webhook delivery attempts this process made, by outcome (retried: failed "
                        "and due again; failed: failed for good)",
                        "outcome", by, 3);
-    metrics_gauge(out, "entityd_webhook_endpoints_held",
-                  "webhook endpoints whose delivery lease this process holds", (double)held);
+    metrics_gauge(
+        out, "entityd_webhook_endpoints_held",
+        "webhook endpoints (the platform's included) whose delivery lease this process holds",
+        (double)held);
     metrics_gauge(out, "entityd_webhook_endpoints_disabled",
                   "disabled webhook endpoints among those this process holds", (double)off);
     int64_t now = isotime_now_ms();

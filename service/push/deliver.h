@@ -95,5 +95,7 @@ void deliver_platform_release(hook *h);
  * the endpoint's failing time, pause and disabling, kept across its entities. */
 void deliver_platform_outcome(hook *h, const char *kind, int64_t pause_ms);
 void deliver_platform_free(webhooks *w);
+/* For the metrics: the platform endpoints held here, and the disabled among them. */
+void deliver_platform_count(const webhooks *w, size_t *held, size_t *off);
 
 #endif

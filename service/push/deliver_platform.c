@@ -681,3 +681,13 @@ void deliver_platform_free(webhooks *w)
     }
     w->phooks = NULL;
 }
+
+void deliver_platform_count(const webhooks *w, size_t *held, size_t *off)
+{
+    uint64_t now = uv_now(w->a->loop);
+    for (const phook *ph = w->phooks; ph; ph = ph->next)
+        if (!ph->dropped && ph->held && now < ph->held_until) {
+            (*held)++;
+            *off += !ph->enabled;
+        }
+}

@@ -67,7 +67,8 @@ class WebhookPlatformTest(harness.ServiceTestCase):
         b = self.assertOk(self.call(svc, 'POST', '/api/webhooks',
                                     {'url': self.rx.url(path), 'events': ['member.added'],
                                      'description': 'platform receiver'}), 201)
-        self.rx.tell(path, secrets=[b['data']['secret']])
+        self.rx_secret = b['data']['secret']
+        self.rx.tell(path, secrets=[self.rx_secret])
         return b['data']['id']
 
     def join(self, svc, eid):
@@ -180,6 +181,28 @@ class WebhookPlatformTest(harness.ServiceTestCase):
         self.join(svc, eid)
         time.sleep(scaled(2))
         self.assertEqual(len(self.rx.got(path)), 1)  # nothing sent while disabled
+        # enabled again: from where it stopped, the first one again and the three after it
+        self.rx.tell(path, default='ok')
+        st, _, b = self.call(svc, 'POST', '/api/webhooks/%s/update' % wid, {'enabled': True})
+        self.assertEqual((st, b['data']['enabled']), (200, True), b)
+        got = self.rx.wait_got(path, 5, scaled(30))
+        self.assertEqual([g['eventId'] for g in got[1:]], self.added(svc, eid))
+        self.assertEqual(got[0]['id'], got[1]['id'])
+
+    def test_rotated_secret_signs_beside_the_new(self):
+        svc = self.start()
+        path = '/rot-' + uuid.uuid4().hex[:6]
+        wid = self.endpoint(svc, path)
+        old = self.rx_secret
+        new = self.assertOk(self.call(svc, 'POST', '/api/webhooks/%s/rotate-secret' %
+                                      wid))['data']['secret']
+        self.rx.tell(path, secrets=[new, old])
+        time.sleep(scaled(0.5))  # a pass (100 ms) reads the new secrets
+        eid = self.entity(svc)
+        self.join(svc, eid)
+        g = self.rx.wait_got(path, 1, scaled(30))[0]
+        self.assertEqual(len(g['signatures']), 2)
+        self.assertEqual(g['verified'], [0, 1])
 
     def test_delete_stops_its_deliveries(self):
         svc = self.start()

@@ -5,6 +5,10 @@
 -- taken is due again at now + hold (the attempt's deadline plus the lease): an attempt whose
 -- instance dies is tried again. Trims the log (WEBHOOK_LOG_MAX, 7 days; pending ones stay).
 -- KEYS: entity, webhooks, wh, events
+-- keys-read-only: 2 4
+-- (events: a take only reads it, but for a byte trim of delivery_put that Redis's own
+-- invalidation reports; dropped here at each answer, the watch of the entity (push/watch.h)
+-- would wake the endpoint for a take again, and again, without end)
 -- ARGV: wid, token, entity id, n (deliveries wanted), hold ms, log max, events_max, scan; for a
 --       platform endpoint also its JSON and secrets, read by the service from its own slot
 --       (webhooks:{platform}), whose lease (whp:{<wid>}) the service holds: no lease here
