@@ -3,8 +3,9 @@ events of every entity, with an entity endpoint's semantics): a real receiver on
 verifies each delivery with the `standardwebhooks` npm package. Events of two entities (one
 made after the endpoint), each entity's in order, with its own webhook-id, none from before the
 endpoint; a failing delivery retried and marked failed with its reason in GET /api/webhooks/
-{wid}/deliveries, sent again by its retry route; the test route; 410 disabling it; deleting it
-stopping its deliveries; another instance taking over after a SIGKILL of the holder."""
+{wid}/deliveries, sent again by its retry route; the test route; 410 disabling it, and failing
+too long; re-enabling it; a rotated secret's two signatures; deleting it stopping its
+deliveries; another instance taking over after a SIGKILL of the holder."""
 
 import json
 import os
@@ -188,6 +189,26 @@ class WebhookPlatformTest(harness.ServiceTestCase):
         got = self.rx.wait_got(path, 5, scaled(30))
         self.assertEqual([g['eventId'] for g in got[1:]], self.added(svc, eid))
         self.assertEqual(got[0]['id'], got[1]['id'])
+
+    def test_failing_too_long_disables_it(self):
+        svc = self.start(WEBHOOK_DISABLE_AFTER_SECONDS='1',
+                         WEBHOOK_RETRY_SCHEDULE='1s,1s,1s,1s,1s,1s')
+        path = '/failing-' + uuid.uuid4().hex[:6]
+        wid = self.endpoint(svc, path)
+        self.rx.tell(path, default='500')
+        eid = self.entity(svc)
+        self.join(svc, eid)
+
+        def disabled():
+            rec = json.loads(kit.text(self.r.cli('HGET', 'webhooks:{platform}', wid)))
+            return rec if not rec['enabled'] else None
+        rec = harness.wait_for(disabled, scaled(20), what='the endpoint disabled')
+        self.assertEqual(rec['disabledReason'], 'failing')
+        n = len(self.rx.got(path))
+        self.assertGreaterEqual(n, 2)
+        time.sleep(scaled(2.5))
+        self.assertEqual(len(self.rx.got(path)), n)  # nothing sent while disabled
+        self.assertEqual(self.deliveries(svc, wid)[0]['status'], 'pending')
 
     def test_rotated_secret_signs_beside_the_new(self):
         svc = self.start()
