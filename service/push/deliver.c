@@ -110,7 +110,7 @@ static void queue_free(hook *h)
     h->queued = 0;
 }
 
-static void hook_free(hook *h)
+void deliver_hook_free(hook *h)
 {
     queue_free(h);
     free(h->url);
@@ -126,11 +126,15 @@ static void hook_unlink_free(hook *h)
             *p = h->next;
             break;
         }
-    hook_free(h);
+    deliver_hook_free(h);
 }
 
 void deliver_release(hook *h)
 {
+    if (h->ph) {
+        deliver_platform_release(h);
+        return;
+    }
     h->calls--;
     if (h->dropped && h->calls == 0)
         hook_unlink_free(h);
@@ -284,6 +288,12 @@ static void keep_string(char **dst, size_t *dst_len, const redisReply *r)
     *dst_len = r->len;
 }
 
+void deliver_take_target(hook *h, const redisReply *url, const redisReply *secrets)
+{
+    keep_string(&h->url, &h->url_len, url);
+    keep_string(&h->secrets, &h->secrets_len, secrets);
+}
+
 static void on_take(void *data, int status, redisReply *r)
 {
     hook *h = data;
@@ -302,8 +312,7 @@ static void on_take(void *data, int status, redisReply *r)
         h->off = false;
         h->missing_since = 0;
         h->oldest_pending = strtoll(r->element[3]->str, NULL, 10);
-        keep_string(&h->url, &h->url_len, r->element[1]);
-        keep_string(&h->secrets, &h->secrets_len, r->element[2]);
+        deliver_take_target(h, r->element[1], r->element[2]);
         size_t items = r->elements - 4;
         for (size_t i = 4; i < r->elements; i++) {
             taken *t = send_prepare(h, r->element[i]);
@@ -374,8 +383,19 @@ static void take(hook *h)
     store_script(w->a->store, LUA_WH_TAKE, on_take, h, 4, 12, argv, lens);
 }
 
+void deliver_attempt_start(hook *h)
+{
+    h->inflight++;
+    if (h->ph)
+        deliver_platform_started(h);
+}
+
 void deliver_attempt_done(hook *h)
 {
+    if (h->ph) {
+        deliver_platform_attempt_done(h);
+        return;
+    }
     h->inflight--;
     if (!h->w->closed && !h->dropped)
         take(h);
@@ -450,7 +470,7 @@ static void schedule_pass(webhooks *w)
 {
     if (w->closed)
         return;
-    uint64_t ms = w->kicked ? 0 : w->hooks ? poll_ms(w) : DELIVER_IDLE_MS;
+    uint64_t ms = w->kicked ? 0 : w->hooks || w->phooks ? poll_ms(w) : DELIVER_IDLE_MS;
     if (ms < poll_ms(w) && !w->kicked)
         ms = poll_ms(w);
     w->kicked = false;
@@ -495,7 +515,8 @@ static void on_page(void *data, int status, redisReply *r)
         }
         memcpy(w->scan_from, e->str, e->len + 1);
         const char *colon = memchr(e->str, ':', e->len);
-        /* platform endpoints ("platform:<wid>") are not delivered by this release */
+        /* platform endpoints ("platform:<wid>") are read from their hash instead
+         * (deliver_platform.c) */
         if (!colon || !ids_valid(e->str, (size_t)(colon - e->str), 'c') ||
             !webhook_id_valid(colon + 1, e->len - (size_t)(colon + 1 - e->str)))
             continue;
@@ -541,6 +562,7 @@ static void on_timer(uv_timer_t *t)
     }
     w->scanning = true;
     w->pass++;
+    deliver_platform_pass(w);
     scan_page(w);
 }
 
@@ -590,9 +612,10 @@ void webhooks_free(webhooks *w)
     if (!w)
         return;
     httpc_free(w->http);
+    deliver_platform_free(w);
     for (hook *h = w->hooks, *next; h; h = next) {
         next = h->next;
-        hook_free(h);
+        deliver_hook_free(h);
     }
     free(w);
 }
@@ -612,6 +635,7 @@ void webhooks_render_metrics(buf *out, void *ctx)
         if (h->oldest_pending && (!oldest || h->oldest_pending < oldest))
             oldest = h->oldest_pending;
     }
+    deliver_platform_count(w, &held, &off);
     const metrics_labelled by[] = {{"succeeded", w->stats.succeeded},
                                    {"retried", w->stats.retried},
                                    {"failed", w->stats.failed}};
@@ -619,8 +643,10 @@ void webhooks_render_metrics(buf *out, void *ctx)
                        "webhook delivery attempts this process made, by outcome (retried: failed "
                        "and due again; failed: failed for good)",
                        "outcome", by, 3);
-    metrics_gauge(out, "entityd_webhook_endpoints_held",
-                  "webhook endpoints whose delivery lease this process holds", (double)held);
+    metrics_gauge(
+        out, "entityd_webhook_endpoints_held",
+        "webhook endpoints (the platform's included) whose delivery lease this process holds",
+        (double)held);
     metrics_gauge(out, "entityd_webhook_endpoints_disabled",
                   "disabled webhook endpoints among those this process holds", (double)off);
     int64_t now = isotime_now_ms();

@@ -1,5 +1,6 @@
-/* deliver: the parts of webhook delivery (webhook.h) that its files share: the endpoints this
- * instance looks after (deliver.c) and one attempt (send.c). */
+/* deliver: the parts of webhook delivery (webhook.h) that its files share: the entities'
+ * endpoints this instance looks after (deliver.c), the platform's (deliver_platform.c) and one
+ * attempt (send.c). */
 #ifndef ENTITYD_PUSH_DELIVER_H
 #define ENTITYD_PUSH_DELIVER_H
 
@@ -19,6 +20,7 @@ struct app;
 struct httpc;
 struct watch_sub;
 struct redisReply;
+struct phook;
 
 /* A delivery's id, the webhook-id: "<entity id>:<event id>". */
 #define DELIVER_ID_MAX (IDS_SIZE + EVENT_ID_MAX + 8)
@@ -34,7 +36,8 @@ typedef struct taken {
     uint64_t at;        /* loop ms of the take */
 } taken;
 
-/* An endpoint as this instance sees it. Freed once dropped (its entry gone from the set) and
+/* An endpoint as this instance sees it, or (ph set) a platform endpoint's deliveries in one
+ * entity, which deliver_platform.c owns. Freed once dropped (its entry gone from the set) and
  * nothing of it is in flight (`calls` 0). */
 typedef struct hook {
     webhooks *w;
@@ -60,7 +63,11 @@ typedef struct hook {
     char *url, *secrets; /* as of the last take (NULL before one) */
     size_t url_len, secrets_len;
     double attempt_ms; /* moving average of an attempt's time: sizes the batch */
-    struct hook *next;
+    struct hook *next; /* the webhooks' list, or a platform endpoint's bucket */
+    struct phook *ph;  /* the platform endpoint; NULL: an entity's own */
+    bool waiting;      /* in ph's queue of entities to take from */
+    bool pending;      /* the last take left deliveries pending (due later) */
+    struct hook *qnext;
 } hook;
 
 /* Counters by outcome and what the metrics show. */
@@ -78,6 +85,9 @@ struct webhooks {
     char scan_from[256];  /* lex cursor of the pass under way */
     uint64_t pass;
     hook *hooks;
+    struct phook *phooks; /* the platform's endpoints (deliver_platform.c) */
+    bool plat_reading;    /* their HGETALL in flight */
+    uint64_t plat_pass;
     int64_t schedule[CONFIG_SCHEDULE_MAX];
     int nschedule;
     webhooks_stats stats;
@@ -95,9 +105,29 @@ void send_forget(taken *t);
 /* The deliveries queued on h are not to be sent by this instance now (a pause, a disable, the
  * lease lost): they are made due at once, in their order, for whoever takes next. */
 void deliver_unclaim(hook *h);
+/* An attempt of h starts (counted in flight until deliver_attempt_done). */
+void deliver_attempt_start(hook *h);
+/* What an entity endpoint's take named: the URL and secrets its next attempts use. */
+void deliver_take_target(hook *h, const struct redisReply *url, const struct redisReply *secrets);
+/* Frees h and what it holds (its queue, URL and secrets). */
+void deliver_hook_free(hook *h);
 /* An attempt of h ended (its outcome recorded or not): take the next ones. */
 void deliver_attempt_done(hook *h);
 /* Releases one call of h; frees a dropped hook with no call left. */
 void deliver_release(hook *h);
+
+/* ---- deliver_platform.c ---- */
+/* A pass: reads the platform's endpoints (webhooks:{platform}), leases them and takes from the
+ * entities with work. */
+void deliver_platform_pass(webhooks *w);
+void deliver_platform_started(hook *h);
+void deliver_platform_attempt_done(hook *h);
+void deliver_platform_release(hook *h);
+/* What an attempt of a platform endpoint came to ("ok", "fail", "gone"; a Retry-After pause):
+ * the endpoint's failing time, pause and disabling, kept across its entities. */
+void deliver_platform_outcome(hook *h, const char *kind, int64_t pause_ms);
+void deliver_platform_free(webhooks *w);
+/* For the metrics: the platform endpoints held here, and the disabled among them. */
+void deliver_platform_count(const webhooks *w, size_t *held, size_t *off);
 
 #endif

@@ -126,6 +126,8 @@ static void record(attempt *a, const outcome *o, const httpc_result *r)
     webhooks *w = a->w;
     const config *c = &w->a->cfg;
     int64_t delay = o->final || !strcmp(o->kind, "ok") ? -1 : retry_delay(w, a->attempts + 1);
+    if (h->ph)
+        deliver_platform_outcome(h, o->kind, o->pause_ms);
     if (!strcmp(o->kind, "ok"))
         w->stats.succeeded++;
     else if (delay >= 0)
@@ -257,7 +259,7 @@ void send_start(hook *h, taken *t)
     memcpy(a->id, t->id, sizeof a->id);
     a->attempts = t->attempts;
     a->started = uv_now(h->w->a->loop);
-    h->inflight++;
+    deliver_attempt_start(h);
     h->calls++;
     if (post(a, h->secrets ? h->secrets : "", h->secrets_len, &t->body) != 0) {
         /* no secret to sign with, or no memory: recorded as a failed attempt */

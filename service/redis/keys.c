@@ -47,6 +47,16 @@ size_t keys_webhook(char out[KEYS_WEBHOOK_SIZE], const char *entity_id, const ch
     return (size_t)n;
 }
 
+size_t keys_webhook_platform(char out[KEYS_WEBHOOK_SIZE], const char *wid, const char *suffix)
+{
+    int n = snprintf(out, KEYS_WEBHOOK_SIZE, "whp:{%s}%s", wid, suffix);
+    if (n < 0 || (size_t)n >= KEYS_WEBHOOK_SIZE) {
+        out[0] = '\0';
+        return 0;
+    }
+    return (size_t)n;
+}
+
 size_t keys_challenge(char out[KEYS_CHALLENGE_SIZE], const char *address, const char *nonce)
 {
     int n = snprintf(out, KEYS_CHALLENGE_SIZE, "auth:chal:{%s}:%s", address, nonce);

@@ -233,11 +233,20 @@
  *   webhooks:{platform}       hash    the same fields as an entity's webhooks hash; per entity, a
  *                                     platform endpoint's deliveries use the shapes above in the
  *                                     entity's slot (ent:{c-…}:wh:<wid>…), made at its first
- *                                     event there (its cursor starts at the endpoint's creation)
- *   whp:{<wid>}               hash    a platform endpoint's lease (lease, leaseUntil)
+ *                                     event there (its cursor starts at the endpoint's creation),
+ *                                     and no lease there: the platform endpoint's is below
+ *   whp:{<wid>}               hash    a platform endpoint's lease (lease, leaseUntil: one
+ *                                     instance delivers it for every entity), failingSince (ms
+ *                                     of the first failure, any entity's, since the last
+ *                                     success); PEXPIRE a week from the last lease
  *   whp:{<wid>}:recent        zset    "<entity id>:<event id>" scored by the ms each delivery was
  *                                     made: the deliveries list across entities (its rows read
- *                                     from each entity's log; trimmed as a log)
+ *                                     from each entity's log; trimmed as a log), written just
+ *                                     after the take that made them (a crash between the two
+ *                                     leaves a delivery made and logged but not listed here)
+ *   whp:{<wid>}:wake          zset    entity ids (scores 0) with a delivery due now that the
+ *                                     holder may not know of (a retry asked on another
+ *                                     instance); the holder pops them at each pass
  * Across entities, in a slot of its own:
  *   webhooks                  zset    all scores 0; "<entity id>:<wid>" per endpoint
  *                                     ("platform:<wid>" for a platform endpoint): where instances
@@ -300,6 +309,9 @@ size_t keys_webhooks(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 #define KEYS_WEBHOOK_SIZE 128
 size_t keys_webhook(char out[KEYS_WEBHOOK_SIZE], const char *entity_id, const char *wid,
                     const char *suffix);
+/* A platform endpoint's keys, "whp:{<wid>}" + suffix ("", ":recent", ":wake"); its length
+ * (0: too long). */
+size_t keys_webhook_platform(char out[KEYS_WEBHOOK_SIZE], const char *wid, const char *suffix);
 #define KEYS_WEBHOOKS_ALL      "webhooks"
 #define KEYS_WEBHOOKS_PLATFORM "webhooks:{platform}"
 /* "auth:sess:{" + a lowercase address (42) + "}" + NUL */

@@ -57,6 +57,10 @@ void webhooks_platform_rotate(request *req);
 void webhook_deliveries_get(request *req);
 void webhook_delivery_retry(request *req);
 void webhook_test_post(request *req);
+/* webhook_platform.c: the same for a platform endpoint, platform admins only */
+void webhook_platform_deliveries_get(request *req);
+void webhook_platform_delivery_retry(request *req);
+void webhook_platform_test_post(request *req);
 
 /* admins.c */
 void admins_get(request *req);

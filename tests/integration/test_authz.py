@@ -219,6 +219,10 @@ TABLE = [
     ('POST', '/api/webhooks/{wid}/update', 'platform-webhook-update', PLATFORM_ONLY, 200),
     ('POST', '/api/webhooks/{wid}/rotate-secret', 'platform-webhook-rotate', PLATFORM_ONLY, 200),
     ('DELETE', '/api/webhooks/{wid}', 'platform-webhook-delete', PLATFORM_ONLY, 200),
+    ('GET', '/api/webhooks/{wid}/deliveries', 'platform-wh-deliveries', PLATFORM_ONLY, 200),
+    ('POST', '/api/webhooks/{wid}/deliveries/{did}/retry', 'platform-wh-retry', PLATFORM_ONLY,
+     200),
+    ('POST', '/api/webhooks/{wid}/test', 'platform-wh-test', PLATFORM_ONLY, 200),
     ('GET', '/api/attestations/config', 'attest-config', ALL_200, 200),
     ('GET', '/api/entities/{id}/members/{address}/attestations', 'attestations', READ_SIGNED,
      200),
@@ -453,6 +457,22 @@ class AuthzTest(harness.ServiceTestCase):
                 assert st == 201, (st, b)
                 kid = b['data']['id']
             return 'DELETE', '/api/entities/%s/api-keys/%s' % (eid, kid), None, port
+        if case.startswith('platform-wh-'):
+            # The platform endpoint, with one failed delivery in an entity's log
+            wid = self.webhooks[None]
+            eid = self.entities['public']
+            did = '%s:1700000000000-0' % eid
+            self.r.cli('HSET', 'ent:{%s}:wh:%s:log' % (eid, wid), did,
+                       '{"id":"%s","eventId":"1700000000000-0","type":"member.added",'
+                       '"attempts":1,"status":"failed","lastAttemptAt":null,'
+                       '"nextAttemptAt":null,"responseStatus":500,"responseBody":null,'
+                       '"reason":"HTTP 500"}' % did)
+            self.r.cli('ZADD', 'whp:{%s}:recent' % wid, '1700000000000', did)
+            base = '/api/webhooks/%s' % wid
+            return {'platform-wh-deliveries': ('GET', base + '/deliveries?limit=5', None, port),
+                    'platform-wh-retry': ('POST', base + '/deliveries/%s/retry' % did, None,
+                                          port),
+                    'platform-wh-test': ('POST', base + '/test', None, port)}[case]
         if case.startswith('wh-'):
             wid, did = self.webhook_of(variant, eid)
             base = '/api/entities/%s/webhooks/%s' % (eid, wid)

@@ -5,7 +5,13 @@
 -- taken is due again at now + hold (the attempt's deadline plus the lease): an attempt whose
 -- instance dies is tried again. Trims the log (WEBHOOK_LOG_MAX, 7 days; pending ones stay).
 -- KEYS: entity, webhooks, wh, events
--- ARGV: wid, token, entity id, n (deliveries wanted), hold ms, log max, events_max, scan
+-- keys-read-only: 2 4
+-- (events: a take only reads it, but for a byte trim of delivery_put that Redis's own
+-- invalidation reports; dropped here at each answer, the watch of the entity (push/watch.h)
+-- would wake the endpoint for a take again, and again, without end)
+-- ARGV: wid, token, entity id, n (deliveries wanted), hold ms, log max, events_max, scan; for a
+--       platform endpoint also its JSON and secrets, read by the service from its own slot
+--       (webhooks:{platform}), whose lease (whp:{<wid>}) the service holds: no lease here
 -- Returns {'OK', url, secrets, oldest pending's made ms ('0': none), {delivery id, attempts, XRANGE entry}…}, or {'LOST'} (the
 -- lease is not the caller's), {'OFF'} (disabled), {'PAUSED', ms left}, {'GONE'}, {'MISSING'}.
 local g = moving_guard(KEYS[1])
@@ -14,11 +20,12 @@ local wid, eid = ARGV[1], ARGV[3]
 local n, hold, logmax, limits = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local wh, events = KEYS[3], KEYS[4]
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'GONE'} end
-local raw = redis.call('HGET', KEYS[2], wid)
+local platform = ARGV[9] ~= nil
+local raw = platform and ARGV[9] or redis.call('HGET', KEYS[2], wid)
 if not raw then return {'MISSING'} end
 local st = redis.call('HMGET', wh, 'lease', 'leaseUntil', 'cursor', 'pausedUntil', 'cursorN')
 local now = redis_now_ms()
-if st[1] ~= ARGV[2] or (tonumber(st[2]) or 0) <= now then return {'LOST'} end
+if not platform and (st[1] ~= ARGV[2] or (tonumber(st[2]) or 0) <= now) then return {'LOST'} end
 local w = cjson.decode(raw)
 if not w.enabled or w.enabled == cjson.null then return {'OFF'} end
 local paused = tonumber(st[4]) or 0
@@ -29,7 +36,8 @@ for _, t in ipairs(w.events or {}) do
   want[t] = true
   all = false
 end
-local out = {'OK', w.url, redis.call('HGET', KEYS[2], 'sec:' .. wid) or '', '0'}
+local out = {'OK', w.url, platform and ARGV[10] or redis.call('HGET', KEYS[2], 'sec:' .. wid) or '',
+  '0'}
 local due_at = string.format('%.0f', now + hold)
 
 local function failed_trimmed(id, evid, etype)
