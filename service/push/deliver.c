@@ -1,6 +1,6 @@
 /* deliver: which endpoints this instance delivers to, through leases, and when it asks for
  * their next deliveries (webhook.h). */
-#include "push/deliver.h"
+#include "push/webhook.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,9 @@
 #include "core/isotime.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "push/deliver_platform.h"
+#include "push/hook.h"
+#include "push/send.h"
 #include "push/watch.h"
 #include "redis/lua_scripts.h"
 #include "redis/store.h"
@@ -29,16 +32,6 @@
 /* While the set is empty, it is looked at this often (a create or an update here kicks a pass
  * at once): an idle instance sends Redis one command per 10 s, not one per poll. */
 #define DELIVER_IDLE_MS 10000
-
-bool webhook_id_valid(const char *s, size_t len)
-{
-    if (len != WEBHOOK_ID_SIZE - 1 || memcmp(s, "wh-", 3) != 0)
-        return false;
-    char c[IDS_SIZE];
-    c[0] = 'c';
-    memcpy(c + 1, s + 2, len - 2);
-    return ids_valid(c, IDS_SIZE - 1, 'c');
-}
 
 static uint64_t poll_ms(const webhooks *w)
 {
@@ -77,12 +70,23 @@ static hook *hook_find(webhooks *w, const char *eid, const char *wid)
     return NULL;
 }
 
+static void entity_attempt_done(hook *h);
+static void entity_release(hook *h);
+static void unclaim(hook *h);
+
+static const hook_ops entity_ops = {
+    .attempt_done = entity_attempt_done,
+    .release = entity_release,
+    .unclaim = unclaim,
+};
+
 static hook *hook_add(webhooks *w, const char *eid, const char *wid)
 {
     hook *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
     h->w = w;
+    h->ops = &entity_ops;
     h->qtail = &h->queue;
     h->attempt_ms = (double)w->a->cfg.webhook_timeout_ms; /* one at a time until measured */
     snprintf(h->eid, sizeof h->eid, "%s", eid);
@@ -99,25 +103,6 @@ static hook *hook_add(webhooks *w, const char *eid, const char *wid)
     return h;
 }
 
-static void queue_free(hook *h)
-{
-    for (taken *t = h->queue, *next; t; t = next) {
-        next = t->next;
-        send_forget(t);
-    }
-    h->queue = NULL;
-    h->qtail = &h->queue;
-    h->queued = 0;
-}
-
-void deliver_hook_free(hook *h)
-{
-    queue_free(h);
-    free(h->url);
-    free(h->secrets);
-    free(h);
-}
-
 static void hook_unlink_free(hook *h)
 {
     webhooks *w = h->w;
@@ -126,15 +111,11 @@ static void hook_unlink_free(hook *h)
             *p = h->next;
             break;
         }
-    deliver_hook_free(h);
+    hook_free(h);
 }
 
-void deliver_release(hook *h)
+static void entity_release(hook *h)
 {
-    if (h->ph) {
-        deliver_platform_release(h);
-        return;
-    }
     h->calls--;
     if (h->dropped && h->calls == 0)
         hook_unlink_free(h);
@@ -147,7 +128,7 @@ static void hook_drop(hook *h)
     h->held = false;
     watch_unsubscribe(h->sub);
     h->sub = NULL;
-    queue_free(h);
+    hook_queue_free(h);
     if (h->calls == 0)
         hook_unlink_free(h);
 }
@@ -210,10 +191,10 @@ static size_t batch_size(const hook *h)
 static void on_unclaimed(void *data, int status, redisReply *r)
 {
     (void)status, (void)r;
-    deliver_release(data);
+    hook_release(data);
 }
 
-void deliver_unclaim(hook *h)
+static void unclaim(hook *h)
 {
     if (!h->queued) {
         return;
@@ -242,7 +223,7 @@ void deliver_unclaim(hook *h)
     free(argv);
     free(lens);
     free(scores);
-    queue_free(h);
+    hook_queue_free(h);
 }
 
 static bool may_send(const hook *h)
@@ -259,7 +240,7 @@ static void pump(hook *h)
     while (h->queue && h->inflight < limit && may_send(h)) {
         taken *t = h->queue;
         if (uv_now(h->w->a->loop) - t->at > stale) {
-            deliver_unclaim(h);
+            unclaim(h);
             return;
         }
         h->queue = t->next;
@@ -276,31 +257,13 @@ static bool take_answer_ok(const redisReply *r)
            r->element[2]->type == REDIS_REPLY_STRING && r->element[3]->type == REDIS_REPLY_STRING;
 }
 
-static void keep_string(char **dst, size_t *dst_len, const redisReply *r)
-{
-    if (*dst && *dst_len == r->len && !memcmp(*dst, r->str, r->len))
-        return;
-    char *c = strndup(r->str, r->len);
-    if (!c)
-        return; /* the previous one stays: at worst a delivery signed with a rotated secret */
-    free(*dst);
-    *dst = c;
-    *dst_len = r->len;
-}
-
-void deliver_take_target(hook *h, const redisReply *url, const redisReply *secrets)
-{
-    keep_string(&h->url, &h->url_len, url);
-    keep_string(&h->secrets, &h->secrets_len, secrets);
-}
-
 static void on_take(void *data, int status, redisReply *r)
 {
     hook *h = data;
     h->taking = false;
     webhooks *w = h->w;
     if (w->closed || h->dropped) {
-        deliver_release(h);
+        hook_release(h);
         return;
     }
     const redisReply *head =
@@ -312,7 +275,7 @@ static void on_take(void *data, int status, redisReply *r)
         h->off = false;
         h->missing_since = 0;
         h->oldest_pending = strtoll(r->element[3]->str, NULL, 10);
-        deliver_take_target(h, r->element[1], r->element[2]);
+        hook_take_target(h, r->element[1], r->element[2]);
         size_t items = r->elements - 4;
         for (size_t i = 4; i < r->elements; i++) {
             taken *t = send_prepare(h, r->element[i]);
@@ -327,24 +290,24 @@ static void on_take(void *data, int status, redisReply *r)
             h->again = true;
     } else if (reply_is(head, "LOST")) {
         h->held = false;
-        deliver_unclaim(h);
+        unclaim(h);
     } else if (reply_is(head, "OFF")) {
         h->off = true;
-        deliver_unclaim(h);
+        unclaim(h);
     } else if (reply_is(head, "PAUSED") && r->elements == 2 &&
                r->element[1]->type == REDIS_REPLY_INTEGER) {
         h->paused_until = uv_now(w->a->loop) + (uint64_t)r->element[1]->integer;
-        deliver_unclaim(h);
+        unclaim(h);
     } else if (reply_is(head, "GONE") || reply_is(head, "MISSING")) {
         bool gone = reply_is(head, "GONE");
-        deliver_release(h);
+        hook_release(h);
         hook_absent(h, gone);
         return;
     }
     bool again = h->again;
     h->again = false;
     pump(h);
-    deliver_release(h);
+    hook_release(h);
     if (again)
         take(h);
 }
@@ -383,19 +346,8 @@ static void take(hook *h)
     store_script(w->a->store, LUA_WH_TAKE, on_take, h, 4, 12, argv, lens);
 }
 
-void deliver_attempt_start(hook *h)
+static void entity_attempt_done(hook *h)
 {
-    h->inflight++;
-    if (h->ph)
-        deliver_platform_started(h);
-}
-
-void deliver_attempt_done(hook *h)
-{
-    if (h->ph) {
-        deliver_platform_attempt_done(h);
-        return;
-    }
     h->inflight--;
     if (!h->w->closed && !h->dropped)
         take(h);
@@ -416,7 +368,7 @@ static void on_lease(void *data, int status, redisReply *r)
     free(lc);
     webhooks *w = h->w;
     if (w->closed || h->dropped) {
-        deliver_release(h);
+        hook_release(h);
         return;
     }
     if (status == STORE_OK && reply_is(r, "HELD")) {
@@ -424,7 +376,7 @@ static void on_lease(void *data, int status, redisReply *r)
         h->missing_since = 0;
         /* counted from the send: the lease began no earlier in Redis's time */
         h->held_until = sent + (uint64_t)w->a->cfg.webhook_lease_ms * 9 / 10;
-        deliver_release(h);
+        hook_release(h);
         take(h);
         return;
     }
@@ -432,13 +384,13 @@ static void on_lease(void *data, int status, redisReply *r)
         h->held = false;
     } else if (status == STORE_OK && (reply_is(r, "GONE") || reply_is(r, "MISSING"))) {
         h->held = false;
-        deliver_release(h);
+        hook_release(h);
         hook_absent(h, reply_is(r, "GONE"));
         return;
     } else {
         log_script_error("webhook lease failed", status, r);
     }
-    deliver_release(h);
+    hook_release(h);
 }
 
 static void lease(hook *h)
@@ -615,7 +567,7 @@ void webhooks_free(webhooks *w)
     deliver_platform_free(w);
     for (hook *h = w->hooks, *next; h; h = next) {
         next = h->next;
-        deliver_hook_free(h);
+        hook_free(h);
     }
     free(w);
 }

@@ -6,6 +6,8 @@
  * entities' watch (their events grew), the deliveries left pending, the retries asked elsewhere
  * (whp:{<wid>}:wake), the entities made since the endpoint, and a slow sweep over the directory
  * of all entities, so a restart or a missed wake still delivers everything. */
+#include "push/deliver_platform.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,7 @@
 #include "core/app.h"
 #include "core/isotime.h"
 #include "core/log.h"
-#include "push/deliver.h"
+#include "push/send.h"
 #include "push/watch.h"
 #include "redis/lua_scripts.h"
 #include "redis/store.h"
@@ -76,7 +78,7 @@ static void ent_unlink_free(hook *h)
             *p = h->next;
             break;
         }
-    deliver_hook_free(h);
+    hook_free(h);
 }
 
 static void on_wake(void *data, const char *entity_id);
@@ -89,12 +91,27 @@ static hook *ent_find(phook *ph, const char *eid)
     return NULL;
 }
 
+static void deliver_platform_started(hook *h);
+static void deliver_platform_attempt_done(hook *h);
+static void deliver_platform_release(hook *h);
+static void deliver_platform_outcome(hook *h, const char *kind, int64_t pause_ms);
+
+/* An entity's deliveries of a platform endpoint: attempts counted against the endpoint's
+ * in-flight limit, outcomes judged for the endpoint across its entities. */
+static const hook_ops platform_ops = {
+    .started = deliver_platform_started,
+    .attempt_done = deliver_platform_attempt_done,
+    .release = deliver_platform_release,
+    .outcome = deliver_platform_outcome,
+};
+
 static hook *ent_get(phook *ph, const char *eid)
 {
     hook *h = ent_find(ph, eid);
     if (h || !(h = calloc(1, sizeof *h)))
         return h;
     h->w = ph->w;
+    h->ops = &platform_ops;
     h->ph = ph;
     h->qtail = &h->queue; /* unused: a platform endpoint starts what it takes at once */
     snprintf(h->eid, sizeof h->eid, "%s", eid);
@@ -185,7 +202,7 @@ static void ph_try_free(phook *ph)
     for (size_t b = 0; b < PLAT_BUCKETS; b++)
         for (hook *h = ph->buckets[b], *next; h; h = next) {
             next = h->next;
-            deliver_hook_free(h);
+            hook_free(h);
         }
     for (phook **p = &ph->w->phooks; *p; p = &(*p)->next)
         if (*p == ph) {
@@ -230,7 +247,7 @@ static void on_ph_ignored(void *data, int status, redisReply *r)
     ph_back(data);
 }
 
-void deliver_platform_release(hook *h)
+static void deliver_platform_release(hook *h)
 {
     phook *ph = h->ph;
     h->calls--;
@@ -240,12 +257,12 @@ void deliver_platform_release(hook *h)
         ph_try_free(ph);
 }
 
-void deliver_platform_started(hook *h)
+static void deliver_platform_started(hook *h)
 {
     h->ph->inflight++;
 }
 
-void deliver_platform_attempt_done(hook *h)
+static void deliver_platform_attempt_done(hook *h)
 {
     phook *ph = h->ph;
     h->inflight--;
@@ -314,7 +331,7 @@ static void on_take(void *data, int status, redisReply *r)
         h->pending = strcmp(r->element[3]->str, "0") != 0;
         size_t items = r->elements - 4;
         list_recent(ph, r, 4);
-        deliver_take_target(h, r->element[1], r->element[2]);
+        hook_take_target(h, r->element[1], r->element[2]);
         for (size_t i = 4; i < r->elements; i++) {
             taken *t = send_prepare(h, r->element[i]);
             if (t)
@@ -643,7 +660,7 @@ static void on_outcome(void *data, int status, redisReply *r)
         disable(ph, "failing");
 }
 
-void deliver_platform_outcome(hook *h, const char *kind, int64_t pause_ms)
+static void deliver_platform_outcome(hook *h, const char *kind, int64_t pause_ms)
 {
     phook *ph = h->ph;
     webhooks *w = ph->w;
@@ -677,7 +694,7 @@ void deliver_platform_free(webhooks *w)
         for (size_t b = 0; b < PLAT_BUCKETS; b++)
             for (hook *h = ph->buckets[b], *hn; h; h = hn) {
                 hn = h->next;
-                deliver_hook_free(h);
+                hook_free(h);
             }
         free(ph->json);
         free(ph->secrets);

@@ -1,5 +1,7 @@
 /* send: one delivery attempt (webhook.h): the Standard Webhooks POST of an event to its
  * endpoint over the loop's HTTP client, and its outcome recorded by wh_result.lua. */
+#include "push/send.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +10,6 @@
 #include "core/isotime.h"
 #include "core/log.h"
 #include "net/addrguard.h"
-#include "push/deliver.h"
 #include "push/event.h"
 #include "push/sign.h"
 #include "redis/lua_scripts.h"
@@ -18,7 +19,7 @@
 /* CONTRACT section 14: the answer is read up to 64 KiB; the log keeps 1 KiB of a failure's. */
 #define SEND_BODY_READ (64u << 10)
 #define SEND_BODY_KEPT 1024
-#define SEND_ID_MAX    DELIVER_ID_MAX
+#define SEND_ID_MAX    HOOK_ID_MAX
 
 typedef struct attempt {
     webhooks *w;
@@ -117,7 +118,7 @@ static void on_recorded(void *data, int status, redisReply *r)
         log_event(LOG_WARN, "webhook delivery outcome not recorded",
                   r && r->type == REDIS_REPLY_ERROR ? r->str : NULL);
     attempt_free(a);
-    deliver_release(h);
+    hook_release(h);
 }
 
 static void record(attempt *a, const outcome *o, const httpc_result *r)
@@ -126,8 +127,7 @@ static void record(attempt *a, const outcome *o, const httpc_result *r)
     webhooks *w = a->w;
     const config *c = &w->a->cfg;
     int64_t delay = o->final || !strcmp(o->kind, "ok") ? -1 : retry_delay(w, a->attempts + 1);
-    if (h->ph)
-        deliver_platform_outcome(h, o->kind, o->pause_ms);
+    hook_outcome(h, o->kind, o->pause_ms);
     if (!strcmp(o->kind, "ok"))
         w->stats.succeeded++;
     else if (delay >= 0)
@@ -157,8 +157,8 @@ static void record(attempt *a, const outcome *o, const httpc_result *r)
     store_script(w->a->store, LUA_WH_RESULT, on_recorded, a, 4, 14, argv, lens);
     /* The next take goes right behind the outcome, on the same connection (one slot): Redis
      * runs them in that order, so the take sees the outcome, one round trip sooner. */
-    deliver_attempt_done(h);
-    deliver_release(h);
+    hook_attempt_done(h);
+    hook_release(h);
 }
 
 static void on_answer(void *data, const httpc_result *r)
@@ -181,13 +181,13 @@ static void on_answer(void *data, const httpc_result *r)
         /* what is queued waits for the pause's end, or for the endpoint enabled again */
         if (o.pause_ms > 0)
             h->paused_until = uv_now(a->w->a->loop) + (uint64_t)o.pause_ms;
-        deliver_unclaim(h);
+        hook_unclaim(h);
     }
     if (a->w->closed) {
         /* the lease lapses and the next holder makes this attempt again */
         attempt_free(a);
-        deliver_attempt_done(h);
-        deliver_release(h);
+        hook_attempt_done(h);
+        hook_release(h);
         return;
     }
     record(a, &o, r);
@@ -239,19 +239,13 @@ taken *send_prepare(hook *h, const redisReply *item)
     return t;
 }
 
-void send_forget(taken *t)
-{
-    buf_free(&t->body);
-    free(t);
-}
-
 void send_start(hook *h, taken *t)
 {
     attempt *a = calloc(1, sizeof *a);
     if (!a || !h->url || !(a->url = strndup(h->url, h->url_len))) {
         /* due again after the hold, as if its attempt had died */
         free(a);
-        send_forget(t);
+        taken_free(t);
         return;
     }
     a->w = h->w;
@@ -259,7 +253,7 @@ void send_start(hook *h, taken *t)
     memcpy(a->id, t->id, sizeof a->id);
     a->attempts = t->attempts;
     a->started = uv_now(h->w->a->loop);
-    deliver_attempt_start(h);
+    hook_attempt_start(h);
     h->calls++;
     if (post(a, h->secrets ? h->secrets : "", h->secrets_len, &t->body) != 0) {
         /* no secret to sign with, or no memory: recorded as a failed attempt */
@@ -268,7 +262,7 @@ void send_start(hook *h, taken *t)
         judge(&r, &o);
         record(a, &o, &r);
     }
-    send_forget(t);
+    taken_free(t);
 }
 
 int webhooks_send_test(webhooks *w, const char *entity_id, const char *wid, const char *url,

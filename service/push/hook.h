@@ -1,8 +1,9 @@
-/* deliver: the parts of webhook delivery (webhook.h) that its files share: the entities'
- * endpoints this instance looks after (deliver.c), the platform's (deliver_platform.c) and one
- * attempt (send.c). */
-#ifndef ENTITYD_PUSH_DELIVER_H
-#define ENTITYD_PUSH_DELIVER_H
+/* hook: what webhook delivery's files share (webhook.h): an endpoint as this instance sees it,
+ * the deliveries it claimed and the instance's engine, and the calls an attempt (send.c) makes
+ * on its endpoint, through the endpoint's kind (hook_ops: an entity's own, deliver.c, or a
+ * platform endpoint's deliveries in one entity, deliver_platform.c). */
+#ifndef ENTITYD_PUSH_HOOK_H
+#define ENTITYD_PUSH_HOOK_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,14 +24,14 @@ struct redisReply;
 struct phook;
 
 /* A delivery's id, the webhook-id: "<entity id>:<event id>". */
-#define DELIVER_ID_MAX (IDS_SIZE + EVENT_ID_MAX + 8)
+#define HOOK_ID_MAX (IDS_SIZE + EVENT_ID_MAX + 8)
 
 /* A delivery taken (pending in Redis, due again after the hold) whose attempt waits here: a
  * take claims a batch, so that the attempts of a fast receiver follow one another without a
  * round trip to Redis between them. Owned by its hook's queue until send_start. */
 typedef struct taken {
     struct taken *next;
-    char id[DELIVER_ID_MAX];
+    char id[HOOK_ID_MAX];
     long long attempts; /* made before */
     buf body;           /* the rendered webhook body */
     uint64_t at;        /* loop ms of the take */
@@ -40,6 +41,7 @@ typedef struct taken {
  * entity, which deliver_platform.c owns. Freed once dropped (its entry gone from the set) and
  * nothing of it is in flight (`calls` 0). */
 typedef struct hook {
+    const struct hook_ops *ops; /* an entity's endpoint (deliver.c) or a platform's */
     webhooks *w;
     char eid[IDS_SIZE], wid[WEBHOOK_ID_SIZE];
     char entity[KEYS_ENTITY_SIZE], hooks[KEYS_ENTITY_SIZE], wh[KEYS_WEBHOOK_SIZE],
@@ -93,41 +95,30 @@ struct webhooks {
     webhooks_stats stats;
 };
 
-/* One item of a wh_take answer ({delivery id, attempts, XRANGE entry}) parsed and rendered;
- * NULL when it is malformed or memory is short (it is then due again after the hold, as if its
- * attempt had died). */
-taken *send_prepare(hook *h, const struct redisReply *item);
-/* Starts t's attempt to h's url, signed with h's secrets, and frees t. Takes a call of h
- * (h->calls, h->inflight) until the outcome is recorded. */
-void send_start(hook *h, taken *t);
-/* Frees t (not started). */
-void send_forget(taken *t);
-/* The deliveries queued on h are not to be sent by this instance now (a pause, a disable, the
- * lease lost): they are made due at once, in their order, for whoever takes next. */
-void deliver_unclaim(hook *h);
-/* An attempt of h starts (counted in flight until deliver_attempt_done). */
-void deliver_attempt_start(hook *h);
-/* What an entity endpoint's take named: the URL and secrets its next attempts use. */
-void deliver_take_target(hook *h, const struct redisReply *url, const struct redisReply *secrets);
-/* Frees h and what it holds (its queue, URL and secrets). */
-void deliver_hook_free(hook *h);
-/* An attempt of h ended (its outcome recorded or not): take the next ones. */
-void deliver_attempt_done(hook *h);
-/* Releases one call of h; frees a dropped hook with no call left. */
-void deliver_release(hook *h);
+/* What an endpoint's kind does when one of its attempts moves on. */
+typedef struct hook_ops {
+    void (*started)(hook *h);      /* an attempt starts (h->inflight counted already); NULL ok */
+    void (*attempt_done)(hook *h); /* an attempt ended, its outcome recorded or not */
+    void (*release)(hook *h);      /* one call of h ends: a dropped hook with none left goes */
+    /* What an attempt came to ("ok", "fail", "gone"; a Retry-After pause); NULL ok. */
+    void (*outcome)(hook *h, const char *kind, int64_t pause_ms);
+    /* The deliveries queued on h are not to be sent by this instance now; NULL ok. */
+    void (*unclaim)(hook *h);
+} hook_ops;
 
-/* ---- deliver_platform.c ---- */
-/* A pass: reads the platform's endpoints (webhooks:{platform}), leases them and takes from the
- * entities with work. */
-void deliver_platform_pass(webhooks *w);
-void deliver_platform_started(hook *h);
-void deliver_platform_attempt_done(hook *h);
-void deliver_platform_release(hook *h);
-/* What an attempt of a platform endpoint came to ("ok", "fail", "gone"; a Retry-After pause):
- * the endpoint's failing time, pause and disabling, kept across its entities. */
-void deliver_platform_outcome(hook *h, const char *kind, int64_t pause_ms);
-void deliver_platform_free(webhooks *w);
-/* For the metrics: the platform endpoints held here, and the disabled among them. */
-void deliver_platform_count(const webhooks *w, size_t *held, size_t *off);
+void hook_attempt_start(hook *h);
+void hook_attempt_done(hook *h);
+void hook_release(hook *h);
+void hook_outcome(hook *h, const char *kind, int64_t pause_ms);
+void hook_unclaim(hook *h);
+
+/* What a take named: the URL and secrets h's next attempts use. */
+void hook_take_target(hook *h, const struct redisReply *url, const struct redisReply *secrets);
+/* Frees the deliveries queued on h (not started). */
+void hook_queue_free(hook *h);
+/* Frees h and what it holds (its queue, URL and secrets). */
+void hook_free(hook *h);
+/* Frees t (not started). */
+void taken_free(taken *t);
 
 #endif
