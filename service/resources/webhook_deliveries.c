@@ -19,6 +19,7 @@
 #include "resources/entity.h"
 #include "resources/handlers.h"
 #include "resources/reads.h"
+#include "resources/webhook_deliveries.h"
 
 /* "<entity id>:<event id>" */
 #define DELIVERY_ID_SIZE (IDS_SIZE + EVENT_ID_MAX + 9)
@@ -116,7 +117,7 @@ void webhook_deliveries_get(request *req)
 
 /* ---- POST /api/entities/{id}/webhooks/{wid}/deliveries/{did}/retry ---- */
 
-static void on_retried(void *data, int status, redisReply *r)
+void webhook_deliveries_retried(void *data, int status, redisReply *r)
 {
     request *req = data;
     if (!respond_store_reply(req, status, r, REDIS_REPLY_STRING, "wh_retry: unexpected reply"))
@@ -147,7 +148,8 @@ void webhook_delivery_retry(request *req)
     keys_webhook(wh, eid, wid, "");
     const char *head[] = {w.k.entity,  w.k.owners,        w.k.admins, hooks, wh,
                           req->caller, platform_arg(req), wid,        did,   w.ev.max};
-    entity_script(req, LUA_WH_RETRY, on_retried, 5, head, sizeof head / sizeof head[0], NULL, 0);
+    entity_script(req, LUA_WH_RETRY, webhook_deliveries_retried, 5, head,
+                  sizeof head / sizeof head[0], NULL, 0);
 }
 
 /* ---- POST /api/entities/{id}/webhooks/{wid}/test ---- */
@@ -156,7 +158,7 @@ typedef struct test_state {
     char eid[IDS_SIZE], wid[WEBHOOK_ID_SIZE];
 } test_state;
 
-static void on_tested(void *data, bool ok, long http_status, const char *reason)
+void webhook_deliveries_tested(void *data, bool ok, long http_status, const char *reason)
 {
     request *req = data;
     json_t *d = json_pack("{s:s, s:o, s:o}", "status", ok ? "succeeded" : "failed",
@@ -184,7 +186,7 @@ static void on_target(void *data, int status, redisReply *r)
         return;
     }
     int rc = webhooks_send_test(req->app->webhooks, st->eid, st->wid, url, r->element[1]->str,
-                                r->element[1]->len, on_tested, req);
+                                r->element[1]->len, webhook_deliveries_tested, req);
     json_decref(w);
     if (rc != 0)
         request_fail(req, 503, "unavailable", "The test message could not be sent now.", NULL);

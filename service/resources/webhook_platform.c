@@ -20,6 +20,7 @@
 #include "resources/entity.h"
 #include "resources/handlers.h"
 #include "resources/reads.h"
+#include "resources/webhook_deliveries.h"
 
 /* "<entity id>:<event id>" */
 #define PLATFORM_DID_SIZE (IDS_SIZE + EVENT_ID_MAX + 9)
@@ -231,18 +232,6 @@ void webhook_platform_deliveries_get(request *req)
 
 /* ---- POST /api/webhooks/{wid}/deliveries/{did}/retry ---- */
 
-static void on_retried(void *data, int status, redisReply *r)
-{
-    request *req = data;
-    if (!respond_store_reply(req, status, r, REDIS_REPLY_STRING, "wh_retry: unexpected reply"))
-        return;
-    buf *b = respond_scratch();
-    buf_append_str(b, "{\"success\":true,\"data\":");
-    buf_append(b, r->str, r->len);
-    buf_append_str(b, "}");
-    respond_send(req, 200, b);
-}
-
 static void on_ignored(void *data, int status, redisReply *r)
 {
     (void)data, (void)status, (void)r;
@@ -265,7 +254,8 @@ static void retry_send(request *req)
     keys_webhook(wh, p->eid, p->wid, "");
     const char *head[] = {w.k.entity, w.k.owners, w.k.admins, hooks,    wh, req->caller,
                           "1",        p->wid,     p->did,     w.ev.max, "p"};
-    entity_script(req, LUA_WH_RETRY, on_retried, 5, head, sizeof head / sizeof head[0], NULL, 0);
+    entity_script(req, LUA_WH_RETRY, webhook_deliveries_retried, 5, head,
+                  sizeof head / sizeof head[0], NULL, 0);
 }
 
 void webhook_platform_delivery_retry(request *req)
@@ -284,15 +274,6 @@ void webhook_platform_delivery_retry(request *req)
 }
 
 /* ---- POST /api/webhooks/{wid}/test ---- */
-
-static void on_tested(void *data, bool ok, long http_status, const char *reason)
-{
-    request *req = data;
-    json_t *d = json_pack("{s:s, s:o, s:o}", "status", ok ? "succeeded" : "failed",
-                          "responseStatus", http_status ? json_integer(http_status) : json_null(),
-                          "reason", ok || !reason ? json_null() : json_string(reason));
-    request_reply(req, 200, json_pack("{s:b, s:o}", "success", 1, "data", d));
-}
 
 static void on_target(void *data, int status, redisReply *r)
 {
@@ -314,7 +295,8 @@ static void on_target(void *data, int status, redisReply *r)
     }
     int rc = webhooks_send_test(req->app->webhooks, "platform", p->wid, url,
                                 sec->type == REDIS_REPLY_STRING ? sec->str : "",
-                                sec->type == REDIS_REPLY_STRING ? sec->len : 0, on_tested, req);
+                                sec->type == REDIS_REPLY_STRING ? sec->len : 0,
+                                webhook_deliveries_tested, req);
     json_decref(w);
     if (rc != 0)
         request_fail(req, 503, "unavailable", "The test message could not be sent now.", NULL);
