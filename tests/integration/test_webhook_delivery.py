@@ -6,6 +6,8 @@ delivering from where it stopped, the delivery log and its retry and test routes
 
 import json
 import os
+import re
+import subprocess
 import sys
 import time
 import uuid
@@ -150,6 +152,36 @@ class WebhookDeliveryTest(harness.ServiceTestCase):
         self.assertIn('refused by the test receiver', d['responseBody'])
         time.sleep(scaled(1.5))
         self.assertEqual(len(self.rx.got(path)), 3)
+
+    def test_readme_receiver(self):
+        """The README's ten-line receiver, as written there, verifies and logs deliveries."""
+        with open(os.path.join(harness.REPO, 'README.md')) as f:
+            readme = f.read()
+        code = re.search(r'## Push: webhooks and event streams.*?```js\n(.*?)```', readme,
+                         re.S).group(1)
+        self.assertLessEqual(len(code.strip().splitlines()), 10)
+        port = harness.free_port()
+        self.assertIn('.listen(3000)', code)
+        eid = self.entity()
+        wid, secret = kit.make_endpoint(self.call, eid, 'http://127.0.0.1:%d/hook' % port)
+        run = code.replace('.listen(3000)', '.listen(%d)' % port)
+        proc = subprocess.Popen([kit.NODE, '-e', run],
+                                cwd=kit.NODE_DIR, env=dict(os.environ, WEBHOOK_SECRET=secret),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(scaled(0.5))  # listening; a delivery before it is retried anyway
+            addrs = self.join_n(eid, 2)
+            def delivered():
+                d = self.log(eid, wid)
+                ok = [x for x in d.values() if x['status'] == 'succeeded']
+                return ok if len(ok) >= 2 else None
+            harness.wait_for(delivered, scaled(20), what='two deliveries the README receiver took')
+        finally:
+            proc.terminate()
+            out, err = proc.communicate(timeout=scaled(10))
+        lines = [ln for ln in out.splitlines() if ln.startswith('member.added ' + eid)]
+        self.assertEqual(len(lines), 2, (out, err))
+        self.assertTrue(all(a in out for a in addrs), out)  # the data, as the receiver logs it
 
     def test_410_disables_at_once(self):
         eid = self.entity()
