@@ -176,6 +176,15 @@ rss_kib() {
   awk '/^VmRSS:/ {print $2}' "/proc/$1/status"
 }
 
+# rss_tree_kib PID: the resident KiB of PID and its children (a supervisor's workers).
+rss_tree_kib() {
+  local p sum=0
+  for p in "$1" $(pgrep -P "$1" 2>/dev/null); do
+    sum=$((sum + $(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)))
+  done
+  echo "$sum"
+}
+
 # http_ok URL: exit 0 if GET URL answers 200.
 http_ok() {
   python3 bench/httpc.py get "$1" /dev/null 2>/dev/null
