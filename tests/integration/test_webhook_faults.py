@@ -24,40 +24,11 @@ ENV = {'WEBHOOK_ALLOW_PRIVATE': 'true', 'WEBHOOK_ALLOW_HTTP': 'true', 'WEBHOOK_P
 
 
 @harness.unittest.skipUnless(kit.available(), 'tests/node tools are not installed')
-class WebhookFaultsTest(harness.ServiceTestCase):
+class WebhookFaultsTest(kit.InstancesCase):
 
-    @classmethod
-    def setUpClass(cls):
-        cls.owner = harness.Wallet.random(1)[0]
-        cls.rx = kit.Receiver()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.rx.stop()
-        super().tearDownClass()
-
-    def setUp(self):
-        super().setUp()
-        self.r = self.redis()
+    ENV = ENV
 
     # ---- helpers ----
-
-    def start(self, **env):
-        e = dict(ENV)
-        e.update(env)
-        svc = self.entityd(redis=self.r, env={k: v for k, v in e.items() if v is not None})
-        self.q = harness.Signer(harness.current_message(svc.port)[0]).query(self.owner)
-        return svc
-
-    def call(self, svc, method, path, body=None):
-        path += ('&' if '?' in path else '?') + self.q
-        return harness.request(svc.port, method, path, body=body, timeout=scaled(20))
-
-    def entity(self, svc):
-        body = {'name': 'Guild ' + uuid.uuid4().hex[:6], 'description': '',
-                'ownerAddresses': [self.owner.address], 'twitter': '', 'discord': '',
-                'website': '', 'imageUrl': '', 'public': True}
-        return self.assertOk(self.call(svc, 'POST', '/api/entities', body), 201)['data']['id']
 
     def endpoint(self, svc, eid, path, url=None, direct=False):
         """A new endpoint through the API; direct: written into Redis (a URL the API refuses)."""

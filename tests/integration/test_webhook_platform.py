@@ -28,40 +28,14 @@ def by_id(i):
 
 
 @harness.unittest.skipUnless(kit.available(), 'tests/node tools are not installed')
-class WebhookPlatformTest(harness.ServiceTestCase):
+class WebhookPlatformTest(kit.InstancesCase):
 
-    @classmethod
-    def setUpClass(cls):
-        cls.owner = harness.Wallet.random(1)[0]
-        cls.rx = kit.Receiver()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.rx.stop()
-        super().tearDownClass()
-
-    def setUp(self):
-        super().setUp()
-        self.r = self.redis()
+    ENV = ENV
 
     # ---- helpers ----
 
     def start(self, **env):
-        e = dict(ENV, PLATFORM_ADMINS=self.owner.address)
-        e.update(env)
-        svc = self.entityd(redis=self.r, env=e)
-        self.q = harness.Signer(harness.current_message(svc.port)[0]).query(self.owner)
-        return svc
-
-    def call(self, svc, method, path, body=None):
-        path += ('&' if '?' in path else '?') + self.q
-        return harness.request(svc.port, method, path, body=body, timeout=scaled(20))
-
-    def entity(self, svc):
-        body = {'name': 'Guild ' + uuid.uuid4().hex[:6], 'description': '',
-                'ownerAddresses': [self.owner.address], 'twitter': '', 'discord': '',
-                'website': '', 'imageUrl': '', 'public': True}
-        return self.assertOk(self.call(svc, 'POST', '/api/entities', body), 201)['data']['id']
+        return super().start(**dict({'PLATFORM_ADMINS': self.owner.address}, **env))
 
     def endpoint(self, svc, path):
         """A platform endpoint (member.added only) posting to the receiver's path: its id."""

@@ -126,3 +126,43 @@ def enable(call, eid, wid):
 
 def text(v):
     return v.decode() if isinstance(v, bytes) else v
+
+
+class InstancesCase(harness.ServiceTestCase):
+    """Tests that start their own instances (kill, restart, settings per test) against one
+    Redis per test and one receiver per class. start(**env) merges env over the class's ENV
+    (a None value leaves the setting out) and signs self.q for the owner."""
+
+    ENV = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.owner = harness.Wallet.random(1)[0]
+        cls.rx = Receiver()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.rx.stop()
+        super().tearDownClass()
+
+    def setUp(self):
+        super().setUp()
+        self.r = self.redis()
+
+    def start(self, **env):
+        e = dict(self.ENV)
+        e.update(env)
+        svc = self.entityd(redis=self.r, env={k: v for k, v in e.items() if v is not None})
+        self.q = harness.Signer(harness.current_message(svc.port)[0]).query(self.owner)
+        return svc
+
+    def call(self, svc, method, path, body=None):
+        path += ('&' if '?' in path else '?') + self.q
+        return harness.request(svc.port, method, path, body=body, timeout=harness.scaled(20))
+
+    def entity(self, svc):
+        """A new public entity of the owner, made through svc: its id."""
+        body = {'name': 'Guild ' + uuid.uuid4().hex[:6], 'description': '',
+                'ownerAddresses': [self.owner.address], 'twitter': '', 'discord': '',
+                'website': '', 'imageUrl': '', 'public': True}
+        return self.assertOk(self.call(svc, 'POST', '/api/entities', body), 201)['data']['id']
