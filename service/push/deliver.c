@@ -156,19 +156,6 @@ static void hook_absent(hook *h, bool entity_gone)
     hook_drop(h);
 }
 
-static bool reply_is(const redisReply *r, const char *s)
-{
-    return r && (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING) &&
-           !strcmp(r->str, s);
-}
-
-static void log_script_error(const char *what, int status, const redisReply *r)
-{
-    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR &&
-        strncmp(r->str, "TRYAGAIN", 8) != 0)
-        log_event(LOG_WARN, what, r->str);
-}
-
 /* ---- taking deliveries ---- */
 
 static uint64_t hold_ms(const webhooks *w)
@@ -251,12 +238,6 @@ static void pump(hook *h)
     }
 }
 
-static bool take_answer_ok(const redisReply *r)
-{
-    return r->elements >= 4 && r->element[1]->type == REDIS_REPLY_STRING &&
-           r->element[2]->type == REDIS_REPLY_STRING && r->element[3]->type == REDIS_REPLY_STRING;
-}
-
 static void on_take(void *data, int status, redisReply *r)
 {
     hook *h = data;
@@ -270,8 +251,8 @@ static void on_take(void *data, int status, redisReply *r)
         r && r->type == REDIS_REPLY_ARRAY && r->elements ? r->element[0] : NULL;
     size_t asked = h->asked;
     if (status != STORE_OK || !head) {
-        log_script_error("webhook take failed", status, r);
-    } else if (reply_is(head, "OK") && take_answer_ok(r)) {
+        hook_log_error("webhook take failed", status, r);
+    } else if (hook_reply_is(head, "OK") && hook_take_ok(r)) {
         h->off = false;
         h->missing_since = 0;
         h->oldest_pending = strtoll(r->element[3]->str, NULL, 10);
@@ -288,18 +269,18 @@ static void on_take(void *data, int status, redisReply *r)
         /* a full take may have left more behind */
         if (items > 0 && items >= asked)
             h->again = true;
-    } else if (reply_is(head, "LOST")) {
+    } else if (hook_reply_is(head, "LOST")) {
         h->held = false;
         unclaim(h);
-    } else if (reply_is(head, "OFF")) {
+    } else if (hook_reply_is(head, "OFF")) {
         h->off = true;
         unclaim(h);
-    } else if (reply_is(head, "PAUSED") && r->elements == 2 &&
+    } else if (hook_reply_is(head, "PAUSED") && r->elements == 2 &&
                r->element[1]->type == REDIS_REPLY_INTEGER) {
         h->paused_until = uv_now(w->a->loop) + (uint64_t)r->element[1]->integer;
         unclaim(h);
-    } else if (reply_is(head, "GONE") || reply_is(head, "MISSING")) {
-        bool gone = reply_is(head, "GONE");
+    } else if (hook_reply_is(head, "GONE") || hook_reply_is(head, "MISSING")) {
+        bool gone = hook_reply_is(head, "GONE");
         hook_release(h);
         hook_absent(h, gone);
         return;
@@ -371,7 +352,7 @@ static void on_lease(void *data, int status, redisReply *r)
         hook_release(h);
         return;
     }
-    if (status == STORE_OK && reply_is(r, "HELD")) {
+    if (status == STORE_OK && hook_reply_is(r, "HELD")) {
         h->held = true;
         h->missing_since = 0;
         /* counted from the send: the lease began no earlier in Redis's time */
@@ -380,15 +361,15 @@ static void on_lease(void *data, int status, redisReply *r)
         take(h);
         return;
     }
-    if (status == STORE_OK && reply_is(r, "BUSY")) {
+    if (status == STORE_OK && hook_reply_is(r, "BUSY")) {
         h->held = false;
-    } else if (status == STORE_OK && (reply_is(r, "GONE") || reply_is(r, "MISSING"))) {
+    } else if (status == STORE_OK && (hook_reply_is(r, "GONE") || hook_reply_is(r, "MISSING"))) {
         h->held = false;
         hook_release(h);
-        hook_absent(h, reply_is(r, "GONE"));
+        hook_absent(h, hook_reply_is(r, "GONE"));
         return;
     } else {
-        log_script_error("webhook lease failed", status, r);
+        hook_log_error("webhook lease failed", status, r);
     }
     hook_release(h);
 }
@@ -448,7 +429,7 @@ static void on_page(void *data, int status, redisReply *r)
     if (w->closed)
         return;
     if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY) {
-        log_script_error("webhook endpoints not listed", status, r);
+        hook_log_error("webhook endpoints not listed", status, r);
         w->scanning = false; /* the next poll starts the pass again */
         w->scan_from[0] = '\0';
         uv_timer_start(&w->timer, on_timer, poll_ms(w), 0);

@@ -63,12 +63,6 @@ static unsigned bucket_of(const char *eid)
     return x % PLAT_BUCKETS;
 }
 
-static bool reply_is(const redisReply *r, const char *s)
-{
-    return r && (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING) &&
-           !strcmp(r->str, s);
-}
-
 /* ---- an endpoint's entities ---- */
 
 static void ent_unlink_free(hook *h)
@@ -319,14 +313,9 @@ static void on_take(void *data, int status, redisReply *r)
         return;
     }
     if (status != STORE_OK || !head) {
-        if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR &&
-            strncmp(r->str, "TRYAGAIN", 8) != 0)
-            log_event(LOG_WARN, "platform webhook take failed", r->str);
+        hook_log_error("platform webhook take failed", status, r);
         h->pending = true; /* asked again at the next pass */
-    } else if (reply_is(head, "OK") && r->elements >= 4 &&
-               r->element[1]->type == REDIS_REPLY_STRING &&
-               r->element[2]->type == REDIS_REPLY_STRING &&
-               r->element[3]->type == REDIS_REPLY_STRING) {
+    } else if (hook_reply_is(head, "OK") && hook_take_ok(r)) {
         h->missing_since = 0;
         h->pending = strcmp(r->element[3]->str, "0") != 0;
         size_t items = r->elements - 4;
@@ -340,11 +329,11 @@ static void on_take(void *data, int status, redisReply *r)
         /* a take may have left more behind: after the others waiting */
         if (items > 0)
             enqueue(h);
-    } else if (reply_is(head, "OFF")) {
+    } else if (hook_reply_is(head, "OFF")) {
         ph->enabled = false; /* until the next pass reads it enabled again */
-    } else if (reply_is(head, "PAUSED")) {
+    } else if (hook_reply_is(head, "PAUSED")) {
         h->pending = true;
-    } else if (reply_is(head, "GONE")) {
+    } else if (hook_reply_is(head, "GONE")) {
         uint64_t now = uv_now(w->a->loop);
         if (!h->missing_since)
             h->missing_since = now;
@@ -501,16 +490,15 @@ static void on_lease(void *data, int status, redisReply *r)
     free(lc);
     if (!ph_back(ph))
         return;
-    if (status == STORE_OK && reply_is(r, "HELD")) {
+    if (status == STORE_OK && hook_reply_is(r, "HELD")) {
         ph->held = true;
         /* counted from the send: the lease began no earlier in Redis's time */
         ph->held_until = sent + (uint64_t)ph->w->a->cfg.webhook_lease_ms * 9 / 10;
         look(ph);
-    } else if (status == STORE_OK && reply_is(r, "BUSY")) {
+    } else if (status == STORE_OK && hook_reply_is(r, "BUSY")) {
         ph->held = false;
-    } else if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR &&
-               strncmp(r->str, "TRYAGAIN", 8) != 0) {
-        log_event(LOG_WARN, "platform webhook lease failed", r->str);
+    } else {
+        hook_log_error("platform webhook lease failed", status, r);
     }
 }
 
@@ -656,7 +644,7 @@ static void on_outcome(void *data, int status, redisReply *r)
     phook *ph = data;
     if (!ph_back(ph))
         return;
-    if (status == STORE_OK && reply_is(r, "DISABLE"))
+    if (status == STORE_OK && hook_reply_is(r, "DISABLE"))
         disable(ph, "failing");
 }
 

@@ -6,6 +6,9 @@
 
 #include <hiredis.h>
 
+#include "core/log.h"
+#include "redis/store.h"
+
 bool webhook_id_valid(const char *s, size_t len)
 {
     if (len != WEBHOOK_ID_SIZE - 1 || memcmp(s, "wh-", 3) != 0)
@@ -14,6 +17,25 @@ bool webhook_id_valid(const char *s, size_t len)
     c[0] = 'c';
     memcpy(c + 1, s + 2, len - 2);
     return ids_valid(c, IDS_SIZE - 1, 'c');
+}
+
+bool hook_reply_is(const redisReply *r, const char *s)
+{
+    return r && (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING) &&
+           !strcmp(r->str, s);
+}
+
+bool hook_take_ok(const redisReply *r)
+{
+    return r->elements >= 4 && r->element[1]->type == REDIS_REPLY_STRING &&
+           r->element[2]->type == REDIS_REPLY_STRING && r->element[3]->type == REDIS_REPLY_STRING;
+}
+
+void hook_log_error(const char *what, int status, const redisReply *r)
+{
+    if (status == STORE_OK && r && r->type == REDIS_REPLY_ERROR &&
+        strncmp(r->str, "TRYAGAIN", 8) != 0)
+        log_event(LOG_WARN, what, r->str);
 }
 
 void hook_attempt_start(hook *h)

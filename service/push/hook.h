@@ -118,6 +118,13 @@ void hook_take_target(hook *h, const struct redisReply *url, const struct redisR
 void hook_queue_free(hook *h);
 /* Frees h and what it holds (its queue, URL and secrets). */
 void hook_free(hook *h);
+/* r is a status or string reply saying s. */
+bool hook_reply_is(const struct redisReply *r, const char *s);
+/* A wh_take answer's head is whole: {'OK', url, secrets, oldest pending, items...}. */
+bool hook_take_ok(const struct redisReply *r);
+/* Logs a script's error answer as what went wrong; a cluster's TRYAGAIN (a slot moving, tried
+ * again at the next pass) and a missing answer (the store's own log says why) are not. */
+void hook_log_error(const char *what, int status, const struct redisReply *r);
 /* Frees t (not started). */
 void taken_free(taken *t);
 
