@@ -403,9 +403,8 @@ static void schedule_pass(webhooks *w)
 {
     if (w->closed)
         return;
-    uint64_t ms = w->kicked ? 0 : w->hooks || w->phooks ? poll_ms(w) : DELIVER_IDLE_MS;
-    if (ms < poll_ms(w) && !w->kicked)
-        ms = poll_ms(w);
+    uint64_t poll = poll_ms(w), idle = poll > DELIVER_IDLE_MS ? poll : DELIVER_IDLE_MS;
+    uint64_t ms = w->kicked ? 0 : w->hooks || w->phooks ? poll : idle;
     w->kicked = false;
     uv_timer_start(&w->timer, on_timer, ms, 0);
 }
