@@ -208,6 +208,9 @@ static const opt opts[] = {
     {"STREAM_BUFFER_BYTES", OPT_INT, OFF(stream_buffer_bytes), "1048576", 1024, 1073741824,
      "an event stream whose client is further behind than this is closed (it resumes with "
      "Last-Event-ID)"},
+    {"STREAM_SEND_THREADS", OPT_INT, OFF(stream_send_threads), "-1", -1, 16,
+     "threads that share the sends of one event to many streams with the loop (it waits for "
+     "them); -1: one fewer than the cores, at most 3; 0: the loop alone"},
     {"MAX_STREAMS", OPT_INT, OFF(max_streams), "10000", 0, 1000000,
      "open event streams per instance; past it 503"},
     {"STREAMS_PER_CALLER", OPT_INT, OFF(streams_per_caller), "10", 1, 100000,

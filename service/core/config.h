@@ -96,6 +96,7 @@ typedef struct config {
     int64_t webhook_log_max;               /* deliveries kept per endpoint */
     int64_t stream_heartbeat_seconds;      /* a ":" comment on an idle stream */
     int64_t stream_buffer_bytes;           /* a stream further behind is closed */
+    int64_t stream_send_threads;           /* threads sharing a fan-out's sends; -1 auto */
     int64_t max_streams;                   /* open streams per instance */
     int64_t streams_per_caller;            /* open streams per caller, per instance */
 } config;

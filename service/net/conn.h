@@ -46,6 +46,7 @@ enum conn_state { CONN_OPEN, CONN_DRAINING, CONN_CLOSING, CONN_CLOSED };
 struct conn;
 struct conn_set;
 struct conn_stream;
+struct sendpool;
 
 /* What a protocol provides: the connection layer knows bytes, never requests. */
 typedef struct conn_protocol {
@@ -167,6 +168,13 @@ int conn_stream_start(conn *c, size_t max_behind, conn_stream_ended ended, void 
 /* Queues a reference to ch behind what is queued and writes what the socket takes. False when
  * the stream has ended (ended ran, maybe inside this call). */
 bool conn_stream_push(conn *c, out_chunk *ch);
+/* Queues as conn_stream_push does, without writing: conn_stream_flush_all writes many
+ * streams' queues at once. */
+bool conn_stream_queue(conn *c, out_chunk *ch);
+/* Writes what each of the n connections' queues holds (as conn_stream_push would), the sends
+ * shared among the pool's threads (net/sendpool.h). A connection a failed write closes ends
+ * its stream here (ended runs). */
+void conn_stream_flush_all(struct sendpool *p, conn **cs, size_t n);
 /* Bytes queued and not yet handed to the kernel. */
 size_t conn_stream_behind(const conn *c);
 /* The owner ends it: what is queued is written, then the connection closes; ended does not

@@ -258,6 +258,75 @@ void group_start_stream(stream *s, const streams_start *start)
 
 /* --- the group's reads and the fan-out --- */
 
+/* --- the fan-out: every stream's chunks queued, then all written at once (the sends shared
+ * by the hub's pool, net/sendpool.h) --- */
+
+static struct conn **fan;
+static size_t fan_n, fan_cap;
+
+/* c has chunks queued for the next fanout_flush. False when out of memory: then it writes
+ * them at once itself. */
+static void fanout_add(struct conn *c)
+{
+    if (fan_n == fan_cap) {
+        size_t cap = fan_cap ? fan_cap * 2 : 1024;
+        struct conn **f = realloc(fan, cap * sizeof *f);
+        if (!f) {
+            conn_progress(c);
+            return;
+        }
+        fan = f;
+        fan_cap = cap;
+    }
+    fan[fan_n++] = c;
+}
+
+void fanout_flush(streams *h)
+{
+    /* The list is this call's alone: a write that ends a stream may lead to another fan-out
+     * before it returns. */
+    struct conn **list = fan;
+    size_t n = fan_n, cap = fan_cap;
+    fan = NULL;
+    fan_n = fan_cap = 0;
+    conn_stream_flush_all(h->sends, list, n);
+    if (!fan) {
+        fan = list;
+        fan_cap = cap;
+    } else {
+        free(list);
+    }
+}
+
+void fanout_queue(stream *s, out_chunk *ch)
+{
+    if (conn_stream_queue(s->c, ch))
+        fanout_add(s->c);
+}
+
+/* A reply's events, rendered once each. */
+typedef struct rendered {
+    out_chunk *ch;
+    event_pos pos;
+} rendered;
+
+/* Queues for a live stream the events after its place (it may end, and be freed, here). */
+static void queue_events(stream *s, const rendered *evs, size_t n)
+{
+    bool queued = false;
+    for (size_t i = 0; i < n; i++) {
+        if (event_pos_cmp(evs[i].pos, s->pos) <= 0)
+            continue;
+        s->pos = evs[i].pos;
+        s->h->events_sent++;
+        if (!conn_stream_queue(s->c, evs[i].ch))
+            return;
+        queued = true;
+    }
+    if (queued)
+        fanout_add(s->c);
+}
+
 static void on_group_read(void *data, int status, redisReply *r)
 {
     group *g = data;
@@ -265,24 +334,25 @@ static void on_group_read(void *data, int status, redisReply *r)
     bool more = false;
     if (status == STORE_OK && r && r->type == REDIS_REPLY_ARRAY) {
         more = r->elements >= STREAMS_PAGE;
-        for (size_t i = 0; i < r->elements; i++) {
-            event_pos pos;
-            out_chunk *ch = render(r->element[i], &pos);
+        rendered evs[STREAMS_PAGE];
+        size_t n = 0;
+        for (size_t i = 0; i < r->elements && n < STREAMS_PAGE; i++) {
+            out_chunk *ch = render(r->element[i], &evs[n].pos);
             if (!ch)
                 continue;
-            if (event_pos_cmp(pos, g->pos) > 0)
-                g->pos = pos;
-            /* A stream the push ends leaves the list: the next one is taken first. */
-            for (stream *s = g->head, *next; s; s = next) {
-                next = s->next;
-                if (!s->live || !s->c || event_pos_cmp(pos, s->pos) <= 0)
-                    continue;
-                s->pos = pos;
-                g->h->events_sent++;
-                conn_stream_push(s->c, ch);
-            }
-            chunk_unref(ch);
+            evs[n++].ch = ch;
+            if (event_pos_cmp(evs[n - 1].pos, g->pos) > 0)
+                g->pos = evs[n - 1].pos;
         }
+        /* A stream a queue ends leaves the list: the next one is taken first. */
+        for (stream *s = g->head, *next; s && n; s = next) {
+            next = s->next;
+            if (s->live && s->c)
+                queue_events(s, evs, n);
+        }
+        fanout_flush(g->h);
+        for (size_t i = 0; i < n; i++)
+            chunk_unref(evs[i].ch);
     }
     /* A failed read is tried again when the watch calls next (it polls while Redis is not
      * heard from); what it missed is still after the group's place. */

@@ -6,6 +6,7 @@
 
 #include "core/app.h"
 #include "core/metrics.h"
+#include "net/sendpool.h"
 #include "push/event.h"
 #include "push/streams_int.h"
 
@@ -132,7 +133,8 @@ streams *streams_new(struct app *a, watch *w)
     h->creds = calloc(h->ncreds_b, sizeof *h->creds);
     h->callers = calloc(h->ncallers_b, sizeof *h->callers);
     h->heartbeat = chunk_new(":\n\n", 3);
-    if (!h->groups || !h->creds || !h->callers || !h->heartbeat) {
+    h->sends = sendpool_new((int)a->cfg.stream_send_threads);
+    if (!h->groups || !h->creds || !h->callers || !h->heartbeat || !h->sends) {
         streams_free(h);
         return NULL;
     }
@@ -194,19 +196,21 @@ void streams_free(streams *h)
     free(h->creds);
     free(h->callers);
     chunk_unref(h->heartbeat);
+    sendpool_free(h->sends);
     free(h);
 }
 
 static void beat_one(stream *s, void *ctx)
 {
     if (s->c && s->live)
-        conn_stream_push(s->c, ctx);
+        fanout_queue(s, ctx);
 }
 
 static void on_beat(uv_timer_t *t)
 {
     streams *h = t->data;
     each_stream(h, beat_one, h->heartbeat);
+    fanout_flush(h);
 }
 
 /* --- the re-check: one per credential, its verdict for all of its streams --- */
@@ -341,4 +345,9 @@ void streams_render_metrics(buf *out, void *ctx)
                     "Events queued to streams (one per stream and event).", h->events_sent);
     metrics_counter(out, "entityd_streams_ended_check_total",
                     "Streams ended because their caller may no longer read them.", h->ended_check);
+    metrics_gauge(out, "entityd_streams_send_threads",
+                  "Threads sharing the fan-outs' sends with the loop (started at the first).",
+                  (double)sendpool_threads(h->sends));
+    metrics_counter(out, "entityd_streams_shared_fanouts_total",
+                    "Fan-outs whose sends those threads shared.", sendpool_shared_runs(h->sends));
 }

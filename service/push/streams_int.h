@@ -85,6 +85,7 @@ struct streams {
     streams_check check;
     void *check_ctx;
     out_chunk *heartbeat;
+    struct sendpool *sends; /* shares the fan-outs' sends (STREAM_SEND_THREADS) */
     uv_timer_t beat, recheck;
     uint64_t opened, ended_behind, ended_check, events_sent;
     void (*end)(stream *s, bool finish); /* streams_end, for the groups */
@@ -102,6 +103,10 @@ void group_release(group *g);
  * reads on. */
 void group_start_stream(stream *s, const streams_start *start);
 void group_unlink(stream *s);
+/* The fan-out: fanout_queue queues ch on a live stream (which may end, and be freed, here);
+ * fanout_flush writes every queue so filled at once. */
+void fanout_queue(stream *s, out_chunk *ch);
+void fanout_flush(streams *h);
 /* Parses "<ms>-<seq>". */
 bool event_pos_parse(const char *s, size_t len, event_pos *out);
 int event_pos_cmp(event_pos a, event_pos b);
