@@ -182,23 +182,32 @@ end
 -- An entity's skills parents before children: a pre-order walk from the roots, siblings in
 -- the order set's order (creation order, batches in request order). Each is {text: its Skill
 -- JSON as the API shows it (one of an earlier release rendered with parentId null and depth
--- 0), s: the decoded fields, parent: its parent's id or nil, kids: its children, score: its
--- order score}; by_id maps an id to the same table. A skill whose parent is missing is walked
+-- 0), s: the decoded fields, parent: its parent's id or nil, kids: its children (nil for a
+-- leaf, and for every skill of a flat list), score: its order score}; by_id maps an id to the
+-- same table. A skill whose parent is missing is walked
 -- as a root, so no stored skill ever drops out of the listing.
 local function skills_preorder(skill_order)
   local flat = redis.call('ZRANGE', skill_order, 0, -1, 'WITHSCORES')
-  local nodes, by_id = {}, {}
+  local nodes, by_id, nested = {}, {}, false
   for i = 1, #flat, 2 do
     local s = cjson.decode(flat[i])
-    local n = {text = flat[i], s = s, parent = skill_parent(s), kids = {}, score = flat[i + 1]}
+    local n = {text = flat[i], s = s, parent = skill_parent(s), score = flat[i + 1]}
     if s.depth == nil then n.text = skill_json(s, nil, 0) end
     nodes[#nodes + 1] = n
     by_id[s.id] = n
+    nested = nested or n.parent ~= nil
   end
+  -- a flat list (every entity of an earlier release) is its own walk
+  if not nested then return nodes, by_id end
   local roots = {}
   for _, n in ipairs(nodes) do
     local p = n.parent and by_id[n.parent]
-    if p then p.kids[#p.kids + 1] = n else roots[#roots + 1] = n end
+    if p then
+      p.kids = p.kids or {}
+      p.kids[#p.kids + 1] = n
+    else
+      roots[#roots + 1] = n
+    end
   end
   local out, seen, stack = {}, {}, {}
   for i = #roots, 1, -1 do stack[#stack + 1] = roots[i] end
@@ -208,7 +217,7 @@ local function skills_preorder(skill_order)
     if not seen[n] then
       seen[n] = true
       out[#out + 1] = n
-      for i = #n.kids, 1, -1 do stack[#stack + 1] = n.kids[i] end
+      for i = #(n.kids or {}), 1, -1 do stack[#stack + 1] = n.kids[i] end
     end
   end
   for _, n in ipairs(nodes) do

@@ -70,7 +70,7 @@ if to ~= from then
     stack[#stack] = nil
     branch[#branch + 1] = {n, d}
     if d > deepest then deepest = d end
-    for _, c in ipairs(n.kids) do stack[#stack + 1] = {c, d + 1} end
+    for _, c in ipairs(n.kids or {}) do stack[#stack + 1] = {c, d + 1} end
   end
   if depth + deepest > SKILL_DEPTH_MAX then
     return fail('CONFLICT_AT', 'parentId The branch would reach depth ' .. (depth + deepest) ..
