@@ -8,6 +8,7 @@ parentId) read and awarded unchanged."""
 import json
 import os
 import sys
+import threading
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -274,6 +275,45 @@ class SkillTreeTest(ProgressionBase):
         self.assertIn((leaf, branch, DEPTH_MAX), self.listing(owner, eid))
         self.assertEnvelope(self.move(owner, eid, fake_skill_id(), {'parentId': None}), 404,
                             'not_found')
+
+    def assertTreeSound(self, w, eid):
+        """Every skill's depth is its parent's plus one (0 for a root), and op 5 lists each
+        parent before its children: no cycle, no stale depth."""
+        seen = {}
+        for sid, parent, depth in self.listing(w, eid):
+            if parent is None:
+                self.assertEqual(depth, 0, sid)
+            else:
+                self.assertIn(parent, seen, 'child %s listed before its parent' % sid)
+                self.assertEqual(depth, seen[parent] + 1, sid)
+            seen[sid] = depth
+
+    def test_concurrent_crossed_moves_never_build_a_cycle(self):
+        owner, eid = self.owner_entity()
+        a = self.new(owner, eid, 'a')['id']
+        b = self.new(owner, eid, 'b')['id']
+        kid = self.new(owner, eid, 'kid', parent=b)['id']
+        for _ in range(15):
+            got = {}
+            go = threading.Barrier(2)
+
+            def mover(sid, parent):
+                go.wait()
+                got[sid] = self.move(owner, eid, sid, {'parentId': parent})[0]
+
+            ts = [threading.Thread(target=mover, args=(a, kid)),
+                  threading.Thread(target=mover, args=(b, a))]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(harness.scaled(30))
+            # One of the two closes a cycle after the other: exactly one lands.
+            self.assertEqual(sorted(got.values()), [200, 409], got)
+            self.assertTreeSound(owner, eid)
+            for sid in (a, b):
+                self.assertOk(self.move(owner, eid, sid, {'parentId': None}))
+        moved = self.events_of(owner, eid, 'skill.moved')
+        self.assertEqual(len(moved), 30)
 
     # --- deleting ---
 
