@@ -29,8 +29,13 @@
  *                                     order is (addedAt, address); a page is ZRANGEBYLEX from
  *                                     "[<cursor>;", the cursor being an entry's first 59 bytes:
  *                                     O(log N + page)
- *   ent:{c-…}:skills          hash    skill id -> Skill JSON
+ *   ent:{c-…}:skills          hash    skill id -> Skill JSON, ending with "parentId" (null for
+ *                                     a root) and "depth" (0…8); an earlier release's has
+ *                                     neither and is a root at depth 0 (lua/_prelude.lua,
+ *                                     skills_preorder; resources/skills.c reads such a tree)
  *   ent:{c-…}:skills:order    zset    Skill JSONs scored createdAt ms * 1000 + position in batch
+ *                                     (the entity's skillSeq since): creation order, the
+ *                                     order of siblings in op 5's parents-first walk
  *   ent:{c-…}:skills:names    hash    normalized name (trimmed, ASCII lowercase) -> skill id
  *   ent:{c-…}:levels          hash    level id -> Level JSON
  *   ent:{c-…}:levels:order    zset    Level JSONs scored by XP; a Level JSON begins with its id,

@@ -183,7 +183,8 @@ static void render_skill_lines(buf *b, slice tpl, const prog_view *p)
         if (line.len < 2 || line.s[0] != 'S' || line.s[1] != '\t')
             continue;
         line.s += 2, line.len -= 2;
-        slice id = progress_next_field(&line, '\t'), name = line;
+        /* "<id>\t<name>[\t<parent id>]": an earlier release's lines end at the name */
+        slice id = progress_next_field(&line, '\t'), name = progress_next_field(&line, '\t');
         int64_t score;
         if (!prog_get(p, 's', id.s, id.len, &score) || score <= 0 || !name.len)
             continue;

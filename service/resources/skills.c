@@ -1,5 +1,6 @@
 /* skills: an entity's skill tree: list skills and levels, add one skill or several, update or
  * delete one. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,68 @@ static bool tree_open(const redisReply *f)
            entity_flag(f->element[1]) && entity_flag(f->element[2]);
 }
 
+/* The first ',"createdBy":"' in [at, end), or NULL. A quote inside a JSON string is escaped,
+ * so these bytes are only ever the field itself. */
+static const char created_by[] = ",\"createdBy\":\"";
+
+static const char *find_created_by(const char *at, const char *end)
+{
+    const size_t n = sizeof created_by - 1;
+    while (end - at >= (ptrdiff_t)n) {
+        at = memchr(at, ',', (size_t)(end - at - (ptrdiff_t)n + 1));
+        if (!at)
+            return NULL;
+        if (!memcmp(at, created_by, n))
+            return at;
+        at++;
+    }
+    return NULL;
+}
+
+/* Where a Skill JSON of an earlier release ends: the '}' right after the createdBy value the
+ * match c begins, or NULL when parentId and depth follow it (this release's form). */
+static const char *old_skill_end(const char *c, const char *end)
+{
+    const char *v = c + sizeof created_by - 1;
+    const char *q = memchr(v, '"', (size_t)(end - v));
+    return q && q + 1 < end && q[1] == '}' ? q + 1 : NULL;
+}
+
+/* A tree rendered by an earlier release has Skill JSONs without parentId and depth; each such
+ * skill is a root (CONTRACT section 15) and reads as one until the entity's next skill or
+ * level write renders the tree again. Judged on the first skill alone, so the tree of this
+ * release costs a read one skill's scan; an old one is copied once, into the request's pool,
+ * with the two fields added to every skill that lacks them. */
+static slice tree_with_parents(request *req, slice tree)
+{
+    static const char root_tail[] = ",\"parentId\":null,\"depth\":0";
+    const char *end = tree.s + tree.len;
+    const char *c = find_created_by(tree.s, end);
+    if (!c || !old_skill_end(c, end))
+        return tree;
+    size_t n = 0;
+    for (const char *at = c; at; at = find_created_by(at + 1, end))
+        n += old_skill_end(at, end) != NULL;
+    char *out = arena_alloc(&req->pool, tree.len + n * (sizeof root_tail - 1));
+    if (!out)
+        return tree;
+    size_t len = 0;
+    const char *from = tree.s;
+    for (const char *at = c; at; at = find_created_by(at + 1, end)) {
+        const char *close = old_skill_end(at, end);
+        if (!close)
+            continue;
+        memcpy(out + len, from, (size_t)(close - from));
+        len += (size_t)(close - from);
+        memcpy(out + len, root_tail, sizeof root_tail - 1);
+        len += sizeof root_tail - 1;
+        from = close;
+    }
+    memcpy(out + len, from, (size_t)(end - from));
+    len += (size_t)(end - from);
+    return (slice){out, len};
+}
+
 /* {id, isEnabled, public, skilltree} of the entity hash; skilltree is
  * '"skills":[…],"levels":[…]', absent until the first skill. */
 static void send_skills(request *req, const redisReply *f)
@@ -80,6 +143,7 @@ static void send_skills(request *req, const redisReply *f)
     slice tree = f->element[3]->type == REDIS_REPLY_STRING
                      ? (slice){f->element[3]->str, f->element[3]->len}
                      : (slice){empty, sizeof empty - 1};
+    tree = tree_with_parents(req, tree);
     static const char head[] = "{\"success\":true,\"data\":{\"entityID\":\"";
     static const char mid[] = "\",";
     const skills_read *st = req->state;
@@ -238,6 +302,44 @@ static void on_skills_added(void *data, int status, redisReply *r)
     respond_send(req, 201, b);
 }
 
+/* A parent as a body gives it (CONTRACT section 15): a skill id, or null (or absent) for a
+ * root. Writes the id, or "" for a root, into out. Returns 0, or -1 with e naming field. */
+static int read_parent(json_t *v, const char *field, char out[IDS_SIZE], verr *e)
+{
+    out[0] = '\0';
+    if (!v || json_is_null(v))
+        return 0;
+    if (json_is_string(v) && ids_valid(json_string_value(v), json_string_length(v), 's')) {
+        memcpy(out, json_string_value(v), IDS_SIZE);
+        return 0;
+    }
+    snprintf(e->field, sizeof e->field, "%s", field);
+    snprintf(e->message, sizeof e->message,
+             "%s must be a skill id (s- followed by a lowercase UUIDv4) or null.", field);
+    return -1;
+}
+
+/* parentIds in any form names takes, as many as the names, into a new array; absent: every
+ * skill a root (an array of nulls). */
+static json_t *read_parents(json_t *body, size_t count, verr *e)
+{
+    json_t *p = json_object_get(body, "parentIds");
+    if (!p || json_is_null(p)) {
+        json_t *roots = json_array();
+        for (size_t i = 0; roots && i < count; i++)
+            json_array_append_new(roots, json_null());
+        return roots;
+    }
+    json_t *list = listfield_array(p, "parentIds", false, e);
+    if (list && json_array_size(list) != count) {
+        json_decref(list);
+        snprintf(e->field, sizeof e->field, "parentIds");
+        snprintf(e->message, sizeof e->message, "parentIds must hold as many items as names.");
+        return NULL;
+    }
+    return list;
+}
+
 /* Reads names (and descriptions) in any accepted form into new arrays. */
 static int read_many(json_t *body, json_t **names, json_t **descs, verr *e)
 {
@@ -293,9 +395,11 @@ static void skill_head(request *req, const entity_keys *k, const char **out)
     memcpy(out, head, sizeof head);
 }
 
-/* skills_add.lua's arguments before the per-skill triples: that head, the time, the events'
- * limits, the time as ISO, MAX_SKILLS_PER_ENTITY and SKILLTREE_MAX_BYTES. */
-#define SKILLS_HEAD (SKILL_HEAD + 5)
+/* skills_add.lua's arguments before the per-skill quadruples: that head, the time, the events'
+ * limits, the time as ISO, MAX_SKILLS_PER_ENTITY, SKILLTREE_MAX_BYTES and whether the request
+ * was for several skills. */
+#define SKILLS_HEAD (SKILL_HEAD + 6)
+#define SKILL_ARGS  4
 
 static void add_skills(request *req, bool many)
 {
@@ -309,7 +413,7 @@ static void add_skills(request *req, bool many)
     }
     req->state = st;
     verr e;
-    json_t *names = NULL, *descs = NULL;
+    json_t *names = NULL, *descs = NULL, *parents = NULL;
     if (!many && !json_object_get(body, "name") && json_object_get(body, "names"))
         many = true;
     st->many = many;
@@ -344,7 +448,12 @@ static void add_skills(request *req, bool many)
             json_array_append(descs, d);
         else
             json_array_append_new(descs, json_string(""));
+        parents = json_array();
+        json_t *p = json_object_get(body, "parentId");
+        json_array_append(parents, p ? p : json_null());
     }
+    if (rc == 0 && many && !(parents = read_parents(body, json_array_size(names), &e)))
+        rc = -1;
     char entity_id[IDS_SIZE];
     memcpy(entity_id, json_string_value(eid), IDS_SIZE);
     char created[24], created_iso[ISOTIME_STRING_SIZE];
@@ -353,7 +462,7 @@ static void add_skills(request *req, bool many)
     isotime_format(now, created_iso);
 
     size_t count = rc == 0 ? json_array_size(names) : 0;
-    size_t argc = SKILLS_HEAD + 3 * count;
+    size_t argc = SKILLS_HEAD + SKILL_ARGS * count;
     const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
     size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
     if (rc == 0 && (!argv || !lens)) {
@@ -362,13 +471,20 @@ static void add_skills(request *req, bool many)
         snprintf(e.message, sizeof e.message, "names is too large.");
     }
     for (size_t i = 0; rc == 0 && i < count; i++) {
-        char fn[32], fd[40];
+        char fn[32], fd[40], fp[32];
         snprintf(fn, sizeof fn, many ? "names[%zu]" : "name", i);
         snprintf(fd, sizeof fd, many ? "descriptions[%zu]" : "description", i);
+        snprintf(fp, sizeof fp, many ? "parentIds[%zu]" : "parentId", i);
         const char *name, *desc;
         size_t nlen, dlen;
+        char *parent = arena_alloc(&req->pool, IDS_SIZE);
+        if (!parent) {
+            rc = -2;
+            break;
+        }
         if (validate_text_value(json_array_get(names, i), fn, TEXT_NAME, &name, &nlen, &e) ||
-            validate_text_value(json_array_get(descs, i), fd, TEXT_DESCRIPTION, &desc, &dlen, &e)) {
+            validate_text_value(json_array_get(descs, i), fd, TEXT_DESCRIPTION, &desc, &dlen, &e) ||
+            read_parent(json_array_get(parents, i), fp, parent, &e)) {
             rc = -1;
             break;
         }
@@ -382,7 +498,8 @@ static void add_skills(request *req, bool many)
         for (char *p = norm; *p; p++)
             if (*p >= 'A' && *p <= 'Z')
                 *p = (char)(*p + 32);
-        /* The Skill exactly as the API returns it: reads copy it as is. */
+        /* The Skill exactly as the API returns it (reads copy it as is) but for its last fields,
+         * parentId and depth, which skills_add.lua appends: the depth is the parent's, plus one. */
         buf rec = BUF_INIT;
         buf_append_str(&rec, "{\"id\":\"");
         buf_append_str(&rec, sid);
@@ -396,19 +513,22 @@ static void add_skills(request *req, bool many)
         buf_append_str(&rec, created_iso);
         buf_append_str(&rec, "\",\"createdBy\":\"");
         buf_append_str(&rec, req->caller);
-        buf_append_str(&rec, "\"}");
+        buf_append_str(&rec, "\"");
         char *stored = arena_strndup(&req->pool, buf_cstr(&rec), rec.len);
         buf_free(&rec);
         if (!stored) {
             rc = -2;
             break;
         }
-        argv[SKILLS_HEAD + 3 * i] = sid;
-        argv[SKILLS_HEAD + 1 + 3 * i] = norm;
-        argv[SKILLS_HEAD + 2 + 3 * i] = stored;
+        const char **at = argv + SKILLS_HEAD + SKILL_ARGS * i;
+        at[0] = sid;
+        at[1] = norm;
+        at[2] = stored;
+        at[3] = parent;
     }
     json_decref(names);
     json_decref(descs);
+    json_decref(parents);
     json_decref(body);
     if (rc == -2) {
         request_fail_internal(req, "skills: out of memory");
@@ -421,7 +541,8 @@ static void add_skills(request *req, bool many)
     /* A duplicate inside the request is a conflict too; the script checks it again. */
     for (size_t i = 0; i < count; i++)
         for (size_t j = i + 1; j < count; j++)
-            if (!strcmp(argv[SKILLS_HEAD + 1 + 3 * i], argv[SKILLS_HEAD + 1 + 3 * j])) {
+            if (!strcmp(argv[SKILLS_HEAD + 1 + SKILL_ARGS * i],
+                        argv[SKILLS_HEAD + 1 + SKILL_ARGS * j])) {
                 request_fail(req, 409, "conflict", "Two skills in the request have one name.",
                              NULL);
                 return;
@@ -439,7 +560,10 @@ static void add_skills(request *req, bool many)
     const char *rest[SKILLS_HEAD - SKILL_HEAD] = {
         arena_strndup(&req->pool, created, strlen(created)),
         arena_strndup(&req->pool, w.ev.max, strlen(w.ev.max)),
-        arena_strndup(&req->pool, created_iso, strlen(created_iso)), limit, tree_max};
+        arena_strndup(&req->pool, created_iso, strlen(created_iso)),
+        limit,
+        tree_max,
+        many ? "1" : "0"};
     memcpy(argv + SKILL_HEAD, rest, sizeof rest);
     for (size_t i = 0; i < argc; i++)
         lens[i] = argv[i] ? strlen(argv[i]) : 0;
@@ -500,14 +624,20 @@ void skill_update(request *req)
     int has_desc = has_name < 0 ? 0
                                 : validate_text(body, "description", false, TEXT_DESCRIPTION, &desc,
                                                 &dlen, &e);
-    if (has_name < 0 || has_desc < 0) {
+    /* parentId: a new parent, or null to make the skill a root; absent keeps the parent. */
+    json_t *pv = json_object_get(body, "parentId");
+    char parent[IDS_SIZE];
+    int has_parent = has_name < 0 || has_desc < 0 ? 0 : pv ? 1 : 0;
+    if (has_parent && read_parent(pv, "parentId", parent, &e))
+        has_parent = -1;
+    if (has_name < 0 || has_desc < 0 || has_parent < 0) {
         json_decref(body);
         validate_fail(req, &e);
         return;
     }
-    if (!has_name && !has_desc) {
+    if (!has_name && !has_desc && !has_parent) {
         json_decref(body);
-        request_fail_field(req, "name", "Give name, description or both.");
+        request_fail_field(req, "name", "Give name, description, parentId or several of them.");
         return;
     }
     /* Copied out of the body before it goes: the name's JSON and its normalized form. */
@@ -526,7 +656,9 @@ void skill_update(request *req)
     entity_write_fill(req, eid, isotime_now_ms(), &w);
     char tree_max[24];
     snprintf(tree_max, sizeof tree_max, "%lld", (long long)req->app->cfg.skilltree_max_bytes);
-    const char *rest[] = {w.ev.max, w.ev.at, sid, name_json, norm, desc_json, tree_max};
+    const char *rest[] = {
+        w.ev.max, w.ev.at,   sid,      name_json,
+        norm,     desc_json, tree_max, !has_parent ? "" : parent[0] ? parent : "null"};
     const char *head[SKILL_HEAD + sizeof rest / sizeof rest[0]];
     skill_head(req, &w.k, head);
     memcpy(head + SKILL_HEAD, rest, sizeof rest);

@@ -21,6 +21,7 @@ import test_entities  # noqa: E402
 import test_progress_read  # noqa: E402
 import test_progression  # noqa: E402
 import test_session_use  # noqa: E402
+import test_skill_tree  # noqa: E402
 import test_skills  # noqa: E402
 import test_sweep  # noqa: E402
 import test_tend  # noqa: E402
@@ -58,6 +59,10 @@ class ClusterSkillsTest(OnCluster, test_skills.SkillsTest):
 
 
 class ClusterProgressionTest(OnCluster, test_progression.ProgressionTest):
+    pass
+
+
+class ClusterSkillTreeTest(OnCluster, test_skill_tree.SkillTreeTest):
     pass
 
 

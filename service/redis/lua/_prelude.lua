@@ -163,9 +163,73 @@ local function render_entity(entity, owners)
   return json
 end
 
+-- Skill trees (CONTRACT section 15). A Skill JSON ends with "parentId" (null for a root) and
+-- "depth" (a root is 0, at most SKILL_DEPTH_MAX); one of an earlier release has neither and
+-- is a root. skill_json renders one from a table of its fields, as cjson.decode gives them.
+local SKILL_DEPTH_MAX = 8
+
+local function skill_parent(s)
+  return type(s.parentId) == 'string' and s.parentId or nil
+end
+
+local function skill_json(s, parent, depth)
+  return '{"id":' .. jstr(s.id) .. ',"entityID":' .. jstr(s.entityID) .. ',"name":' ..
+    jstr(s.name) .. ',"description":' .. jstr(s.description) .. ',"createdAt":' ..
+    jstr(s.createdAt) .. ',"createdBy":' .. jstr(s.createdBy) .. ',"parentId":' ..
+    (parent and jstr(parent) or 'null') .. ',"depth":' .. string.format('%d', depth) .. '}'
+end
+
+-- An entity's skills parents before children: a pre-order walk from the roots, siblings in
+-- the order set's order (creation order, batches in request order). Each is {text: its Skill
+-- JSON as the API shows it (one of an earlier release rendered with parentId null and depth
+-- 0), s: the decoded fields, parent: its parent's id or nil, kids: its children (nil for a
+-- leaf, and for every skill of a flat list), score: its order score}; by_id maps an id to the
+-- same table. A skill whose parent is missing is walked
+-- as a root, so no stored skill ever drops out of the listing.
+local function skills_preorder(skill_order)
+  local flat = redis.call('ZRANGE', skill_order, 0, -1, 'WITHSCORES')
+  local nodes, by_id, nested = {}, {}, false
+  for i = 1, #flat, 2 do
+    local s = cjson.decode(flat[i])
+    local n = {text = flat[i], s = s, parent = skill_parent(s), score = flat[i + 1]}
+    if s.depth == nil then n.text = skill_json(s, nil, 0) end
+    nodes[#nodes + 1] = n
+    by_id[s.id] = n
+    nested = nested or n.parent ~= nil
+  end
+  -- a flat list (every entity of an earlier release) is its own walk
+  if not nested then return nodes, by_id end
+  local roots = {}
+  for _, n in ipairs(nodes) do
+    local p = n.parent and by_id[n.parent]
+    if p then
+      p.kids = p.kids or {}
+      p.kids[#p.kids + 1] = n
+    else
+      roots[#roots + 1] = n
+    end
+  end
+  local out, seen, stack = {}, {}, {}
+  for i = #roots, 1, -1 do stack[#stack + 1] = roots[i] end
+  while #stack > 0 do
+    local n = stack[#stack]
+    stack[#stack] = nil
+    if not seen[n] then
+      seen[n] = true
+      out[#out + 1] = n
+      for i = #(n.kids or {}), 1, -1 do stack[#stack + 1] = n.kids[i] end
+    end
+  end
+  for _, n in ipairs(nodes) do
+    if not seen[n] then out[#out + 1] = n end
+  end
+  return out, by_id
+end
+
 -- The progression template: what reading a member's progress and judging levels at award time
 -- need of the skill tree, flat, so that neither decodes JSON on its hot path. One line per
--- skill in skill order, "S<TAB><id><TAB><name as a JSON string>", then one per level by XP then
+-- skill in skill order (skills_preorder), "S<TAB><id><TAB><name as a JSON string><TAB><parent
+-- id, empty for a root>", then one per level by XP then
 -- id, "L<TAB><id><TAB><XP><TAB><endsAt ISO, or empty><TAB><name as a JSON string><TAB><skill id>
 -- <score> <skill id> <score>...". Numbers pass through a double: XP and scores are at most
 -- 2^53 - 1 (the service checks), which a double holds exactly.
@@ -174,15 +238,15 @@ end
 -- its reachedAt field is "r:" .. that column, so the fields an earlier level of the same id
 -- left in members' prog hashes are never read again (ids hold no ':'; the API's level id is the
 -- column up to its first ':').
-local function progtpl_build(skill_order, level_order, gen_key)
+-- skills (optional): skills_preorder(skill_order), when the caller has it already.
+local function progtpl_build(skill_order, level_order, gen_key, skills)
   local lines, gens = {}, {}
   if gen_key then
     local flat = redis.call('HGETALL', gen_key)
     for i = 1, #flat, 2 do gens[flat[i]] = flat[i + 1] end
   end
-  for _, text in ipairs(redis.call('ZRANGE', skill_order, 0, -1)) do
-    local s = cjson.decode(text)
-    lines[#lines + 1] = 'S\t' .. s.id .. '\t' .. jstr(s.name)
+  for _, n in ipairs(skills or skills_preorder(skill_order)) do
+    lines[#lines + 1] = 'S\t' .. n.s.id .. '\t' .. jstr(n.s.name) .. '\t' .. (n.parent or '')
   end
   for _, text in ipairs(redis.call('ZRANGE', level_order, 0, -1)) do
     local l = cjson.decode(text)
@@ -203,10 +267,12 @@ end
 -- Level JSONs in API order) into the entity hash's 'skilltree' field, what reads return as is,
 -- and the progression template beside it ('progtpl').
 local function render_skilltree(entity, skill_order, level_order)
-  local frag = '"skills":[' .. table.concat(redis.call('ZRANGE', skill_order, 0, -1), ',') ..
+  local skills, texts = skills_preorder(skill_order), {}
+  for i, n in ipairs(skills) do texts[i] = n.text end
+  local frag = '"skills":[' .. table.concat(texts, ',') ..
     '],"levels":[' .. table.concat(redis.call('ZRANGE', level_order, 0, -1), ',') .. ']'
   redis.call('HSET', entity, 'skilltree', frag, 'progtpl',
-    progtpl_build(skill_order, level_order, entity .. ':levels:gen'))
+    progtpl_build(skill_order, level_order, entity .. ':levels:gen', skills))
 end
 
 -- The skill tree's budget (SKILLTREE_MAX_BYTES): a write that adds `growth` bytes to the

@@ -1,5 +1,6 @@
 -- skill_delete: deletes a skill as an owner or admin, refused (CONFLICT_AT skillId) while a
--- level names it. The skill leaves the skills hash, the order and the names (the name is free
+-- level names it or while it has children (CONTRACT section 15; the message names them, in
+-- creation order). The skill leaves the skills hash, the order and the names (the name is free
 -- again), the skill tree and progression template (rendered again, so progress no longer lists
 -- it), and its board and the board's tombstones are unlinked (UNLINK: freed off the main
 -- thread, whatever its size; sweep records naming the skill then find nothing there). No
@@ -13,6 +14,18 @@ if denied then return denied end
 local sid = ARGV[5]
 local old = redis.call('HGET', KEYS[4], sid)
 if not old then return fail('NOT_FOUND', 'No such skill.') end
+-- A child's Skill JSON holds '"parentId":"<id>"': a quote inside a JSON string is escaped,
+-- so the text is found only as the field itself, without decoding every skill.
+local children, mark = {}, '"parentId":' .. jstr(sid)
+for _, text in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
+  if string.find(text, mark, 1, true) then
+    children[#children + 1] = cjson.decode(text).id
+  end
+end
+if #children > 0 then
+  return fail('CONFLICT_AT', 'skillId The skill has children: ' .. table.concat(children, ', ') ..
+    '; move or delete them first.')
+end
 local naming = {}
 local levels = redis.call('HGETALL', KEYS[7])
 for i = 1, #levels, 2 do
