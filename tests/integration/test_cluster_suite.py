@@ -18,6 +18,7 @@ import test_authz  # noqa: E402
 import test_bounds  # noqa: E402
 import test_contrib_write  # noqa: E402
 import test_entities  # noqa: E402
+import test_level_requires  # noqa: E402
 import test_progress_read  # noqa: E402
 import test_progression  # noqa: E402
 import test_session_use  # noqa: E402
@@ -58,6 +59,10 @@ class ClusterSkillsTest(OnCluster, test_skills.SkillsTest):
 
 
 class ClusterProgressionTest(OnCluster, test_progression.ProgressionTest):
+    pass
+
+
+class ClusterLevelRequiresTest(OnCluster, test_level_requires.LevelRequiresTest):
     pass
 
 

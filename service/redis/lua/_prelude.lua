@@ -167,8 +167,12 @@ end
 -- need of the skill tree, flat, so that neither decodes JSON on its hot path. One line per
 -- skill in skill order, "S<TAB><id><TAB><name as a JSON string>", then one per level by XP then
 -- id, "L<TAB><id><TAB><XP><TAB><endsAt ISO, or empty><TAB><name as a JSON string><TAB><skill id>
--- <score> <skill id> <score>...". Numbers pass through a double: XP and scores are at most
--- 2^53 - 1 (the service checks), which a double holds exactly.
+-- <score> <skill id> <score>...", and, for a level that requires others, "<TAB><k> <k>...":
+-- the places of the required levels among the L lines (0 the first), so that judging a level
+-- finds its prerequisites' lines without a search (a template is always rendered whole). A
+-- level without requires has no such column: its line is what it was before requires existed.
+-- Numbers pass through a double: XP and scores are at most 2^53 - 1 (the service checks),
+-- which a double holds exactly.
 -- gen_key (optional): the entity's levels:gen hash (keys.h), level id -> how many times a level
 -- of that id was deleted. A level of generation g > 0 is written "<id>:<g>" in the id column:
 -- its reachedAt field is "r:" .. that column, so the fields an earlier level of the same id
@@ -184,8 +188,12 @@ local function progtpl_build(skill_order, level_order, gen_key)
     local s = cjson.decode(text)
     lines[#lines + 1] = 'S\t' .. s.id .. '\t' .. jstr(s.name)
   end
-  for _, text in ipairs(redis.call('ZRANGE', level_order, 0, -1)) do
+  local levels, place = {}, {}
+  for i, text in ipairs(redis.call('ZRANGE', level_order, 0, -1)) do
     local l = cjson.decode(text)
+    levels[i], place[l.id] = l, i - 1
+  end
+  for _, l in ipairs(levels) do
     local need = {}
     for i, sid in ipairs(l.skillIds) do
       need[#need + 1] = sid .. ' ' .. string.format('%.0f', tonumber(l.scores[i]) or 0)
@@ -195,6 +203,14 @@ local function progtpl_build(skill_order, level_order, gen_key)
     lines[#lines + 1] = 'L\t' .. col .. '\t' .. string.format('%.0f', l.XP) .. '\t' ..
       (type(l.endsAt) == 'string' and l.endsAt or '') .. '\t' .. jstr(l.name) .. '\t' ..
       table.concat(need, ' ')
+    if type(l.requires) == 'table' and #l.requires > 0 then
+      local at = {}
+      -- a required level always exists (level_upsert.lua, level_delete.lua)
+      for _, r in ipairs(l.requires) do
+        if place[r] then at[#at + 1] = tostring(place[r]) end
+      end
+      if #at > 0 then lines[#lines] = lines[#lines] .. '\t' .. table.concat(at, ' ') end
+    end
   end
   return table.concat(lines, '\n')
 end
