@@ -209,6 +209,33 @@ class LevelRequiresTest(ProgressionBase):
                          [(m, 'A'), (m, 'A'), (m, 'B'), (m2, 'A'), (m2, 'B')])
         self.assertInvariants()
 
+    def test_level_of_an_earlier_release(self):
+        """A Level JSON stored before requires existed (no "requires" key) requires nothing:
+        judged and shown with requires [], and other levels may require it."""
+        eid, c, (s1, _) = self.setup_entity()
+        owner, m = c['owner'], c['member'].address
+        old = self.assertOk(self.level(owner, eid, 'old', [], [s1], [1], 1), 201)['data']
+        text = self.r.cli('HGET', 'ent:{%s}:levels' % eid, 'old').decode()
+        bare = text.replace(',"requires":[]', '')
+        self.assertNotEqual(bare, text)
+        self.r.cli('HSET', 'ent:{%s}:levels' % eid, 'old', bare)
+        self.r.cli('ZREM', 'ent:{%s}:levels:order' % eid, text)
+        self.r.cli('ZADD', 'ent:{%s}:levels:order' % eid, old['XP'], bare)
+        self.assertOk(self.level(owner, eid, 'new', ['old'], [], [], 1), 201)
+        self.assertNotIn('requires', self.r.cli('HGET', 'ent:{%s}:levels' % eid, 'old').decode())
+        self.assertEqual(self.tree_levels(owner, eid)['old']['requires'], [])
+        self.award_ok(owner, eid, self.contrib(m, [s1], [1], xp=1))
+        p = self.prog(owner, eid, m)
+        self.assertEqual([(lv['id'], lv['requires'], lv['reached']) for lv in p['levels']],
+                         [('new', ['old'], True), ('old', [], True)])
+        self.assertEqual(self.reached_events(owner, eid), [(m, 'old'), (m, 'new')])
+        # replaced without requires: none, as before
+        self.assertEqual(self.assertOk(self.level(owner, eid, 'old', None, [s1], [1], 1))
+                         ['data']['requires'], [])
+        st, _, body = self.level(owner, eid, 'old', ['new'])
+        self.assertEnvelope((st, _, body), 409, 'conflict', 'requires')
+        self.assertIn('old -> new -> old', body['error']['message'])
+
 
 if __name__ == '__main__':
     harness.main()

@@ -218,9 +218,20 @@ end
 -- Renders the skill tree fragment '"skills":[…],"levels":[…]' from the order sets (Skill and
 -- Level JSONs in API order) into the entity hash's 'skilltree' field, what reads return as is,
 -- and the progression template beside it ('progtpl').
+-- A Level JSON saved before levels could require others is shown with "requires":[] (a
+-- quoted key never occurs inside a JSON string, whose quotes are escaped).
+local function level_with_requires(text)
+  if string.find(text, '"requires":', 1, true) then return text end
+  local at = string.find(text, ',"endsAt":', 1, true)
+  if not at then return text end
+  return string.sub(text, 1, at - 1) .. ',"requires":[]' .. string.sub(text, at)
+end
+
 local function render_skilltree(entity, skill_order, level_order)
+  local levels = redis.call('ZRANGE', level_order, 0, -1)
+  for i, text in ipairs(levels) do levels[i] = level_with_requires(text) end
   local frag = '"skills":[' .. table.concat(redis.call('ZRANGE', skill_order, 0, -1), ',') ..
-    '],"levels":[' .. table.concat(redis.call('ZRANGE', level_order, 0, -1), ',') .. ']'
+    '],"levels":[' .. table.concat(levels, ',') .. ']'
   redis.call('HSET', entity, 'skilltree', frag, 'progtpl',
     progtpl_build(skill_order, level_order, entity .. ':levels:gen'))
 end
