@@ -171,6 +171,9 @@ end
 -- the places of the required levels among the L lines (0 the first), so that judging a level
 -- finds its prerequisites' lines without a search (a template is always rendered whole). A
 -- level without requires has no such column: its line is what it was before requires existed.
+-- A template where some level has the column ends with the line "R", so that a parser finds
+-- out from its last two bytes whether to look for the column at all (looking costs a scan of
+-- each level's skill column).
 -- Numbers pass through a double: XP and scores are at most 2^53 - 1 (the service checks),
 -- which a double holds exactly.
 -- gen_key (optional): the entity's levels:gen hash (keys.h), level id -> how many times a level
@@ -188,7 +191,7 @@ local function progtpl_build(skill_order, level_order, gen_key)
     local s = cjson.decode(text)
     lines[#lines + 1] = 'S\t' .. s.id .. '\t' .. jstr(s.name)
   end
-  local levels, place = {}, {}
+  local levels, place, requiring = {}, {}, false
   for i, text in ipairs(redis.call('ZRANGE', level_order, 0, -1)) do
     local l = cjson.decode(text)
     levels[i], place[l.id] = l, i - 1
@@ -209,9 +212,13 @@ local function progtpl_build(skill_order, level_order, gen_key)
       for _, r in ipairs(l.requires) do
         if place[r] then at[#at + 1] = tostring(place[r]) end
       end
-      if #at > 0 then lines[#lines] = lines[#lines] .. '\t' .. table.concat(at, ' ') end
+      if #at > 0 then
+        lines[#lines] = lines[#lines] .. '\t' .. table.concat(at, ' ')
+        requiring = true
+      end
     end
   end
+  if requiring then lines[#lines + 1] = 'R' end
   return table.concat(lines, '\n')
 end
 

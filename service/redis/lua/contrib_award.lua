@@ -88,6 +88,8 @@ local function levels_of_template()
   if all_levels then return all_levels end
   local tpl = call('HGET', E, 'progtpl') or progtpl_build(KEYS[7], KEYS[8])
   all_levels = {}
+  -- the last line "R": some level requires others (progtpl_build)
+  local requiring = string.byte(tpl, -1) == 82 and string.byte(tpl, -2) == 10
   local at = string.sub(tpl, 1, 2) == 'L\t' and 0 or string.find(tpl, '\nL\t', 1, true)
   while at do
     local eol = string.find(tpl, '\n', at + 1, true) or #tpl + 1
@@ -100,7 +102,7 @@ local function levels_of_template()
       -- (progtpl_build); the whole column names its reachedAt field
       local col = string.sub(tpl, at + 3, t1 - 1)
       -- the required levels' places, in a column of their own (progtpl_build)
-      local t5 = string.find(tpl, '\t', t4 + 1, true)
+      local t5 = requiring and string.find(tpl, '\t', t4 + 1, true)
       local need_end, places = eol - 1, nil
       if t5 and t5 < eol then
         need_end, places = t5 - 1, string.sub(tpl, t5 + 1, eol - 1)
