@@ -171,10 +171,19 @@ class LevelRequiresTest(ProgressionBase):
         owner, m, m2 = c['owner'], c['member'].address, c['member2'].address
         # XP order: L3, L2, L1, L0; requires order: L0 <- L1 <- L2 <- L3; L4 beside them
         self.assertOk(self.level(owner, eid, 'L0', [], [s1], [1], 40), 201)
+        tpl = self.r.cli('HGET', 'ent:{%s}' % eid, 'progtpl').decode()
+        self.assertFalse(tpl.endswith('\nR'), tpl)
         self.assertOk(self.level(owner, eid, 'L1', ['L0'], [], [], 30), 201)
         self.assertOk(self.level(owner, eid, 'L2', ['L1'], [], [], 20), 201)
         self.assertOk(self.level(owner, eid, 'L3', ['L2', 'L0'], [], [], 10), 201)
         self.assertOk(self.level(owner, eid, 'L4', [], [], [], 15), 201)
+        # a template with requires says so in its last line (the award's parse looks then);
+        # the lines of levels without requires are as they were before requires existed
+        tpl = self.r.cli('HGET', 'ent:{%s}' % eid, 'progtpl').decode()
+        self.assertTrue(tpl.endswith('\nR'), tpl)
+        lines = {ln.split('\t')[1]: ln for ln in tpl.split('\n') if ln.startswith('L\t')}
+        self.assertEqual(lines['L4'].count('\t'), 5)
+        self.assertEqual(lines['L3'].split('\t')[6:], ['2 4'])  # L2, L0 by place (XP order)
         self.award_ok(owner, eid, self.contrib(m, [s1], [1], xp=40))
         self.assertEqual(self.reached_events(owner, eid),
                          [(m, 'L4'), (m, 'L0'), (m, 'L1'), (m, 'L2'), (m, 'L3')])
