@@ -12,6 +12,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from invariants import check_invariants  # noqa: E402
+from test_attest import KEY, key_file  # noqa: E402
 from test_progression import Api, ProgressionBase  # noqa: E402
 
 WALLETS = 60
@@ -24,7 +25,7 @@ class LevelRequiresTest(ProgressionBase):
     def setUpClass(cls):
         cls.pool = harness.Wallet.random(WALLETS)
         cls.r = cls.class_redis()
-        cls.svc = cls.class_entityd(redis=cls.r)
+        cls.svc = cls.class_entityd(redis=cls.r, env={'ATTESTATION_KEY_FILE': key_file(KEY)})
         cls.api = Api(cls.svc.port)
 
     def level(self, w, eid, lvid, requires=None, skill_ids=(), scores=(), xp=0):
@@ -244,6 +245,28 @@ class LevelRequiresTest(ProgressionBase):
         st, _, body = self.level(owner, eid, 'old', ['new'])
         self.assertEnvelope((st, _, body), 409, 'conflict', 'requires')
         self.assertIn('old -> new -> old', body['error']['message'])
+
+    def test_attestations_follow_the_records(self):
+        eid, c, (s1, _) = self.setup_entity()
+        owner, mw = c['owner'], c['member']
+        m = mw.address
+
+        def attested():
+            body = self.assertOk(self.api.req('GET', '/api/entities/%s/members/%s/attestations?%s'
+                                              % (eid, m, self.api.auth(mw))))
+            return sorted(a['levelId'] for a in body['data'])
+
+        self.assertOk(self.level(owner, eid, 'base', [], [s1], [3], 1), 201)
+        self.assertOk(self.level(owner, eid, 'top', ['base'], [], [], 1), 201)
+        # top's own thresholds met, base not: neither recorded, neither attested
+        self.award_ok(owner, eid, {'member': m, 'xp': 1, 'title': 'xp'})
+        self.assertEqual(attested(), [])
+        self.award_ok(owner, eid, self.contrib(m, [s1], [3]))
+        self.assertEqual(attested(), ['base', 'top'])
+        # base's threshold raised: top not reached now, both still attested from their records
+        self.assertOk(self.level(owner, eid, 'base', None, [s1], [30], 1))
+        self.assertFalse(self.level_of(self.prog(owner, eid, m), 'top')['reached'])
+        self.assertEqual(attested(), ['base', 'top'])
 
 
 if __name__ == '__main__':
