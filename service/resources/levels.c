@@ -17,17 +17,19 @@
 #include "redis/store.h"
 #include "api/validate.h"
 
-#define XP_MAX           9007199254740991LL /* 2^53 - 1: exact in a JSON number */
-#define LEVEL_MAX_SKILLS 100
-/* level_upsert.lua's arguments before the skill ids: 7 keys and 14 values. */
-#define LEVEL_HEAD 21
+#define XP_MAX             9007199254740991LL /* 2^53 - 1: exact in a JSON number */
+#define LEVEL_MAX_SKILLS   100
+#define LEVEL_MAX_REQUIRES 16
+/* level_upsert.lua's arguments before the required level ids: 7 keys and 16 values. */
+#define LEVEL_HEAD 23
 
-/* A validated level body as the JSON pieces level_upsert.lua assembles. Empty `description`
- * or `ends_at` means "keep the stored value" (or the default for a new level). */
+/* A validated level body as the JSON pieces level_upsert.lua assembles. Empty `description`,
+ * `ends_at` or `requires` means "keep the stored value" (or the default for a new level). */
 typedef struct level_input {
-    buf name, description, skill_ids, scores, ends_at;
+    buf name, description, skill_ids, scores, ends_at, requires;
     char xp[24];
-    json_t *ids; /* the skill ids, for the script to check */
+    json_t *ids;      /* the skill ids, for the script to check */
+    json_t *required; /* the required level ids (NULL: none given), for the script to check */
 } level_input;
 
 static void input_free(level_input *in)
@@ -37,8 +39,10 @@ static void input_free(level_input *in)
     buf_free(&in->skill_ids);
     buf_free(&in->scores);
     buf_free(&in->ends_at);
+    buf_free(&in->requires);
     json_decref(in->ids);
-    in->ids = NULL;
+    json_decref(in->required);
+    in->ids = in->required = NULL;
 }
 
 static void on_level(void *data, int status, redisReply *r)
@@ -71,6 +75,36 @@ static void json_string_to(buf *b, const char *s, size_t n)
     buf_append(b, "\"", 1);
     buf_append_json_escaped(b, s, n);
     buf_append(b, "\"", 1);
+}
+
+/* The optional `requires`: at most 16 distinct level ids, in the encodings of skillIds.
+ * Whether each names a level of the entity, and whether they close a cycle, the script
+ * judges. Returns 0 or -1 with e filled. */
+static int read_requires(json_t *body, level_input *in, verr *e)
+{
+    json_t *rv = json_object_get(body, "requires");
+    if (!rv)
+        return 0;
+    if (!(in->required = listfield_array(rv, "requires", true, e)))
+        return -1;
+    size_t n = json_array_size(in->required);
+    if (n > LEVEL_MAX_REQUIRES)
+        return fail(e, "requires", "must hold at most 16 level ids.");
+    buf_append(&in->requires, "[", 1);
+    for (size_t i = 0; i < n; i++) {
+        json_t *id = json_array_get(in->required, i);
+        if (!json_is_string(id) || !ids_valid_level(json_string_value(id), json_string_length(id)))
+            return fail(e, "requires",
+                        "must hold level ids (1 to 64 letters, digits, '_' or '-').");
+        for (size_t j = 0; j < i; j++)
+            if (json_equal(id, json_array_get(in->required, j)))
+                return fail(e, "requires", "must not name a level twice.");
+        if (i)
+            buf_append(&in->requires, ",", 1);
+        json_string_to(&in->requires, json_string_value(id), json_string_length(id));
+    }
+    buf_append(&in->requires, "]", 1);
+    return 0;
 }
 
 /* Validates the body into `in`. Returns 0 or -1 with e filled. */
@@ -159,7 +193,7 @@ static int read_level(json_t *body, level_input *in, verr *e)
             buf_append_str(&in->ends_at, "null");
         }
     }
-    return 0;
+    return read_requires(body, in, e);
 }
 
 void level_update(request *req)
@@ -170,7 +204,7 @@ void level_update(request *req)
     json_t *body = validate_body(req);
     if (!body)
         return;
-    level_input in = {BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, "", NULL};
+    level_input in = {BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, "", NULL, NULL};
     verr e;
     if (read_level(body, &in, &e) != 0) {
         json_decref(body);
@@ -179,8 +213,8 @@ void level_update(request *req)
         return;
     }
     json_decref(body);
-    size_t n = json_array_size(in.ids);
-    size_t argc = LEVEL_HEAD + n;
+    size_t n = json_array_size(in.ids), nreq = json_array_size(in.required);
+    size_t argc = LEVEL_HEAD + nreq + n;
     const char **argv = arena_alloc(&req->pool, argc * sizeof *argv);
     size_t *lens = arena_alloc(&req->pool, argc * sizeof *lens);
     if (!argv || !lens) {
@@ -197,8 +231,9 @@ void level_update(request *req)
     entity_write_fill(req, entity_id, now_ms, &w);
     char limit[24];
     snprintf(limit, sizeof limit, "%lld", (long long)req->app->cfg.max_levels_per_entity);
-    char tree_max[24];
+    char tree_max[24], nreq_s[8];
     snprintf(tree_max, sizeof tree_max, "%lld", (long long)req->app->cfg.skilltree_max_bytes);
+    snprintf(nreq_s, sizeof nreq_s, "%zu", nreq);
     const char *head[] = {w.k.entity,
                           w.k.owners,
                           w.k.admins,
@@ -219,11 +254,15 @@ void level_update(request *req)
                           now,
                           w.ev.max,
                           limit,
-                          tree_max};
+                          tree_max,
+                          buf_cstr(&in.requires),
+                          nreq_s};
     for (size_t i = 0; i < LEVEL_HEAD; i++)
         argv[i] = head[i];
+    for (size_t i = 0; i < nreq; i++)
+        argv[LEVEL_HEAD + i] = json_string_value(json_array_get(in.required, i));
     for (size_t i = 0; i < n; i++)
-        argv[LEVEL_HEAD + i] = json_string_value(json_array_get(in.ids, i));
+        argv[LEVEL_HEAD + nreq + i] = json_string_value(json_array_get(in.ids, i));
     for (size_t i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
     store_script(req->app->store, LUA_LEVEL_UPSERT, on_level, req, 7, (int)argc, argv, lens);

@@ -199,54 +199,148 @@ static void render_skill_lines(buf *b, slice tpl, const prog_view *p)
     }
 }
 
-/* The levels part, and the id of the highest reached (by XP, then id: the last) into *top.
- * Reached: the member's XP and every score at least the level's (current thresholds); a passed
- * endsAt counts only a reachedAt recorded before it. */
-static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t now, slice *top,
-                               int64_t *until)
+/* One L line of the template (lua/_prelude.lua, progtpl_build): "L\t<column>\t<XP>\t<endsAt>\t
+ * <name as a JSON string>\t<skill id> <score>...[\t<place of a required level> ...]". */
+typedef struct level_line {
+    slice col, id, name, need, places;
+    int64_t xp;
+    bool own;     /* its own thresholds met (and, once endsAt passed, reached before it) */
+    int8_t state; /* reached: -1 not judged yet, 0 no, 1 yes */
+} level_line;
+
+/* Cuts an L line (after "L\t") into *lv; false for a line without an id or a name. */
+static bool level_line_cut(slice line, level_line *lv)
 {
-    bool first = true;
+    lv->col = progress_next_field(&line, '\t');
+    slice xps = progress_next_field(&line, '\t');
+    progress_next_field(&line, '\t'); /* endsAt: judged by level_judge_own */
+    lv->name = progress_next_field(&line, '\t');
+    lv->need = progress_next_field(&line, '\t');
+    lv->places = line;
+    /* The column is the level id, then ":<generation>" once a level of that id was deleted;
+     * the whole column names the reachedAt field (_prelude.lua, progtpl_build). */
+    slice gen = lv->col;
+    lv->id = progress_next_field(&gen, ':');
+    lv->xp = parse_int(xps.s, xps.len);
+    lv->state = -1;
+    return lv->id.len && lv->name.len;
+}
+
+/* Whether the member meets lv's own thresholds: its XP and every score at least the level's
+ * (current thresholds); a passed endsAt counts only a reachedAt recorded before it. */
+static bool level_judge_own(slice line, const level_line *lv, const prog_view *p, int64_t now,
+                            int64_t *until)
+{
+    progress_next_field(&line, '\t');
+    progress_next_field(&line, '\t');
+    slice ends = progress_next_field(&line, '\t');
+    bool ok = lv->xp <= p->xp;
+    for (slice n = lv->need; ok && n.len;) {
+        slice sid = progress_next_field(&n, ' '), sc = progress_next_field(&n, ' ');
+        int64_t have;
+        prog_get(p, 's', sid.s, sid.len, &have);
+        ok = !sid.len || have >= parse_int(sc.s, sc.len);
+    }
+    int64_t at_ms, ends_ms;
+    bool at = prog_get(p, 'r', lv->col.s, lv->col.len, &at_ms);
+    bool ends_ok = ends.len && isotime_parse(ends.s, ends.len, &ends_ms) == 0;
+    if (ok && ends_ok && ends_ms <= now)
+        ok = at && at_ms < ends_ms;
+    if (ends_ok && ends_ms > now && ends_ms < *until)
+        *until = ends_ms; /* "reached" may change then */
+    return ok;
+}
+
+/* The next place of a places column, or -1 at its end (places out of range are skipped). */
+static long level_next_place(slice *places, size_t n)
+{
+    while (places->len) {
+        slice k = progress_next_field(places, ' ');
+        int64_t v = parse_int(k.s, k.len);
+        if (k.len && v >= 0 && (uint64_t)v < n)
+            return (long)v;
+    }
+    return -1;
+}
+
+/* Reached: its own thresholds met and every required level reached. The template's requires
+ * hold no cycle (level_upsert.lua): each pass decides at least one level still undecided, so
+ * at most n passes; without requires, the first decides all. */
+static void level_judge_all(level_line *lv, size_t n)
+{
+    bool pending = true;
+    for (size_t pass = 0; pending && pass <= n; pass++) {
+        pending = false;
+        for (size_t i = 0; i < n; i++) {
+            if (lv[i].state >= 0)
+                continue;
+            int8_t state = lv[i].own;
+            slice pl = lv[i].places;
+            for (long k; state >= 0 && (k = level_next_place(&pl, n)) >= 0;)
+                state = lv[k].state < 0 ? -1 : (int8_t)(state && lv[k].state);
+            lv[i].state = state;
+            pending |= state < 0;
+        }
+    }
+}
+
+static void append_id(buf *b, slice id, bool first)
+{
+    buf_append_str(b, first ? "\"" : ",\"");
+    buf_append(b, id.s, id.len);
+    buf_append(b, "\"", 1);
+}
+
+/* The levels part, and the id of the highest reached (by XP, then id: the last) into *top.
+ * False when out of memory. */
+static bool render_level_lines(request *req, buf *b, slice tpl, const prog_view *p, int64_t now,
+                               slice *top, int64_t *until)
+{
     *top = (slice){NULL, 0};
-    while (tpl.len) {
+    size_t cap = 1;
+    for (size_t i = 0; i < tpl.len; i++)
+        cap += tpl.s[i] == '\n';
+    level_line *lv = arena_alloc(&req->pool, cap * sizeof *lv);
+    if (!lv)
+        return false;
+    /* Places in the requires column count every L line, so every one takes a place here. */
+    size_t n = 0;
+    while (tpl.len && n < cap) {
         slice line = progress_next_field(&tpl, '\n');
         if (line.len < 2 || line.s[0] != 'L' || line.s[1] != '\t')
             continue;
         line.s += 2, line.len -= 2;
-        slice col = progress_next_field(&line, '\t'), xps = progress_next_field(&line, '\t'),
-              ends = progress_next_field(&line, '\t'), name = progress_next_field(&line, '\t'),
-              need = line;
-        /* The column is the level id, then ":<generation>" once a level of that id was deleted;
-         * the whole column names the reachedAt field (_prelude.lua, progtpl_build). */
-        slice gen = col, id = progress_next_field(&gen, ':');
-        if (!id.len || !name.len)
+        if (level_line_cut(line, &lv[n]))
+            lv[n].own = level_judge_own(line, &lv[n], p, now, until);
+        else
+            lv[n].own = false, lv[n].id.len = 0;
+        n++;
+    }
+    level_judge_all(lv, n);
+    bool first = true;
+    for (size_t i = 0; i < n; i++) {
+        const level_line *l = &lv[i];
+        if (!l->id.len)
             continue;
-        int64_t need_xp = parse_int(xps.s, xps.len);
-        int64_t missing_xp = need_xp > p->xp ? need_xp - p->xp : 0;
+        bool ok = l->state == 1, unlocked = true;
         buf_append_str(b, first ? "{\"id\":\"" : ",{\"id\":\"");
         first = false;
-        buf_append(b, id.s, id.len);
+        buf_append(b, l->id.s, l->id.len);
         buf_append_str(b, "\",\"name\":");
-        buf_append(b, name.s, name.len);
-        /* "reached" comes first and depends on every threshold: judged in a first pass. */
-        bool ok = missing_xp == 0;
-        for (slice n = need; ok && n.len;) {
-            slice sid = progress_next_field(&n, ' '), sc = progress_next_field(&n, ' ');
-            int64_t have;
-            prog_get(p, 's', sid.s, sid.len, &have);
-            ok = !sid.len || have >= parse_int(sc.s, sc.len);
-        }
-        int64_t at_ms, ends_ms;
-        bool at = prog_get(p, 'r', col.s, col.len, &at_ms);
-        bool ends_ok = ends.len && isotime_parse(ends.s, ends.len, &ends_ms) == 0;
-        if (ok && ends_ok && ends_ms <= now)
-            ok = at && at_ms < ends_ms;
-        if (ends_ok && ends_ms > now && ends_ms < *until)
-            *until = ends_ms; /* "reached" may change then */
+        buf_append(b, l->name.s, l->name.len);
         buf_append_str(b, ",\"XP\":");
-        reads_append_int(b, need_xp);
-        buf_append_str(b, ok ? ",\"reached\":true,\"reachedAt\":"
-                             : ",\"reached\":false,\"reachedAt\":");
-        if (at) {
+        reads_append_int(b, l->xp);
+        buf_append_str(b, ",\"requires\":[");
+        slice pl = l->places;
+        for (long k, j = 0; (k = level_next_place(&pl, n)) >= 0; j++) {
+            append_id(b, lv[k].id, j == 0);
+            unlocked = unlocked && lv[k].state == 1;
+        }
+        buf_append_str(b, ok ? "],\"reached\":true" : "],\"reached\":false");
+        buf_append_str(b, unlocked ? ",\"unlocked\":true,\"reachedAt\":"
+                                   : ",\"unlocked\":false,\"reachedAt\":");
+        int64_t at_ms;
+        if (prog_get(p, 'r', l->col.s, l->col.len, &at_ms)) {
             char iso[ISOTIME_STRING_SIZE];
             isotime_format(at_ms, iso);
             buf_append(b, "\"", 1);
@@ -256,10 +350,10 @@ static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t no
             buf_append_str(b, "null");
         }
         buf_append_str(b, ",\"missing\":{\"xp\":");
-        reads_append_int(b, missing_xp);
+        reads_append_int(b, l->xp > p->xp ? l->xp - p->xp : 0);
         buf_append_str(b, ",\"skills\":[");
         bool first_missing = true;
-        while (need.len) {
+        for (slice need = l->need; need.len;) {
             slice sid = progress_next_field(&need, ' '), sc = progress_next_field(&need, ' ');
             int64_t want = parse_int(sc.s, sc.len), have;
             prog_get(p, 's', sid.s, sid.len, &have);
@@ -274,10 +368,20 @@ static void render_level_lines(buf *b, slice tpl, const prog_view *p, int64_t no
             reads_append_int(b, have);
             buf_append(b, "}", 1);
         }
+        buf_append_str(b, "],\"levels\":[");
+        pl = l->places;
+        first_missing = true;
+        for (long k; (k = level_next_place(&pl, n)) >= 0;) {
+            if (lv[k].state == 1)
+                continue;
+            append_id(b, lv[k].id, first_missing);
+            first_missing = false;
+        }
         buf_append_str(b, "]}}");
         if (ok)
-            *top = id;
+            *top = l->id;
     }
+    return true;
 }
 
 static void on_progress(void *data, int status, redisReply *r)
@@ -320,7 +424,10 @@ static void on_progress(void *data, int status, redisReply *r)
     buf_append_str(b, ",\"skills\":[");
     render_skill_lines(b, t, &p);
     buf_append_str(b, "],\"levels\":[");
-    render_level_lines(b, t, &p, now, &top, &until);
+    if (!render_level_lines(req, b, t, &p, now, &top, &until)) {
+        request_fail_internal(req, "out of memory");
+        return;
+    }
     buf_append_str(b, "],\"level\":");
     if (top.len) {
         buf_append(b, "\"", 1);

@@ -10,6 +10,7 @@
 #include "auth/auth.h"
 #include "resources/entity.h"
 #include "resources/handlers.h"
+#include "resources/skilltree_compat.h"
 #include "core/ids.h"
 #include "core/isotime.h"
 #include "redis/keys.h"
@@ -68,68 +69,6 @@ static bool tree_open(const redisReply *f)
            entity_flag(f->element[1]) && entity_flag(f->element[2]);
 }
 
-/* The first ',"createdBy":"' in [at, end), or NULL. A quote inside a JSON string is escaped,
- * so these bytes are only ever the field itself. */
-static const char created_by[] = ",\"createdBy\":\"";
-
-static const char *find_created_by(const char *at, const char *end)
-{
-    const size_t n = sizeof created_by - 1;
-    while (end - at >= (ptrdiff_t)n) {
-        at = memchr(at, ',', (size_t)(end - at - (ptrdiff_t)n + 1));
-        if (!at)
-            return NULL;
-        if (!memcmp(at, created_by, n))
-            return at;
-        at++;
-    }
-    return NULL;
-}
-
-/* Where a Skill JSON of an earlier release ends: the '}' right after the createdBy value the
- * match c begins, or NULL when parentId and depth follow it (this release's form). */
-static const char *old_skill_end(const char *c, const char *end)
-{
-    const char *v = c + sizeof created_by - 1;
-    const char *q = memchr(v, '"', (size_t)(end - v));
-    return q && q + 1 < end && q[1] == '}' ? q + 1 : NULL;
-}
-
-/* A tree rendered by an earlier release has Skill JSONs without parentId and depth; each such
- * skill is a root (CONTRACT section 15) and reads as one until the entity's next skill or
- * level write renders the tree again. Judged on the first skill alone, so the tree of this
- * release costs a read one skill's scan; an old one is copied once, into the request's pool,
- * with the two fields added to every skill that lacks them. */
-static slice tree_with_parents(request *req, slice tree)
-{
-    static const char root_tail[] = ",\"parentId\":null,\"depth\":0";
-    const char *end = tree.s + tree.len;
-    const char *c = find_created_by(tree.s, end);
-    if (!c || !old_skill_end(c, end))
-        return tree;
-    size_t n = 0;
-    for (const char *at = c; at; at = find_created_by(at + 1, end))
-        n += old_skill_end(at, end) != NULL;
-    char *out = arena_alloc(&req->pool, tree.len + n * (sizeof root_tail - 1));
-    if (!out)
-        return tree;
-    size_t len = 0;
-    const char *from = tree.s;
-    for (const char *at = c; at; at = find_created_by(at + 1, end)) {
-        const char *close = old_skill_end(at, end);
-        if (!close)
-            continue;
-        memcpy(out + len, from, (size_t)(close - from));
-        len += (size_t)(close - from);
-        memcpy(out + len, root_tail, sizeof root_tail - 1);
-        len += sizeof root_tail - 1;
-        from = close;
-    }
-    memcpy(out + len, from, (size_t)(end - from));
-    len += (size_t)(end - from);
-    return (slice){out, len};
-}
-
 /* {id, isEnabled, public, skilltree} of the entity hash; skilltree is
  * '"skills":[…],"levels":[…]', absent until the first skill. */
 static void send_skills(request *req, const redisReply *f)
@@ -143,7 +82,7 @@ static void send_skills(request *req, const redisReply *f)
     slice tree = f->element[3]->type == REDIS_REPLY_STRING
                      ? (slice){f->element[3]->str, f->element[3]->len}
                      : (slice){empty, sizeof empty - 1};
-    tree = tree_with_parents(req, tree);
+    tree = skilltree_compat(&req->pool, tree);
     static const char head[] = "{\"success\":true,\"data\":{\"entityID\":\"";
     static const char mid[] = "\",";
     const skills_read *st = req->state;

@@ -140,7 +140,10 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
                     continue
                 vals['xp' if f == 'xp' else f[2:]] = int(v)
             elif f.startswith('r:') and v.isdigit():
-                reached[(addr, f[2:])] = 0
+                # "r:<level id>[:<generation>]": a level id deleted and created again has a
+                # record (and a level.reached event) per generation reached
+                k = (addr, f[2:].split(':')[0])
+                reached[k] = reached.get(k, 0) + 1
             else:
                 problems.append('%s: prog:%s field %s = %r' % (eid, addr, f, v))
         have[addr] = vals
@@ -231,7 +234,7 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
                 t == 'contribution.added' and d.get('xp') != c['xp']):
             problems.append('%s: event %s %s names %s, stored as %r' % (
                 eid, evid, t, cid, c and (c['member'], c['xp'])))
-    bound = (lambda n: n <= 1) if trimmed else (lambda n: n == 1)
+    bound = (lambda n, want=1: n <= want) if trimmed else (lambda n, want=1: n == want)
     for cid, c in recs.items():
         if not bound(added.get(cid, 0)):
             problems.append('%s: contribution %s has %d contribution.added events' % (
@@ -241,7 +244,7 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
                             'events' % (eid, cid, c['revoked'], revoked.get(cid, 0)))
     for k in set(reached) | set(reached_ev):
         n = reached_ev.get(k, 0)
-        if (k in reached and not bound(n)) or (k not in reached and n):
+        if (k in reached and not bound(n, reached[k])) or (k not in reached and n):
             problems.append('%s: %s reached %s: reachedAt %s, %d level.reached events' % (
                 eid, k[0], k[1], 'kept' if k in reached else 'missing', n))
     # idempotency keys: the stored answer as stored; no key applied twice

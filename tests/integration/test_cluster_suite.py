@@ -18,6 +18,7 @@ import test_authz  # noqa: E402
 import test_bounds  # noqa: E402
 import test_contrib_write  # noqa: E402
 import test_entities  # noqa: E402
+import test_level_requires  # noqa: E402
 import test_progress_read  # noqa: E402
 import test_progression  # noqa: E402
 import test_session_use  # noqa: E402
@@ -63,6 +64,10 @@ class ClusterProgressionTest(OnCluster, test_progression.ProgressionTest):
 
 
 class ClusterSkillTreeTest(OnCluster, test_skill_tree.SkillTreeTest):
+    pass
+
+
+class ClusterLevelRequiresTest(OnCluster, test_level_requires.LevelRequiresTest):
     pass
 
 

@@ -139,16 +139,19 @@ class ProgressReadTest(harness.ServiceTestCase):
         self.assertEqual([lv['id'] for lv in d['levels']], ['zero', 'also10', 'one', 'two'])
         by = {lv['id']: lv for lv in d['levels']}
         self.assertEqual(by['zero'], {'id': 'zero', 'name': 'Level zero', 'XP': 0,
-                                      'reached': False, 'reachedAt': None,
+                                      'requires': [], 'reached': False, 'unlocked': True,
+                                      'reachedAt': None,
                                       'missing': {'xp': 0, 'skills': [
-                                          {'skillId': b, 'need': 1, 'have': 0}]}})
+                                          {'skillId': b, 'need': 1, 'have': 0}],
+                                          'levels': []}})
         self.assertEqual(by['one']['reached'], True)
         self.assertEqual(by['one']['reachedAt'], '2023-11-14T22:13:20.123Z')
-        self.assertEqual(by['one']['missing'], {'xp': 0, 'skills': []})
+        self.assertEqual(by['one']['missing'], {'xp': 0, 'skills': [], 'levels': []})
         self.assertEqual(by['also10']['reached'], True)
         self.assertEqual(by['two']['reached'], False)
         self.assertEqual(by['two']['missing'],
-                         {'xp': 50, 'skills': [{'skillId': b, 'need': 2, 'have': 0}]})
+                         {'xp': 50, 'skills': [{'skillId': b, 'need': 2, 'have': 0}],
+                          'levels': []})
         self.assertEqual(d['level'], 'one')
         # Nothing awarded: XP 0, rank null, no level.
         d = self.progress('owner', eid, 'm2')['data']
@@ -172,7 +175,8 @@ class ProgressReadTest(harness.ServiceTestCase):
                          (False, [{'skillId': a, 'need': 6, 'have': 5}]))
         self.level(eid, 'lv', 50, [a], [5])
         lv = self.progress('m1', eid, 'm1')['data']['levels'][0]
-        self.assertEqual((lv['reached'], lv['missing']), (True, {'xp': 0, 'skills': []}))
+        self.assertEqual((lv['reached'], lv['missing']),
+                         (True, {'xp': 0, 'skills': [], 'levels': []}))
 
     def test_ends_at_in_the_past(self):
         eid, seed = self.entity()

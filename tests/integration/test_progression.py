@@ -779,23 +779,26 @@ class ProgressionTest(ProgressionBase):
         p = self.prog(owner, eid, m)
         self.assertEqual([lv['id'] for lv in p['levels']], ['L0', 'L1', 'L2'])
         lv1 = self.level_of(p, 'L1')
-        self.assertEqual(set(lv1), {'id', 'name', 'XP', 'reached', 'reachedAt', 'missing'})
+        self.assertEqual(set(lv1), {'id', 'name', 'XP', 'requires', 'reached', 'unlocked',
+                                    'reachedAt', 'missing'})
         self.assertEqual((lv1['name'], lv1['XP'], lv1['reached'], lv1['reachedAt']),
                          ('Level L1', 8, False, None))
         self.assertEqual(lv1['missing'], {'xp': 8, 'skills': [
-            {'skillId': s1, 'need': 5, 'have': 0}, {'skillId': s2, 'need': 2, 'have': 0}]})
+            {'skillId': s1, 'need': 5, 'have': 0}, {'skillId': s2, 'need': 2, 'have': 0}],
+            'levels': []})
         # partly there: s1 met, s2 not, xp not (L0 reached)
         self.award_ok(owner, eid, self.contrib(m, [s1], [6]))
         p = self.prog(owner, eid, m)
         lv1 = self.level_of(p, 'L1')
         self.assertEqual((self.level_of(p, 'L0')['reached'], p['level']), (True, 'L0'))
         self.assertEqual((lv1['reached'], lv1['missing']), (False, {'xp': 2, 'skills': [
-            {'skillId': s2, 'need': 2, 'have': 0}]}))
+            {'skillId': s2, 'need': 2, 'have': 0}], 'levels': []}))
         t0 = int(time.time() * 1000)
         self.award_ok(owner, eid, self.contrib(m, [s2], [2]))
         p = self.prog(owner, eid, m)
         lv1, lv0 = self.level_of(p, 'L1'), self.level_of(p, 'L0')
-        self.assertEqual((lv1['reached'], lv1['missing']), (True, {'xp': 0, 'skills': []}))
+        self.assertEqual((lv1['reached'], lv1['missing']),
+                         (True, {'xp': 0, 'skills': [], 'levels': []}))
         self.assertEqual(lv0['reached'], True)
         self.assertRegex(lv1['reachedAt'], ISO_MS)
         self.assertLessEqual(abs(iso_to_ms(lv1['reachedAt']) - t0), scaled(5000))
@@ -812,11 +815,12 @@ class ProgressionTest(ProgressionBase):
         lv1 = self.level_of(p, 'L1')
         self.assertEqual((lv1['reached'], lv1['reachedAt']), (False, reached_at))
         self.assertEqual(lv1['missing'], {'xp': 0, 'skills': [
-            {'skillId': s2, 'need': 3, 'have': 2}]})
+            {'skillId': s2, 'need': 3, 'have': 2}], 'levels': []})
         self.assertEqual(p['level'], 'L0')
         self.assertOk(self.put_level(owner, eid, 'L1', [s1, s2], [5, 2], 14))
         lv1 = self.level_of(self.prog(owner, eid, m), 'L1')
-        self.assertEqual((lv1['reached'], lv1['missing']), (False, {'xp': 1, 'skills': []}))
+        self.assertEqual((lv1['reached'], lv1['missing']),
+                         (False, {'xp': 1, 'skills': [], 'levels': []}))
         # lowered again: reached at once
         self.assertOk(self.put_level(owner, eid, 'L1', [s1, s2], [5, 2], 13))
         p = self.prog(owner, eid, m)
@@ -829,7 +833,7 @@ class ProgressionTest(ProgressionBase):
         p2 = self.prog(owner, eid, m2)
         lv2 = self.level_of(p2, 'L2')
         self.assertEqual((lv2['reached'], lv2['reachedAt'], lv2['missing'], p2['level']),
-                         (True, None, {'xp': 0, 'skills': []}, 'L2'))
+                         (True, None, {'xp': 0, 'skills': [], 'levels': []}, 'L2'))
         self.assertEqual([lv['id'] for lv in p2['levels']], ['L2', 'L0', 'L1'])
         # level.reached written once per member and level, by the award that reached it
         reached = [(e['data']['member'], e['data']['level'])
@@ -903,7 +907,7 @@ class ProgressionTest(ProgressionBase):
         lv = self.level_of(p, 'L')
         self.assertEqual((lv['reached'], lv['reachedAt'], p['level']), (False, ra, None))
         self.assertEqual(lv['missing'], {'xp': 5, 'skills': [
-            {'skillId': s1, 'need': 5, 'have': 0}]})
+            {'skillId': s1, 'need': 5, 'have': 0}], 'levels': []})
         # earned again: reached, the first reachedAt kept, no second level.reached
         self.award_ok(owner, eid, self.contrib(m, [s1], [6]))
         p = self.prog(owner, eid, m)

@@ -337,8 +337,9 @@ class SkillTreeTest(ProgressionBase):
     # --- an entity of an earlier release ---
 
     def make_earlier_release(self, eid):
-        """Rewrites the entity's stored skills as an earlier release wrote them: Skill JSONs
-        without parentId and depth, and S lines without the parent column."""
+        """Rewrites the entity's stored skills and levels as an earlier release wrote them:
+        Skill JSONs without parentId and depth, S lines without the parent column, Level
+        JSONs without requires."""
         key = 'ent:{%s}' % eid
         tail = ',"parentId":null,"depth":0}'
         for sid, js in zip(*[iter(self.r.cli('HGETALL', key + ':skills'))] * 2):
@@ -355,7 +356,16 @@ class SkillTreeTest(ProgressionBase):
         tpl = text(self.r.cli('HGET', key, 'progtpl'))
         old = '\n'.join(ln.rsplit('\t', 1)[0] if ln.startswith('S\t') else ln
                         for ln in tpl.split('\n'))
-        self.r.cli('HSET', key, 'skilltree', tree.replace(tail, '}'), 'progtpl', old)
+        lv_tail = ',"requires":[]'
+        for lid, js in zip(*[iter(self.r.cli('HGETALL', key + ':levels'))] * 2):
+            self.r.cli('HSET', key + ':levels', text(lid), text(js).replace(lv_tail, ''))
+        flat = self.r.cli('ZRANGE', key + ':levels:order', 0, -1, 'WITHSCORES')
+        for js, score in zip(*[iter(flat)] * 2):
+            self.r.cli('ZREM', key + ':levels:order', js)
+            self.r.cli('ZADD', key + ':levels:order', text(score), text(js).replace(lv_tail, ''))
+        self.assertIn(lv_tail, tree)
+        tree = tree.replace(tail, '}').replace(lv_tail, '')
+        self.r.cli('HSET', key, 'skilltree', tree, 'progtpl', old)
 
     def test_entity_of_an_earlier_release_reads_and_awards_unchanged(self):
         owner, eid = self.owner_entity()
@@ -366,11 +376,14 @@ class SkillTreeTest(ProgressionBase):
         self.assertOk(self.put_level(owner, eid, 'gold', [a['id'], b['id']], [2, 1], xp=3), 201)
         self.award_ok(owner, eid, self.contrib(member.address, [a['id']], [1]))
         want_skills = self.tree(owner, eid)['skills']
+        want_levels = self.tree(owner, eid)['levels']
         want_prog = self.prog(owner, eid, member.address)
         self.make_earlier_release(eid)
-        # Read as roots of depth 0, byte for byte what this release renders.
+        # Read as roots of depth 0, levels requiring nothing: what this release renders.
         got = self.tree(owner, eid)
         self.assertEqual(got['skills'], want_skills)
+        self.assertEqual(got['levels'], want_levels)
+        self.assertEqual([lv['requires'] for lv in got['levels']], [[]])
         self.assertEqual([(s['parentId'], s['depth']) for s in got['skills']], [(None, 0)] * 2)
         self.assertEqual(self.prog(owner, eid, member.address), want_prog)
         # Awards land as before, and reach the level.

@@ -22,8 +22,8 @@ SKILL_ID = re.compile(r'^s-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3
 ISO_MS = re.compile(r'^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$')
 SKILL_FIELDS = {'id', 'entityID', 'name', 'description', 'createdAt', 'createdBy', 'parentId',
                 'depth'}
-LEVEL_FIELDS = {'id', 'entityID', 'name', 'description', 'skillIds', 'scores', 'endsAt', 'XP',
-                'createdAt', 'modifiedAt'}
+LEVEL_FIELDS = {'id', 'entityID', 'name', 'description', 'skillIds', 'scores', 'requires',
+                'endsAt', 'XP', 'createdAt', 'modifiedAt'}
 XP_MAX = 2 ** 53 - 1
 WALLETS = 160
 

@@ -231,8 +231,15 @@ end
 -- skill in skill order (skills_preorder), "S<TAB><id><TAB><name as a JSON string><TAB><parent
 -- id, empty for a root>", then one per level by XP then
 -- id, "L<TAB><id><TAB><XP><TAB><endsAt ISO, or empty><TAB><name as a JSON string><TAB><skill id>
--- <score> <skill id> <score>...". Numbers pass through a double: XP and scores are at most
--- 2^53 - 1 (the service checks), which a double holds exactly.
+-- <score> <skill id> <score>...", and, for a level that requires others, "<TAB><k> <k>...":
+-- the places of the required levels among the L lines (0 the first), so that judging a level
+-- finds its prerequisites' lines without a search (a template is always rendered whole). A
+-- level without requires has no such column: its line is what it was before requires existed.
+-- A template where some level has the column ends with the line "R", so that a parser finds
+-- out from its last two bytes whether to look for the column at all (looking costs a scan of
+-- each level's skill column).
+-- Numbers pass through a double: XP and scores are at most 2^53 - 1 (the service checks),
+-- which a double holds exactly.
 -- gen_key (optional): the entity's levels:gen hash (keys.h), level id -> how many times a level
 -- of that id was deleted. A level of generation g > 0 is written "<id>:<g>" in the id column:
 -- its reachedAt field is "r:" .. that column, so the fields an earlier level of the same id
@@ -248,8 +255,12 @@ local function progtpl_build(skill_order, level_order, gen_key, skills)
   for _, n in ipairs(skills or skills_preorder(skill_order)) do
     lines[#lines + 1] = 'S\t' .. n.s.id .. '\t' .. jstr(n.s.name) .. '\t' .. (n.parent or '')
   end
-  for _, text in ipairs(redis.call('ZRANGE', level_order, 0, -1)) do
+  local levels, place, requiring = {}, {}, false
+  for i, text in ipairs(redis.call('ZRANGE', level_order, 0, -1)) do
     local l = cjson.decode(text)
+    levels[i], place[l.id] = l, i - 1
+  end
+  for _, l in ipairs(levels) do
     local need = {}
     for i, sid in ipairs(l.skillIds) do
       need[#need + 1] = sid .. ' ' .. string.format('%.0f', tonumber(l.scores[i]) or 0)
@@ -259,18 +270,41 @@ local function progtpl_build(skill_order, level_order, gen_key, skills)
     lines[#lines + 1] = 'L\t' .. col .. '\t' .. string.format('%.0f', l.XP) .. '\t' ..
       (type(l.endsAt) == 'string' and l.endsAt or '') .. '\t' .. jstr(l.name) .. '\t' ..
       table.concat(need, ' ')
+    if type(l.requires) == 'table' and #l.requires > 0 then
+      local at = {}
+      -- a required level always exists (level_upsert.lua, level_delete.lua)
+      for _, r in ipairs(l.requires) do
+        if place[r] then at[#at + 1] = tostring(place[r]) end
+      end
+      if #at > 0 then
+        lines[#lines] = lines[#lines] .. '\t' .. table.concat(at, ' ')
+        requiring = true
+      end
+    end
   end
+  if requiring then lines[#lines + 1] = 'R' end
   return table.concat(lines, '\n')
 end
 
 -- Renders the skill tree fragment '"skills":[…],"levels":[…]' from the order sets (Skill and
 -- Level JSONs in API order) into the entity hash's 'skilltree' field, what reads return as is,
 -- and the progression template beside it ('progtpl').
+-- A Level JSON saved before levels could require others is shown with "requires":[] (a
+-- quoted key never occurs inside a JSON string, whose quotes are escaped).
+local function level_with_requires(text)
+  if string.find(text, '"requires":', 1, true) then return text end
+  local at = string.find(text, ',"endsAt":', 1, true)
+  if not at then return text end
+  return string.sub(text, 1, at - 1) .. ',"requires":[]' .. string.sub(text, at)
+end
+
 local function render_skilltree(entity, skill_order, level_order)
   local skills, texts = skills_preorder(skill_order), {}
   for i, n in ipairs(skills) do texts[i] = n.text end
+  local levels = redis.call('ZRANGE', level_order, 0, -1)
+  for i, text in ipairs(levels) do levels[i] = level_with_requires(text) end
   local frag = '"skills":[' .. table.concat(texts, ',') ..
-    '],"levels":[' .. table.concat(redis.call('ZRANGE', level_order, 0, -1), ',') .. ']'
+    '],"levels":[' .. table.concat(levels, ',') .. ']'
   redis.call('HSET', entity, 'skilltree', frag, 'progtpl',
     progtpl_build(skill_order, level_order, entity .. ':levels:gen', skills))
 end

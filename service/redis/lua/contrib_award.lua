@@ -79,14 +79,17 @@ local function gate()
 end
 
 -- Levels by XP then id: {id column, XP, ends (ISO or ''), "<skill id> <score> ...", level id,
--- reachedAt field}. The lines are found and cut by plain searches: a pattern tried at every
--- byte of the template (kilobytes: every level lists its skills) cost an award about 6% more in
--- Redis.
-local all_levels
+-- reachedAt field, the required levels' reachedAt fields (nil: none)}. The lines are found and
+-- cut by plain searches: a pattern tried at every byte of the template (kilobytes: every level
+-- lists its skills) cost an award about 6% more in Redis. any_requires: some level requires
+-- others (then judge_levels judges in passes).
+local all_levels, any_requires
 local function levels_of_template()
   if all_levels then return all_levels end
   local tpl = call('HGET', E, 'progtpl') or progtpl_build(KEYS[7], KEYS[8])
   all_levels = {}
+  -- the last line "R": some level requires others (progtpl_build)
+  local requiring = string.byte(tpl, -1) == 82 and string.byte(tpl, -2) == 10
   local at = string.sub(tpl, 1, 2) == 'L\t' and 0 or string.find(tpl, '\nL\t', 1, true)
   while at do
     local eol = string.find(tpl, '\n', at + 1, true) or #tpl + 1
@@ -98,11 +101,30 @@ local function levels_of_template()
       -- the id column: the level id, then ':<generation>' for a level id deleted before
       -- (progtpl_build); the whole column names its reachedAt field
       local col = string.sub(tpl, at + 3, t1 - 1)
+      -- the required levels' places, in a column of their own (progtpl_build)
+      local t5 = requiring and string.find(tpl, '\t', t4 + 1, true)
+      local need_end, places = eol - 1, nil
+      if t5 and t5 < eol then
+        need_end, places = t5 - 1, string.sub(tpl, t5 + 1, eol - 1)
+        any_requires = true
+      end
       all_levels[#all_levels + 1] = {col,
         tonumber(string.sub(tpl, t1 + 1, t2 - 1)) or 0, string.sub(tpl, t2 + 1, t3 - 1),
-        string.sub(tpl, t4 + 1, eol - 1), string.match(col, '^[^:]*'), 'r:' .. col}
+        string.sub(tpl, t4 + 1, need_end), string.match(col, '^[^:]*'), 'r:' .. col, places}
     end
     at = string.find(tpl, '\nL\t', eol, true)
+  end
+  if any_requires then
+    for _, lv in ipairs(all_levels) do
+      if lv[7] then
+        local fields = {}
+        for k in string.gmatch(lv[7], '%d+') do
+          local r = all_levels[tonumber(k) + 1]
+          if r then fields[#fields + 1] = r[6] end
+        end
+        lv[7] = fields
+      end
+    end
   end
   return all_levels
 end
@@ -162,19 +184,40 @@ local function judge_levels(pk, m, xp)
   local flat = call('HGETALL', pk)
   local have = {}
   for i = 1, #flat, 2 do have[flat[i]] = flat[i + 1] end
-  for _, lv in ipairs(open) do
-    if not have[lv[6]] then
-      local reached = true
-      for sid, score in string.gmatch(lv[4], '(%S+) (%S+)') do
-        if tonumber(have['s:' .. sid] or '0') < tonumber(score) then
-          reached = false
-          break
+  -- A level that requires others is reached once each of them is recorded reached, before or
+  -- by this award: the open levels are judged again after a pass that reached one, so that
+  -- prerequisites are recorded (and their events written) first, whatever their XP. Without
+  -- requires in the entity, one pass.
+  local again = true
+  while again do
+    again = false
+    for _, lv in ipairs(open) do
+      if not have[lv[6]] then
+        local reached = true
+        for sid, score in string.gmatch(lv[4], '(%S+) (%S+)') do
+          if tonumber(have['s:' .. sid] or '0') < tonumber(score) then
+            reached = false
+            break
+          end
         end
-      end
-      if reached then
-        call('HSET', pk, lv[6], now_ms)
-        emit(E, maxlen, 'level.reached', now_iso, caller, '{"member":' .. jstr(m) ..
-          ',"level":' .. jstr(lv[5]) .. '}')
+        local reqs = lv[7]
+        if reached and reqs then
+          for _, f in ipairs(reqs) do
+            if not have[f] then
+              reached = false
+              break
+            end
+          end
+        end
+        if reached then
+          call('HSET', pk, lv[6], now_ms)
+          emit(E, maxlen, 'level.reached', now_iso, caller, '{"member":' .. jstr(m) ..
+            ',"level":' .. jstr(lv[5]) .. '}')
+          if any_requires then
+            have[lv[6]] = now_ms
+            again = true
+          end
+        end
       end
     end
   end
