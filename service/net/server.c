@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <linux/filter.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -130,6 +131,21 @@ static void on_drain_timeout(uv_timer_t *t)
     drained(srv);
 }
 
+/* Makes the listener drop every packet it would take: a socket filter that keeps nothing. A
+ * SYN is then unanswered (the client sends it again about a second later and is refused,
+ * the listener closed by then: a gateway retries a refused connection elsewhere, nothing
+ * was sent), and no handshake completes into the queue. Without it, one completing between
+ * the last accept and the close (a preempted loop makes that milliseconds) is reset with
+ * its request sent, which a gateway may not retry. */
+static void listener_take_no_more(uv_tcp_t *listener)
+{
+    uv_os_fd_t fd;
+    struct sock_filter drop = BPF_STMT(BPF_RET | BPF_K, 0);
+    struct sock_fprog prog = {.len = 1, .filter = &drop};
+    if (uv_fileno((uv_handle_t *)listener, &fd) == 0)
+        (void)setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
+}
+
 void server_drain(server *srv)
 {
     if (srv->draining)
@@ -138,6 +154,7 @@ void server_drain(server *srv)
     /* Connections the kernel completed and queued have their requests sent already: closing
      * the listener would reset them. Served first, then no more come (refused: a gateway
      * retries a refused connection elsewhere, as nothing was sent). */
+    listener_take_no_more(&srv->listener);
     conn_accept_waiting(&srv->conns, &srv->listener);
     uv_close((uv_handle_t *)&srv->listener, NULL);
     uv_timer_start(&srv->drain_timer, on_drain_timeout, srv->shutdown_timeout_ms, 0);
