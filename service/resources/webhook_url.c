@@ -3,6 +3,8 @@
 
 #include <curl/curl.h>
 #include <netdb.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
@@ -71,12 +73,28 @@ const char *webhook_url_parse(request *req, const char *text, size_t len, const 
     return why;
 }
 
-/* A name's resolution on its way: in the request's pool, which lives until the answer. */
+/* A name's resolution on its way. The lookup cannot be called back once the threadpool runs
+ * it, so a resolver that hangs past the deadline gets the request answered without it (503)
+ * and the lookup's end finds `req` NULL. Its own memory, freed once both the lookup and the
+ * deadline timer have called back (`open` counts them). */
 typedef struct judging {
     uv_getaddrinfo_t gai;
-    request *req;
+    uv_timer_t deadline;
+    request *req; /* NULL once answered */
     webhook_url_done done;
+    int open;
 } judging;
+
+static void judging_release(judging *j)
+{
+    if (--j->open == 0)
+        free(j);
+}
+
+static void on_deadline_closed(uv_handle_t *h)
+{
+    judging_release(h->data);
+}
 
 /* One sentence whatever the range: the range is no business of a caller's, and a map of what
  * the service's network refuses would help only the one probing it. */
@@ -86,13 +104,28 @@ static const char refused[] = "url's host is or resolves to an address webhooks 
 static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
 {
     judging *j = gai->data;
+    request *req = j->req;
     const char *why = status != 0 || !res ? "url's host does not resolve." : NULL;
     /* Any refused address refuses the name: which one a delivery would get is not known yet. */
     for (const struct addrinfo *a = res; a && !why; a = a->ai_next)
         if (addrguard_sockaddr(a->ai_addr))
             why = refused;
     uv_freeaddrinfo(res);
-    j->done(j->req, why);
+    if (req) {
+        j->req = NULL;
+        uv_close((uv_handle_t *)&j->deadline, on_deadline_closed);
+        j->done(req, why);
+    }
+    judging_release(j);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    judging *j = t->data;
+    request *req = j->req;
+    j->req = NULL;
+    uv_close((uv_handle_t *)&j->deadline, on_deadline_closed);
+    request_fail(req, 503, "unavailable", "url's host did not resolve in time; try again.", NULL);
 }
 
 void webhook_url_judge(request *req, const char *host, webhook_url_done done)
@@ -106,14 +139,21 @@ void webhook_url_judge(request *req, const char *host, webhook_url_done done)
         done(req, reason ? refused : NULL);
         return;
     }
-    judging *j = arena_alloc(&req->pool, sizeof *j);
+    judging *j = calloc(1, sizeof *j);
     if (!j) {
         request_fail_internal(req, "webhook url: out of memory");
         return;
     }
-    *j = (judging){.req = req, .done = done};
-    j->gai.data = j;
+    *j = (judging){.req = req, .done = done, .open = 2};
+    j->gai.data = j->deadline.data = j;
+    uv_timer_init(req->app->loop, &j->deadline);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    if (uv_getaddrinfo(req->app->loop, &j->gai, on_resolved, host, NULL, &hints) != 0)
+    if (uv_getaddrinfo(req->app->loop, &j->gai, on_resolved, host, NULL, &hints) != 0) {
+        j->req = NULL;
+        j->open = 1; /* the timer's close alone */
+        uv_close((uv_handle_t *)&j->deadline, on_deadline_closed);
         done(req, "url's host does not resolve.");
+        return;
+    }
+    uv_timer_start(&j->deadline, on_deadline, (uint64_t)req->app->cfg.webhook_timeout_ms, 0);
 }

@@ -27,7 +27,8 @@ typedef void (*webhook_url_done)(request *req, const char *refusal);
  * resolves to is known (uv_getaddrinfo, on the threadpool: the loop never waits on DNS). Only
  * after the caller's right was checked (CONTRACT §12: no outbound call ahead of the gate). With
  * WEBHOOK_ALLOW_PRIVATE every host may be reached, unresolved. done runs exactly once, perhaps
- * before this returns; out of memory answers 500 instead. */
+ * before this returns; or the request is answered here instead: 500 out of memory, 503 when
+ * the lookup takes longer than WEBHOOK_TIMEOUT_MS (a resolver that hangs holds no request). */
 void webhook_url_judge(request *req, const char *host, webhook_url_done done);
 
 #endif

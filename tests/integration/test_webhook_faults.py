@@ -4,12 +4,17 @@ every event; a receiver down for a while (connection refused), one that stalls (
 times out), one that resets the connection: each gets every event afterwards. An endpoint
 pointing at a loopback address, without WEBHOOK_ALLOW_PRIVATE, is refused at connect time and
 its delivery failed with that reason, nothing reaching the receiver. An award answers no slower
-while its entity's endpoint stalls. Under the sanitizers (the 'hostile' suite)."""
+while its entity's endpoint stalls. A resolver that never answers gets an endpoint's creation
+answered 503 at WEBHOOK_TIMEOUT_MS, the loop serving meanwhile, and the lookup's late end
+harms nothing. Under the sanitizers (the 'hostile' suite)."""
 
 import json
 import os
+import socket
 import statistics
+import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -187,6 +192,84 @@ class WebhookFaultsTest(kit.InstancesCase):
         self.rx.wait_got(path, 1, scaled(20))
         stalled = timed_awards(eid, 30)
         self.assertLess(stalled, plain * 3 + 0.05, (plain, stalled_first, stalled))
+
+
+
+class Swallower:
+    """A DNS server that reads every query and answers none, on 127.53.0.1:53 (a resolver
+    names no port), or None where that cannot be bound (not root)."""
+
+    HOST = '127.53.0.1'
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((self.HOST, 53))
+        self.sock.settimeout(0.2)
+        self.queries, self.stop = 0, False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.stop:
+            try:
+                self.sock.recvfrom(4096)
+                self.queries += 1
+            except socket.timeout:
+                pass
+
+    def close(self):
+        self.stop = True
+        self.t.join(5)
+        self.sock.close()
+
+
+class ResolverStallTest(kit.InstancesCase):
+    """An endpoint's host looked up by a resolver that never answers (entityd in a mount
+    namespace of its own whose /etc/resolv.conf names the Swallower)."""
+
+    ENV = {'WEBHOOK_TIMEOUT_MS': '500', 'RATE_WRITES_PER_MINUTE': '0'}
+    RESOLVER_TIMEOUT_S = 3  # the lookup ends this long after it began, the answer long given
+
+    def setUp(self):
+        super().setUp()
+        try:
+            self.dns = Swallower()
+        except OSError as e:
+            self.skipTest('cannot bind %s:53: %s' % (Swallower.HOST, e))
+        self.addCleanup(self.dns.close)
+        d = harness.tmpdir('resolv-')
+        conf = os.path.join(d, 'resolv.conf')
+        with open(conf, 'w') as f:
+            f.write('nameserver %s\noptions timeout:%d attempts:1\n' % (
+                Swallower.HOST, self.RESOLVER_TIMEOUT_S))
+        self.wrapper = os.path.join(d, 'entityd')
+        with open(self.wrapper, 'w') as f:
+            f.write('#!/bin/sh\nexec unshare -m sh -c \'mount --bind "$0" /etc/resolv.conf && '
+                    'exec "$@"\' %s %s "$@"\n' % (conf, harness.ENTITYD_BIN))
+        os.chmod(self.wrapper, 0o755)
+        if subprocess.run(['unshare', '-m', 'sh', '-c', 'mount --bind %s /etc/resolv.conf' % conf],
+                          capture_output=True).returncode != 0:
+            self.skipTest('no mount namespace here (unshare -m needs CAP_SYS_ADMIN)')
+
+    def test_creation_answered_503_at_the_deadline_and_the_late_lookup_harms_nothing(self):
+        svc = self.entityd(redis=self.r, env=self.ENV, binary=self.wrapper)
+        self.q = harness.Signer(harness.current_message(svc.port)[0]).query(self.owner)
+        eid = self.entity(svc)
+        t0 = time.monotonic()
+        st, h, b = self.call(svc, 'POST', '/api/entities/%s/webhooks' % eid,
+                             {'url': 'https://hooks.stalled.example/in'})
+        took = time.monotonic() - t0
+        self.assertEqual(st, 503, b)
+        self.assertEqual(b['error']['code'], 'unavailable', b)
+        self.assertIn('retry-after', h)
+        self.assertGreater(self.dns.queries, 0)  # the lookup did go to the stalled resolver
+        self.assertLess(took, self.RESOLVER_TIMEOUT_S)  # answered before the lookup ended
+        # the loop serves meanwhile, and after the lookup's late end the instance is whole
+        self.assertOk(self.call(svc, 'GET', '/api/entities/%s' % eid))
+        time.sleep(self.RESOLVER_TIMEOUT_S + 1)
+        self.assertTrue(svc.alive())
+        self.assertOk(self.call(svc, 'GET', '/api/entities/%s/webhooks' % eid))
+        self.assertEqual(self.r.cli('HLEN', 'ent:{%s}:webhooks' % eid), 0)
 
 
 if __name__ == '__main__':
