@@ -10,7 +10,10 @@ connection, stdlib only. Exits 1 (saying why) on any unexpected answer.
       N fresh members, force-added 100 a request; their addresses to OUT, one a line
   progress_api.py member BASE ENTITY OWNER_AUTH
       one fresh member, force-added, then awarded one contribution of score 1 in each of the
-      entity's skills (one request each, as the award benchmark does); prints its address
+      entity's root skills (one request each, as the award benchmark does); prints its address
+  progress_api.py chain BASE ENTITY OWNER_AUTH PARENT DEPTH
+      DEPTH skills made through the API, the first under PARENT (a root skill), each next one
+      under the one before; prints their ids, the deepest last, one a line
   progress_api.py xp BASE ENTITY OWNER_AUTH XP SCORE FILE
       one contribution to each member listed in FILE, 100 a request: XP xp, and SCORE in each
       of the entity's skills
@@ -101,11 +104,23 @@ def main():
         addr = "0x" + os.urandom(20).hex()
         force_add(api, eid, auth, [addr])
         skills = api.call("GET", "/api/skills?entityID=%s&%s" % (eid, auth))["data"]["skills"]
-        for i, s in enumerate(skills):
+        for i, s in enumerate(x for x in skills if x.get("parentId") is None):
             api.call("POST", "/api/entities/%s/contributions?%s" % (eid, auth),
                      {"member": addr, "skills": [{"skillId": s["id"], "score": 1}],
                       "title": "memory award %d" % i}, want=201)
         print(addr)
+    elif cmd == "chain" and len(args) == 5:
+        base, eid, auth, parent, depth = args
+        api = Api(base)
+        ids = []
+        for i in range(int(depth)):
+            doc = api.call("POST", "/api/skills?%s" % auth,
+                           {"entityID": eid, "name": "bench depth %d" % (i + 1),
+                            "description": "", "parentId": ids[-1] if ids else parent}, want=201)
+            if doc["data"].get("depth") != i + 1:
+                die("chain: skill %d made at depth %s" % (i + 1, doc["data"].get("depth")))
+            ids.append(doc["data"]["id"])
+        print("\n".join(ids))
     elif cmd == "xp" and len(args) == 6:
         base, eid, auth, xp, score, path = args
         api = Api(base)
