@@ -245,6 +245,9 @@ end
 -- its reachedAt field is "r:" .. that column, so the fields an earlier level of the same id
 -- left in members' prog hashes are never read again (ids hold no ':'; the API's level id is the
 -- column up to its first ':').
+-- A template where some skill has a parent begins with the line "T" (a tree): the readers
+-- that roll scores up into totals (tpl_totals, resources/progress_totals.c) find out from its
+-- first two bytes whether to cut the S lines at all; a flat list's total is its own score.
 -- skills (optional): skills_preorder(skill_order), when the caller has it already.
 local function progtpl_build(skill_order, level_order, gen_key, skills)
   local lines, gens = {}, {}
@@ -252,9 +255,12 @@ local function progtpl_build(skill_order, level_order, gen_key, skills)
     local flat = redis.call('HGETALL', gen_key)
     for i = 1, #flat, 2 do gens[flat[i]] = flat[i + 1] end
   end
+  local nested = false
   for _, n in ipairs(skills or skills_preorder(skill_order)) do
     lines[#lines + 1] = 'S\t' .. n.s.id .. '\t' .. jstr(n.s.name) .. '\t' .. (n.parent or '')
+    nested = nested or n.parent ~= nil
   end
+  if nested then table.insert(lines, 1, 'T') end
   local levels, place, requiring = {}, {}, false
   for i, text in ipairs(redis.call('ZRANGE', level_order, 0, -1)) do
     local l = cjson.decode(text)
@@ -284,6 +290,37 @@ local function progtpl_build(skill_order, level_order, gen_key, skills)
   end
   if requiring then lines[#lines + 1] = 'R' end
   return table.concat(lines, '\n')
+end
+
+-- A tree template's parents (progtpl_build): skill id -> its parent's id, false for a root; nil
+-- for a flat template (no line "T"), where every total is the skill's own score.
+local function tpl_parents(tpl)
+  if string.sub(tpl, 1, 2) ~= 'T\n' then return nil end
+  local parents = {}
+  for id, parent in string.gmatch(tpl, '\nS\t([^\t\n]*)\t[^\t\n]*\t([^\t\n]*)') do
+    parents[id] = parent ~= '' and parent
+  end
+  return parents
+end
+
+-- The totals of the skills of a tree (tpl_parents) from a prog hash's fields as a table (field
+-- -> value): each skill's own "s:<id>" score added to it and to every skill above it, so the
+-- total of a skill is its own score plus its children's totals. A score of a skill no longer
+-- in the tree (deleted) counts nowhere; the walk up is bounded (depth at most 8).
+local function tpl_totals(parents, have)
+  local totals = {}
+  for f, v in pairs(have) do
+    if string.sub(f, 1, 2) == 's:' then
+      local id = string.sub(f, 3)
+      local score = parents[id] ~= nil and tonumber(v) or 0
+      for _ = 1, 16 do
+        if not id or score == 0 then break end
+        totals[id] = (totals[id] or 0) + score
+        id = parents[id]
+      end
+    end
+  end
+  return totals
 end
 
 -- Renders the skill tree fragment '"skills":[…],"levels":[…]' from the order sets (Skill and
