@@ -246,7 +246,7 @@ end
 -- left in members' prog hashes are never read again (ids hold no ':'; the API's level id is the
 -- column up to its first ':').
 -- A template where some skill has a parent begins with the line "T" (a tree): the readers
--- that roll scores up into totals (tpl_totals, resources/progress_totals.c) find out from its
+-- that roll scores up into totals (tpl_tree, resources/progress_totals.c) find out from its
 -- first two bytes whether to cut the S lines at all; a flat list's total is its own score.
 -- skills (optional): skills_preorder(skill_order), when the caller has it already.
 local function progtpl_build(skill_order, level_order, gen_key, skills)
@@ -292,32 +292,62 @@ local function progtpl_build(skill_order, level_order, gen_key, skills)
   return table.concat(lines, '\n')
 end
 
--- A tree template's parents (progtpl_build): skill id -> its parent's id, false for a root; nil
--- for a flat template (no line "T"), where every total is the skill's own score.
-local function tpl_parents(tpl)
+-- A tree template (progtpl_build) for tpl_totals: nil for a flat one (no line "T"), where
+-- every total is the skill's own score. Skills' parents are looked up as needed and kept
+-- (up: id -> parent id, '' for a root, false when not in the tree), so a call judging many
+-- members finds each line once.
+local function tpl_tree(tpl)
   if string.sub(tpl, 1, 2) ~= 'T\n' then return nil end
-  local parents = {}
-  for id, parent in string.gmatch(tpl, '\nS\t([^\t\n]*)\t[^\t\n]*\t([^\t\n]*)') do
-    parents[id] = parent ~= '' and parent
-  end
-  return parents
+  return {tpl = tpl, up = {}, whole = false}
 end
 
--- The totals of the skills of a tree (tpl_parents) from a prog hash's fields as a table (field
--- -> value): each skill's own "s:<id>" score added to it and to every skill above it, so the
--- total of a skill is its own score plus its children's totals. A score of a skill no longer
--- in the tree (deleted) counts nowhere; the walk up is bounded (depth at most 8).
-local function tpl_totals(parents, have)
+-- The parent of skill id in a tree (tpl_tree): its id, '' for a root, false when the skill is
+-- not in the tree (deleted). One plain search for its S line, "S<TAB>id<TAB>name<TAB>parent"
+-- (a name is a JSON string: no raw tab).
+local function tpl_parent(tree, id)
+  local p = tree.up[id]
+  if p == nil and not tree.whole then
+    local tpl = tree.tpl
+    local at = string.find(tpl, '\nS\t' .. id .. '\t', 1, true)
+    p = false
+    if at then
+      local t = string.find(tpl, '\t', at + #id + 4, true)
+      local eol = string.find(tpl, '\n', at + 1, true) or #tpl + 1
+      if t and t < eol then p = string.sub(tpl, t + 1, eol - 1) end
+    end
+    tree.up[id] = p
+  end
+  return p or false
+end
+
+-- A member's totals in a tree (tpl_tree) from its prog hash's fields as a table (field ->
+-- value): each own "s:<id>" score added to its skill and to every skill above it, so a
+-- skill's total is its own score plus its children's totals. A score of a skill no longer in
+-- the tree (deleted) counts nowhere; the walk up is bounded (depth is at most 8). A member
+-- with many scored skills has the whole tree cut at once (one gmatch) rather than a search
+-- each.
+local TPL_SEARCHES_MAX = 32
+local function tpl_totals(tree, have)
+  local scored = {}
+  for f in pairs(have) do
+    if string.sub(f, 1, 2) == 's:' then scored[#scored + 1] = f end
+  end
+  if #scored > TPL_SEARCHES_MAX and not tree.whole then
+    local up = {}
+    for id, parent in string.gmatch(tree.tpl, '\nS\t([^\t\n]*)\t[^\t\n]*\t([^\t\n]*)') do
+      up[id] = parent
+    end
+    tree.up, tree.whole = up, true
+  end
   local totals = {}
-  for f, v in pairs(have) do
-    if string.sub(f, 1, 2) == 's:' then
-      local id = string.sub(f, 3)
-      local score = parents[id] ~= nil and tonumber(v) or 0
-      for _ = 1, 16 do
-        if not id or score == 0 then break end
-        totals[id] = (totals[id] or 0) + score
-        id = parents[id]
-      end
+  for _, f in ipairs(scored) do
+    local id, score = string.sub(f, 3), tonumber(have[f]) or 0
+    local p = score ~= 0 and tpl_parent(tree, id)
+    for _ = 1, 16 do
+      if not p then break end
+      totals[id] = (totals[id] or 0) + score
+      if p == '' then break end
+      id, p = p, tpl_parent(tree, p)
     end
   end
   return totals

@@ -83,7 +83,7 @@ end
 -- cut by plain searches: a pattern tried at every byte of the template (kilobytes: every level
 -- lists its skills) cost an award about 6% more in Redis. any_requires: some level requires
 -- others (then judge_levels judges in passes). tree: the skills' parents where some skill has
--- one (tpl_parents; nil for a flat list), cut only once a level's thresholds are judged.
+-- one (tpl_tree; false for a flat list), made only once a level's thresholds are judged.
 local all_levels, any_requires, tpl_text, tree
 local function levels_of_template()
   if all_levels then return all_levels end
@@ -189,7 +189,7 @@ local function judge_levels(pk, m, xp)
   -- A threshold is met by the member's total in the skill (CONTRACT section 15), rolled up
   -- from the own scores over the current tree, so a moved branch or a deleted leaf counts at
   -- once. In a flat list a total is the own score: no tree is cut.
-  if tree == nil then tree = tpl_parents(tpl_text) or false end
+  if tree == nil then tree = tpl_tree(tpl_text) or false end
   local totals = tree and tpl_totals(tree, have)
   -- A level that requires others is reached once each of them is recorded reached, before or
   -- by this award: the open levels are judged again after a pass that reached one, so that
