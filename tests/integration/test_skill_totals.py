@@ -21,10 +21,10 @@ class SkillTotalsTest(ProgressionBase):
     # the skill side's set-up and helpers (its tests stay in its own file: the class is not
     # imported by name, so this module's loader never finds it)
     setUpClass = tree.SkillTreeTest.__dict__['setUpClass']
-    new, move, delete, events_of, owner_entity, make_earlier_release = (
-        tree.SkillTreeTest.new, tree.SkillTreeTest.move, tree.SkillTreeTest.delete,
-        tree.SkillTreeTest.events_of, tree.SkillTreeTest.owner_entity,
-        tree.SkillTreeTest.make_earlier_release)
+    new, many, move, delete, events_of, owner_entity, make_earlier_release = (
+        tree.SkillTreeTest.new, tree.SkillTreeTest.many, tree.SkillTreeTest.move,
+        tree.SkillTreeTest.delete, tree.SkillTreeTest.events_of,
+        tree.SkillTreeTest.owner_entity, tree.SkillTreeTest.make_earlier_release)
 
     def items(self, p):
         """progress skills as [(id, score, total)], in their order."""
@@ -81,6 +81,28 @@ class SkillTotalsTest(ProgressionBase):
         self.assertTrue(text(self.r.cli('HGET', 'ent:{%s}' % eid, 'progtpl')).startswith('T\n'))
         self.assertEqual(text(self.r.cli('HGET', 'ent:{%s}:prog:%s' % (eid, m), 's:' + root)),
                          '5')
+
+    def test_member_with_many_scored_skills(self):
+        # Past 32 scored skills the award cuts the whole tree at once rather than search each
+        # skill's line: the same totals either way.
+        owner, eid, m, _ = self.setup()
+        root = self.new(owner, eid, 'Root')['id']
+        mid = self.new(owner, eid, 'Mid', parent=root)['id']
+        st, _, body = self.many(owner, eid, ['Kid %d' % i for i in range(40)], [mid] * 40)
+        self.assertEqual(st, 201, body)
+        kids = [s['id'] for s in body['data']]
+        self.assertOk(self.put_level(owner, eid, 'forty', [root, mid], [40, 40]), 201)
+        self.award_ok(owner, eid, self.contrib(m, kids[:20], [1] * 20))
+        self.award_ok(owner, eid, self.contrib(m, kids[20:39], [1] * 19))
+        p = self.prog(owner, eid, m)
+        self.assertEqual(self.missing(p, 'forty'), [(root, 40, 39), (mid, 40, 39)])
+        self.assertEqual(self.reached_of(owner, eid), [])
+        self.award_ok(owner, eid, self.contrib(m, [kids[39]], [1]))
+        p = self.prog(owner, eid, m)
+        self.assertEqual(self.items(p)[:3], [(root, 0, 40), (mid, 0, 40), (kids[0], 1, 1)])
+        self.assertEqual(len(p['skills']), 42)
+        self.assertIsNotNone(self.level_of(p, 'forty')['reachedAt'])
+        self.assertEqual(self.reached_of(owner, eid), ['forty'])
 
     def test_branch_moved_changes_progress_and_judgement_at_once(self):
         owner, eid, m, _ = self.setup()
