@@ -7,10 +7,11 @@ before, each total its own score."""
 
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from test_progression import ProgressionBase  # noqa: E402
+from test_progression import Api, ProgressionBase  # noqa: E402
 import test_skill_tree as tree  # noqa: E402
 from test_skill_tree import DEPTH_MAX, text  # noqa: E402
 
@@ -205,6 +206,54 @@ class SkillTotalsTest(ProgressionBase):
         self.assertEqual(self.items(p), [(a, 2, 2), (b, 1, 1)])
         self.assertTrue(self.level_of(p, 'gold')['reached'])
         self.assertEqual(self.reached_of(owner, eid), ['gold'])
+
+
+class TreeRoundTripTest(ProgressionBase):
+    """Progress of a member in a tree is still one round trip to Redis (CONTRACT section 15):
+    with every Redis reply held by the RESP proxy, the read takes one delay, not two. The read
+    cache is off here (an answer from it takes none)."""
+
+    def test_progress_of_a_tree_one_round_trip(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))), 'adversary'))
+        from harness import FaultProxy
+        self.pool = harness.Wallet.random(4)
+        r = self.redis()
+        p = FaultProxy(r.port).start()
+        self.addCleanup(p.stop)
+        svc = self.entityd(redis=r, env={'REDIS_TIMEOUT_MS': '5000', 'READ_CACHE_MB': '0',
+                                         'REDIS_URL': 'redis://127.0.0.1:%d/0' % p.port})
+        self.api = Api(svc.port)
+        owner, member = self.wallets(2)
+        eid = self.create_entity(owner)
+        self.add_members(owner, eid, member.address)
+        chain = [self.add_skill(owner, eid, 'Root')]
+        for d in range(1, DEPTH_MAX + 1):
+            body = {'name': 'D%d' % d, 'description': '', 'entityID': eid, 'parentId': chain[-1]}
+            chain.append(self.assertOk(self.api.req('POST', '/api/skills?' + self.api.auth(owner),
+                                                    body), 201)['data']['id'])
+        self.assertOk(self.put_level(owner, eid, 'L', [chain[0]], [3]), 201)
+        self.award_ok(owner, eid, self.contrib(member.address, [chain[-1], chain[4]], [2, 1]))
+        base = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            self.prog(owner, eid, member.address)
+            base.append(time.monotonic() - t0)
+        # One round trip takes `delay`, two take twice it: the bound tells them apart with
+        # `delay` to spare for a loaded machine.
+        delay = 1.0
+        p.delay(int(delay * 1000))
+        try:
+            t0 = time.monotonic()
+            got = self.prog(owner, eid, member.address)
+            took = time.monotonic() - t0
+        finally:
+            p.release()
+        self.assertEqual((got['skills'][0]['total'], got['levels'][0]['reached']), (3, True))
+        self.assertGreaterEqual(took, delay * 0.9, 'the delay did not apply')
+        self.assertLess(took, 2 * delay + min(base) * 2,
+                        'progress took %.3fs with replies held %.1fs: more than one round trip '
+                        '(base %.3fs)' % (took, delay, min(base)))
 
 
 if __name__ == '__main__':
