@@ -50,7 +50,10 @@
  *                                     "r:<lvID>" -> reachedAt (ms since epoch), never deleted
  *                                     ("r:<lvID>:<generation>" for a level id deleted before:
  *                                     levels:gen). Kept when the member is removed; the scores
- *                                     of a deleted skill stay, never read again
+ *                                     of a deleted skill stay, never read again. The scores are
+ *                                     the member's own: progress and level judgement roll them
+ *                                     up the template's current tree into totals each time
+ *                                     (_prelude.lua tpl_totals, resources/progress_totals.c)
  *   ent:{c-…}:levels:gen      hash    level id -> how many times a level of that id was deleted
  *                                     (level_delete.lua): the generation naming the reachedAt
  *                                     fields of the level now under that id (_prelude.lua,

@@ -10,6 +10,7 @@
 #include "resources/entity.h"
 #include "resources/handlers.h"
 #include "resources/progress.h"
+#include "resources/progress_totals.h"
 #include "resources/reads.h"
 #include "crypto/hex.h"
 #include "core/ids.h"
@@ -143,10 +144,12 @@ static int64_t parse_int(const char *s, size_t n)
     return neg ? -v : v;
 }
 
-/* A member's prog hash (keys.h): xp, "s:<skill id>" scores, "r:<level id>" reachedAt. */
+/* A member's prog hash (keys.h): xp, "s:<skill id>" scores, "r:<level id>" reachedAt; and its
+ * totals where the template has a tree (NULL for a flat list: each total is the own score). */
 typedef struct prog_view {
     const redisReply *flat;
     int64_t xp;
+    const skill_totals *tree;
 } prog_view;
 
 /* The value of field "<kind>:<id>" in the prog hash, and whether it is there. */
@@ -164,6 +167,29 @@ static bool prog_get(const prog_view *p, char kind, const char *id, size_t idlen
     return false;
 }
 
+/* The member's total in skill id: what a level's threshold is met by (CONTRACT §15). */
+static int64_t prog_total(const prog_view *p, slice id)
+{
+    if (p->tree)
+        return progress_total_of(p->tree, id);
+    int64_t own;
+    prog_get(p, 's', id.s, id.len, &own);
+    return own;
+}
+
+static void append_skill(buf *b, slice id, slice name, int64_t score, int64_t total, bool first)
+{
+    buf_append_str(b, first ? "{\"skillId\":\"" : ",{\"skillId\":\"");
+    buf_append(b, id.s, id.len);
+    buf_append_str(b, "\",\"name\":");
+    buf_append(b, name.s, name.len); /* a JSON string as stored */
+    buf_append_str(b, ",\"score\":");
+    reads_append_int(b, score);
+    buf_append_str(b, ",\"total\":");
+    reads_append_int(b, total);
+    buf_append(b, "}", 1);
+}
+
 slice progress_next_field(slice *rest, char sep)
 {
     const char *at = memchr(rest->s, sep, rest->len);
@@ -174,10 +200,21 @@ slice progress_next_field(slice *rest, char sep)
     return out;
 }
 
-/* The skills part: the member's skills with a score above 0, in skill order, with names. */
+/* The skills part: the member's skills with a total above 0, in skill order (pre-order), with
+ * names, own scores and totals. */
 static void render_skill_lines(buf *b, slice tpl, const prog_view *p)
 {
     bool first = true;
+    if (p->tree) {
+        for (size_t i = 0; i < p->tree->n; i++) {
+            const tree_skill *sk = &p->tree->skills[i];
+            if (sk->total <= 0 || !sk->name.len)
+                continue;
+            append_skill(b, sk->id, sk->name, sk->own, sk->total, first);
+            first = false;
+        }
+        return;
+    }
     while (tpl.len) {
         slice line = progress_next_field(&tpl, '\n');
         if (line.len < 2 || line.s[0] != 'S' || line.s[1] != '\t')
@@ -188,13 +225,7 @@ static void render_skill_lines(buf *b, slice tpl, const prog_view *p)
         int64_t score;
         if (!prog_get(p, 's', id.s, id.len, &score) || score <= 0 || !name.len)
             continue;
-        buf_append_str(b, first ? "{\"skillId\":\"" : ",{\"skillId\":\"");
-        buf_append(b, id.s, id.len);
-        buf_append_str(b, "\",\"name\":");
-        buf_append(b, name.s, name.len); /* a JSON string as stored */
-        buf_append_str(b, ",\"score\":");
-        reads_append_int(b, score);
-        buf_append(b, "}", 1);
+        append_skill(b, id, name, score, score, first); /* flat: the total is the score */
         first = false;
     }
 }
@@ -237,9 +268,7 @@ static bool level_judge_own(slice line, const level_line *lv, const prog_view *p
     bool ok = lv->xp <= p->xp;
     for (slice n = lv->need; ok && n.len;) {
         slice sid = progress_next_field(&n, ' '), sc = progress_next_field(&n, ' ');
-        int64_t have;
-        prog_get(p, 's', sid.s, sid.len, &have);
-        ok = !sid.len || have >= parse_int(sc.s, sc.len);
+        ok = !sid.len || prog_total(p, sid) >= parse_int(sc.s, sc.len);
     }
     int64_t at_ms, ends_ms;
     bool at = prog_get(p, 'r', lv->col.s, lv->col.len, &at_ms);
@@ -355,8 +384,7 @@ static bool render_level_lines(request *req, buf *b, slice tpl, const prog_view 
         bool first_missing = true;
         for (slice need = l->need; need.len;) {
             slice sid = progress_next_field(&need, ' '), sc = progress_next_field(&need, ' ');
-            int64_t want = parse_int(sc.s, sc.len), have;
-            prog_get(p, 's', sid.s, sid.len, &have);
+            int64_t want = parse_int(sc.s, sc.len), have = prog_total(p, sid);
             if (!sid.len || have >= want)
                 continue;
             buf_append_str(b, first_missing ? "{\"skillId\":\"" : ",{\"skillId\":\"");
@@ -401,7 +429,7 @@ static void on_progress(void *data, int status, redisReply *r)
         request_reply_parts(req, 200, &part, 1);
         return;
     }
-    prog_view p = {prog, 0};
+    prog_view p = {prog, 0, NULL};
     for (size_t i = 0; i + 1 < prog->elements; i += 2) {
         const redisReply *k = prog->element[i], *v = prog->element[i + 1];
         if (k->type == REDIS_REPLY_STRING && k->len == 2 && !memcmp(k->str, "xp", 2) &&
@@ -411,6 +439,14 @@ static void on_progress(void *data, int status, redisReply *r)
     if (p.xp < 0)
         p.xp = 0;
     slice t = {tpl->str, tpl->len}, top;
+    skill_totals totals;
+    if (progress_tpl_nested(t)) {
+        if (!progress_totals_build(&req->pool, t, prog, &totals)) {
+            request_fail_internal(req, "out of memory");
+            return;
+        }
+        p.tree = &totals;
+    }
     buf *b = respond_scratch();
     buf_append_str(b, "{\"success\":true,\"data\":{\"member\":\"");
     buf_append(b, m->addr, strlen(m->addr));

@@ -22,6 +22,7 @@ import test_level_requires  # noqa: E402
 import test_progress_read  # noqa: E402
 import test_progression  # noqa: E402
 import test_session_use  # noqa: E402
+import test_skill_totals  # noqa: E402
 import test_skill_tree  # noqa: E402
 import test_skills  # noqa: E402
 import test_sweep  # noqa: E402
@@ -68,6 +69,10 @@ class ClusterSkillTreeTest(OnCluster, test_skill_tree.SkillTreeTest):
 
 
 class ClusterLevelRequiresTest(OnCluster, test_level_requires.LevelRequiresTest):
+    pass
+
+
+class ClusterSkillTotalsTest(OnCluster, test_skill_totals.SkillTotalsTest):
     pass
 
 

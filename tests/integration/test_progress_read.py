@@ -135,7 +135,7 @@ class ProgressReadTest(harness.ServiceTestCase):
         self.assertEqual(d['member'], self.addr['m1'])
         self.assertEqual(d['xp'], 50)
         self.assertEqual(d['rank'], 1)
-        self.assertEqual(d['skills'], [{'skillId': a, 'name': 'Rust', 'score': 5}])
+        self.assertEqual(d['skills'], [{'skillId': a, 'name': 'Rust', 'score': 5, 'total': 5}])
         self.assertEqual([lv['id'] for lv in d['levels']], ['zero', 'also10', 'one', 'two'])
         by = {lv['id']: lv for lv in d['levels']}
         self.assertEqual(by['zero'], {'id': 'zero', 'name': 'Level zero', 'XP': 0,

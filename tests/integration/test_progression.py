@@ -336,8 +336,8 @@ class ProgressionTest(ProgressionBase):
         self.assertEqual((p['member'], p['xp'], p['rank'], p['levels'], p['level']),
                          (m, 8, 1, [], None))
         self.assertEqual(sorted(p['skills'], key=lambda s: s['skillId']),
-                         sorted([{'skillId': s1, 'name': 'Skill 0', 'score': 5},
-                                 {'skillId': s2, 'name': 'Skill 1', 'score': 3}],
+                         sorted([{'skillId': s1, 'name': 'Skill 0', 'score': 5, 'total': 5},
+                                 {'skillId': s2, 'name': 'Skill 1', 'score': 3, 'total': 3}],
                                 key=lambda s: s['skillId']))
         # xp explicit (0 with skills), xp only, an empty url, the maximum values
         time.sleep(0.003)  # newest first is by the millisecond

@@ -191,8 +191,12 @@ class SkillTreeTest(ProgressionBase):
         self.award_ok(owner, eid, self.contrib(member.address, [r3, g1, r1, g2],
                                                [1, 2, 3, 4]))
         p = self.prog(owner, eid, member.address)
-        self.assertEqual([(s['skillId'], s['name'], s['score']) for s in p['skills']],
-                         [(r1, 'r1', 3), (g2, 'g2', 4), (g1, 'g1', 2), (r3, 'r3', 1)])
+        # (each skill with a total above 0: its own score and its branch's, CONTRACT section 15)
+        self.assertEqual([(s['skillId'], s['name'], s['score'], s['total'])
+                          for s in p['skills']],
+                         [(r1, 'r1', 3, 7), (c2, 'c2', 0, 4), (g2, 'g2', 4, 4),
+                          (r2, 'r2', 0, 2), (c1, 'c1', 0, 2), (g1, 'g1', 2, 2),
+                          (r3, 'r3', 1, 1)])
 
     # --- moving ---
 

@@ -415,7 +415,8 @@ class TendTest(harness.ServiceTestCase):
                          [(a, 'Rust lang'), (b, 'Design')])
         self.assertEqual(tree['skills'][0], s)
         d = self.assertOk(self.progress(eid, 'm1'))['data']
-        self.assertEqual(d['skills'], [{'skillId': a, 'name': 'Rust lang', 'score': 3}])
+        self.assertEqual(d['skills'],
+                         [{'skillId': a, 'name': 'Rust lang', 'score': 3, 'total': 3}])
         self.skills(eid, 'rust')  # the old name, free
         # Description alone keeps the name.
         s = self.assertOk(self.update_skill(eid, a, {'description': 'x'}))['data']

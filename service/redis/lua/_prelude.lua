@@ -245,6 +245,9 @@ end
 -- its reachedAt field is "r:" .. that column, so the fields an earlier level of the same id
 -- left in members' prog hashes are never read again (ids hold no ':'; the API's level id is the
 -- column up to its first ':').
+-- A template where some skill has a parent begins with the line "T" (a tree): the readers
+-- that roll scores up into totals (tpl_tree, resources/progress_totals.c) find out from its
+-- first two bytes whether to cut the S lines at all; a flat list's total is its own score.
 -- skills (optional): skills_preorder(skill_order), when the caller has it already.
 local function progtpl_build(skill_order, level_order, gen_key, skills)
   local lines, gens = {}, {}
@@ -252,9 +255,12 @@ local function progtpl_build(skill_order, level_order, gen_key, skills)
     local flat = redis.call('HGETALL', gen_key)
     for i = 1, #flat, 2 do gens[flat[i]] = flat[i + 1] end
   end
+  local nested = false
   for _, n in ipairs(skills or skills_preorder(skill_order)) do
     lines[#lines + 1] = 'S\t' .. n.s.id .. '\t' .. jstr(n.s.name) .. '\t' .. (n.parent or '')
+    nested = nested or n.parent ~= nil
   end
+  if nested then table.insert(lines, 1, 'T') end
   local levels, place, requiring = {}, {}, false
   for i, text in ipairs(redis.call('ZRANGE', level_order, 0, -1)) do
     local l = cjson.decode(text)
@@ -284,6 +290,67 @@ local function progtpl_build(skill_order, level_order, gen_key, skills)
   end
   if requiring then lines[#lines + 1] = 'R' end
   return table.concat(lines, '\n')
+end
+
+-- A tree template (progtpl_build) for tpl_totals: nil for a flat one (no line "T"), where
+-- every total is the skill's own score. Skills' parents are looked up as needed and kept
+-- (up: id -> parent id, '' for a root, false when not in the tree), so a call judging many
+-- members finds each line once.
+local function tpl_tree(tpl)
+  if string.sub(tpl, 1, 2) ~= 'T\n' then return nil end
+  return {tpl = tpl, up = {}, whole = false}
+end
+
+-- The parent of skill id in a tree (tpl_tree): its id, '' for a root, false when the skill is
+-- not in the tree (deleted). One plain search for its S line, "S<TAB>id<TAB>name<TAB>parent"
+-- (a name is a JSON string: no raw tab).
+local function tpl_parent(tree, id)
+  local p = tree.up[id]
+  if p == nil and not tree.whole then
+    local tpl = tree.tpl
+    local at = string.find(tpl, '\nS\t' .. id .. '\t', 1, true)
+    p = false
+    if at then
+      local t = string.find(tpl, '\t', at + #id + 4, true)
+      local eol = string.find(tpl, '\n', at + 1, true) or #tpl + 1
+      if t and t < eol then p = string.sub(tpl, t + 1, eol - 1) end
+    end
+    tree.up[id] = p
+  end
+  return p or false
+end
+
+-- A member's totals in a tree (tpl_tree) from its prog hash's fields as a table (field ->
+-- value): each own "s:<id>" score added to its skill and to every skill above it, so a
+-- skill's total is its own score plus its children's totals. A score of a skill no longer in
+-- the tree (deleted) counts nowhere; the walk up is bounded (depth is at most 8). A member
+-- with many scored skills has the whole tree cut at once (one gmatch) rather than a search
+-- each.
+local TPL_SEARCHES_MAX = 32
+local function tpl_totals(tree, have)
+  local scored = {}
+  for f in pairs(have) do
+    if string.sub(f, 1, 2) == 's:' then scored[#scored + 1] = f end
+  end
+  if #scored > TPL_SEARCHES_MAX and not tree.whole then
+    local up = {}
+    for id, parent in string.gmatch(tree.tpl, '\nS\t([^\t\n]*)\t[^\t\n]*\t([^\t\n]*)') do
+      up[id] = parent
+    end
+    tree.up, tree.whole = up, true
+  end
+  local totals = {}
+  for _, f in ipairs(scored) do
+    local id, score = string.sub(f, 3), tonumber(have[f]) or 0
+    local p = score ~= 0 and tpl_parent(tree, id)
+    for _ = 1, 16 do
+      if not p then break end
+      totals[id] = (totals[id] or 0) + score
+      if p == '' then break end
+      id, p = p, tpl_parent(tree, p)
+    end
+  end
+  return totals
 end
 
 -- Renders the skill tree fragment '"skills":[…],"levels":[…]' from the order sets (Skill and

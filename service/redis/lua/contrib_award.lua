@@ -82,11 +82,13 @@ end
 -- reachedAt field, the required levels' reachedAt fields (nil: none)}. The lines are found and
 -- cut by plain searches: a pattern tried at every byte of the template (kilobytes: every level
 -- lists its skills) cost an award about 6% more in Redis. any_requires: some level requires
--- others (then judge_levels judges in passes).
-local all_levels, any_requires
+-- others (then judge_levels judges in passes). tree: the skills' parents where some skill has
+-- one (tpl_tree; false for a flat list), made only once a level's thresholds are judged.
+local all_levels, any_requires, tpl_text, tree
 local function levels_of_template()
   if all_levels then return all_levels end
   local tpl = call('HGET', E, 'progtpl') or progtpl_build(KEYS[7], KEYS[8])
+  tpl_text = tpl
   all_levels = {}
   -- the last line "R": some level requires others (progtpl_build)
   local requiring = string.byte(tpl, -1) == 82 and string.byte(tpl, -2) == 10
@@ -184,6 +186,11 @@ local function judge_levels(pk, m, xp)
   local flat = call('HGETALL', pk)
   local have = {}
   for i = 1, #flat, 2 do have[flat[i]] = flat[i + 1] end
+  -- A threshold is met by the member's total in the skill (CONTRACT section 15), rolled up
+  -- from the own scores over the current tree, so a moved branch or a deleted leaf counts at
+  -- once. In a flat list a total is the own score: no tree is cut.
+  if tree == nil then tree = tpl_tree(tpl_text) or false end
+  local totals = tree and tpl_totals(tree, have)
   -- A level that requires others is reached once each of them is recorded reached, before or
   -- by this award: the open levels are judged again after a pass that reached one, so that
   -- prerequisites are recorded (and their events written) first, whatever their XP. Without
@@ -195,7 +202,8 @@ local function judge_levels(pk, m, xp)
       if not have[lv[6]] then
         local reached = true
         for sid, score in string.gmatch(lv[4], '(%S+) (%S+)') do
-          if tonumber(have['s:' .. sid] or '0') < tonumber(score) then
+          local got = totals and (totals[sid] or 0) or tonumber(have['s:' .. sid] or '0')
+          if got < tonumber(score) then
             reached = false
             break
           end
