@@ -65,7 +65,10 @@ LIMITS_OFF = {'RATE_WRITES_PER_MINUTE': '0', 'ENTITY_CREATE_PER_DAY': '0',
               'ERASE_POLL_MS': '3600000',
               # The same for the sweeper's idle look at the sweeps set: an instance still sweeps
               # what it removes itself (a removal kicks it). test_sweep.py sets its own.
-              'SWEEP_POLL_MS': '3600000'}
+              'SWEEP_POLL_MS': '3600000',
+              # And for the webhook engine's pass over the endpoint lists (every 10 s while none
+              # is listed): a new endpoint still kicks one. The webhook suites set their own.
+              'WEBHOOK_POLL_MS': '60000', 'WEBHOOK_LEASE_MS': '600000'}
 
 SANITIZER_MARKERS = ('ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:',
                      'ERROR: ThreadSanitizer', 'ERROR: UndefinedBehaviorSanitizer')
