@@ -46,7 +46,15 @@
  *   ent:{c-…}:contribs:of:<address>
  *                             zset    all scores 0; "<createdAt ms, 16 digits>:<contribution id>":
  *                                     newest first is ZREVRANGEBYLEX, the cursor the last entry
- *   ent:{c-…}:prog:<address>  hash    "xp" -> integer; "s:<skill id>" -> integer score;
+ *   ent:{c-…}:prog:<address>  hash    "xp" -> integer; "s:<skill id>" -> integer score (the
+ *                                     member's own, in that skill alone); "t:<skill id>" ->
+ *                                     integer total, what the skill's board lists the member
+ *                                     at, written once a skill below it (CONTRACT section 15)
+ *                                     gave the member a score: absent, the board lists the own
+ *                                     score, so a flat entity has none (_prelude.lua,
+ *                                     board_value; awards, revocations and board rebuilds keep
+ *                                     it and the board entry together; a removed member's is
+ *                                     set again from its own scores when it is added back);
  *                                     "r:<lvID>" -> reachedAt (ms since epoch), never deleted
  *                                     ("r:<lvID>:<generation>" for a level id deleted before:
  *                                     levels:gen). Kept when the member is removed; the scores
@@ -63,7 +71,9 @@
  *                                     them off: on this board tombstoned meanwhile (lb:xp:gone),
  *                                     every count subtracts those; a force-add lists it again
  *                                     with the values it has then
- *   ent:{c-…}:lb:s:<skill id> zset    the same board for one skill's scores; UNLINKed when the
+ *   ent:{c-…}:lb:s:<skill id> zset    the same board for one skill's totals (the own score
+ *                                     plus the totals of its children: the prog hash's
+ *                                     "t:<skill id>", else "s:<skill id>"); UNLINKed when the
  *                                     skill is deleted. A removed member's entries here wait for
  *                                     the sweeper untombstoned (lb:unswept): reads skip entries
  *                                     whose address is no member, and a walk's ranks come from

@@ -60,8 +60,13 @@ for _, by in ipairs(boards) do
         if not live[i] then
           off[#off + 1] = e
         else
-          local v = tonumber(redis.call('HGET', prog_key(E, addrs[i]),
-            by == 'xp' and 'xp' or 's:' .. by)) or 0
+          local v
+          if by == 'xp' then
+            v = tonumber(redis.call('HGET', prog_key(E, addrs[i]), 'xp')) or 0
+          else -- its total once a skill below gave it one (board_value)
+            local got = redis.call('HMGET', prog_key(E, addrs[i]), 't:' .. by, 's:' .. by)
+            v = tonumber(got[1] or got[2] or '0') or 0
+          end
           if v <= 0 or lb_member(v, addrs[i]) ~= e then off[#off + 1] = e end
         end
       end
@@ -91,11 +96,21 @@ if budget > 0 then
       done[#done + 1] = a
       if not live[i] then
         local flat = redis.call('HGETALL', prog_key(E, a))
+        -- a skill's entry is at its total once a skill below gave it one ("t:", board_value),
+        -- else at its own score: a "t:" field wins over the "s:" one, each skill taken once
+        local h, order = {}, {}
         for j = 1, #flat, 2 do
           local f = flat[j]
-          local v = string.sub(f, 1, 2) == 's:' and tonumber(flat[j + 1])
-          if v and v > 0 then
+          local kind = string.sub(f, 1, 2)
+          if kind == 't:' or kind == 's:' then
             local sid = string.sub(f, 3)
+            if h[sid] == nil then order[#order + 1] = sid end
+            if kind == 't:' or h[sid] == nil then h[sid] = flat[j + 1] end
+          end
+        end
+        for _, sid in ipairs(order) do
+          local v = tonumber(h[sid])
+          if v and v > 0 then
             if skill[sid] == nil then
               skill[sid] = redis.call('HEXISTS', E .. ':skills', sid) == 1
             end
