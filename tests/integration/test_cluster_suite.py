@@ -22,6 +22,7 @@ import test_level_requires  # noqa: E402
 import test_progress_read  # noqa: E402
 import test_progression  # noqa: E402
 import test_session_use  # noqa: E402
+import test_skill_boards  # noqa: E402
 import test_skill_tree  # noqa: E402
 import test_skills  # noqa: E402
 import test_sweep  # noqa: E402
@@ -64,6 +65,10 @@ class ClusterProgressionTest(OnCluster, test_progression.ProgressionTest):
 
 
 class ClusterSkillTreeTest(OnCluster, test_skill_tree.SkillTreeTest):
+    pass
+
+
+class ClusterSkillBoardsTest(OnCluster, test_skill_boards.SkillBoardsTest):
     pass
 
 
