@@ -112,6 +112,31 @@
  *                                     "(<address>!"; force_add.lua takes a re-added member's
  *                                     tombstones back by it. Unlinked by the sweeper once no
  *                                     tombstone of the entity is left (jobs/sweeper.h)
+ *   ent:{c-…}:lb:rebuild:boards
+ *                             set     skill ids whose boards are being rebuilt after a move or
+ *                                     a deletion in the skill tree changed their members' totals
+ *                                     (_prelude.lua, board_rebuild_start): their reads answer
+ *                                     "rebuilding":true (resources/leaderboard.c). The entity
+ *                                     hash's "lbRebuild" ("1") says the same to the writes, in
+ *                                     the read they make of its progtpl anyway
+ *   ent:{c-…}:lb:rebuild      hash    the rebuild's progress: cursor (the members hash's HSCAN
+ *                                     cursor, "0" again at each move), lease (the instance token
+ *                                     of its last step), leaseUntil (Redis ms); sweep_step.lua
+ *                                     takes steps, the last unlinks both keys
+ *   ent:{c-…}:lb:rebuild:boards
+ *                             set     skill ids whose boards are being rebuilt after a move or
+ *                                     a deletion in the skill tree changed their members' totals
+ *                                     (_prelude.lua, board_rebuild_start): their reads answer
+ *                                     "rebuilding":true (resources/leaderboard.c). The entity
+ *                                     hash's "lbRebuild" ("1") says the same to the writes, in
+ *                                     the read they make of its progtpl anyway. The handler of
+ *                                     the move lists the entity in the sweeps set after the
+ *                                     answer (not ahead: no write before the gate), and any read
+ *                                     of such a board lists it again (a crash in between)
+ *   ent:{c-…}:lb:rebuild      hash    the rebuild's progress: cursor (the members hash's HSCAN
+ *                                     cursor, "0" again at each move), lease (the instance token
+ *                                     of its last step), leaseUntil (Redis ms); sweep_step.lua
+ *                                     takes the steps, the last unlinks both keys
  *   ent:{c-…}:idem:<key>      string  "<request digest, 40 hex>\n<answer JSON>", EX 86400
  *   ent:{c-…}:events          stream  fields type, at (ISO ms), actor (address or ""), data (a
  *                                     JSON object as text); MAXLEN ~ EVENTS_MAX, and its
@@ -363,6 +388,12 @@ size_t keys_board_gone(char out[KEYS_BOARD_SIZE], const char *entity_id, const c
 /* The removed members whose skill board entries wait for the sweeper, "ent:{<entity
  * id>}:lb:unswept" (lua/_prelude.lua, unswept_key); its length. */
 size_t keys_unswept(char out[KEYS_ENTITY_SIZE], const char *entity_id);
+/* The skills whose boards are being rebuilt, "ent:{<entity id>}:lb:rebuild:boards"
+ * (lua/_prelude.lua, board_rebuild_start); its length. */
+size_t keys_board_rebuild(char out[KEYS_ENTITY_SIZE], const char *entity_id);
+/* The skills whose boards are being rebuilt, "ent:{<entity id>}:lb:rebuild:boards"
+ * (lua/_prelude.lua, board_rebuild_start); its length. */
+size_t keys_board_rebuild(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* The erasure record of an entity, "ent:{<entity id>}:erasure"; returns its length. */
 size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* The set of erasures not yet finished (one key, its own slot). */

@@ -496,12 +496,15 @@ end
 -- board_tree(tpl): the skill tree as the progression template's S lines give it
 -- (progtpl_build): {parent = id -> parent id, known = id -> true}, or nil when no skill has a
 -- parent (one search of the S lines: a root's line ends with its tab, a child's with its
--- parent's id), so that a flat entity parses nothing.
-local function board_tree(tpl)
-  if not tpl or string.sub(tpl, 1, 2) ~= 'S\t' then return nil end
+-- parent's id), so that a flat entity parses nothing. rebuilding: the entity's boards are
+-- being rebuilt (the entity hash's lbRebuild): then a flat tree is a tree too, as members may
+-- still hold "t:" fields of the tree before, which every write must move the boards by.
+local function board_tree(tpl, rebuilding)
+  if not tpl then tpl = '' end
   local stop = string.find(tpl, '\nL\t', 1, true)
+  if string.sub(tpl, 1, 2) ~= 'S\t' then stop = 0 end
   local sec = stop and string.sub(tpl, 1, stop) or (tpl .. '\n')
-  if not string.find(sec, '[^\t]\n') then return nil end
+  if not rebuilding and (stop == 0 or not string.find(sec, '[^\t]\n')) then return nil end
   local parent, known = {}, {}
   -- a name is a JSON string: its tabs are escaped, so the fields split at raw tabs
   for id, up in string.gmatch(sec, 'S\t([^\t\n]+)\t[^\t\n]*\t([^\t\n]*)\n') do
@@ -509,6 +512,24 @@ local function board_tree(tpl)
     if up ~= '' then parent[id] = up end
   end
   return {parent = parent, known = known}
+end
+
+-- The tree of an entity's writes other than the award (which reads the template itself): its
+-- template and whether a rebuild is under way, in one read.
+local function board_tree_read(entity)
+  local got = redis.call('HMGET', entity, 'progtpl', 'lbRebuild')
+  return board_tree(got[1] or nil, got[2] and true or false)
+end
+
+-- A move or a deletion changed the totals of the skills `ids` (keys.h: lb:rebuild): their
+-- boards are rebuilt from the members' own scores, by the sweeper's steps (sweep_step.lua),
+-- from the start of the members again if a rebuild was under way; until the last step their
+-- reads answer "rebuilding":true, and every write moves boards by the stored "t:" fields.
+local function board_rebuild_start(entity, ids)
+  if #ids == 0 then return end
+  redis.call('SADD', entity .. ':lb:rebuild:boards', unpack(ids))
+  redis.call('HSET', entity .. ':lb:rebuild', 'cursor', '0')
+  redis.call('HSET', entity, 'lbRebuild', '1')
 end
 
 -- The ancestors of a skill, nearest first (at most SKILL_DEPTH_MAX of them; the bound also

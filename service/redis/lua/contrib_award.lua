@@ -81,15 +81,20 @@ end
 -- The progression template (keys.h), read once a call: the levels, and the skill tree the
 -- boards roll totals up (board_tree: nil for a flat entity, which then moves one board a skill
 -- as it always did).
-local tpl_text, tree, tree_read
+-- The entity hash's lbRebuild comes in the same read: while boards are rebuilt, a flat tree
+-- is a tree too (board_tree).
+local tpl_text, tree, tree_read, rebuilding
 local function template()
-  if not tpl_text then tpl_text = call('HGET', E, 'progtpl') or progtpl_build(KEYS[7], KEYS[8]) end
+  if not tpl_text then
+    local got = call('HMGET', E, 'progtpl', 'lbRebuild')
+    tpl_text, rebuilding = got[1] or progtpl_build(KEYS[7], KEYS[8]), got[2] and true or false
+  end
   return tpl_text
 end
 local function board_tree_of()
   if not tree_read then
     tree_read = true
-    tree = board_tree(template())
+    tree = board_tree(template(), rebuilding)
   end
   return tree
 end

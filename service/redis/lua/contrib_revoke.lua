@@ -21,7 +21,7 @@ local c = cjson.decode(json)
 -- then); a deleted skill's score is left as it is, unread, and its board stays gone.
 local unlisted = redis.call('HEXISTS', E .. ':members', c.member) == 0
 if c.xp > 0 then prog_add(E, c.member, 'xp', 'xp', -c.xp, unlisted) end
-local tree = #c.skills > 0 and board_tree(redis.call('HGET', E, 'progtpl')) or nil
+local tree = #c.skills > 0 and board_tree_read(E) or nil
 local ups, seen = {}, {}
 for _, s in ipairs(c.skills) do
   if redis.call('HEXISTS', E .. ':skills', s.skillId) == 1 then

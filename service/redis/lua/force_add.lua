@@ -20,7 +20,7 @@ local tree, tree_read
 local function tree_of()
   if not tree_read then
     tree_read = true
-    tree = board_tree(redis.call('HGET', KEYS[1], 'progtpl'))
+    tree = board_tree_read(KEYS[1])
   end
   return tree
 end
