@@ -48,7 +48,8 @@ ADDRESS = re.compile(r'^0x[0-9a-f]{40}$')
 IDEM_TITLE = re.compile(r'^idem ([A-Za-z0-9_-]{1,64})(?: #(\d+))?$')
 ENTITY_PARTS = {'', 'owners', 'admins', 'members', 'members:order', 'skills', 'skills:order',
                 'skills:names', 'levels', 'levels:order', 'levels:gen', 'contribs', 'lb:xp',
-                'events', 'erasure', 'lb:xp:gone', 'sweep', 'lb:tombstoned', 'lb:unswept'}
+                'events', 'erasure', 'lb:xp:gone', 'sweep', 'lb:tombstoned', 'lb:unswept',
+                'lb:rebuild', 'lb:rebuild:boards'}
 ENTITY_PREFIXES = ('contribs:of:', 'prog:', 'lb:s:', 'idem:', 'awards:')
 
 

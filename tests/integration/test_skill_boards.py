@@ -3,25 +3,34 @@ member's total (own score plus the totals of the skill's children). An award to 
 the member on the board of that skill and of every ancestor, in one write; a revocation takes
 its scores back from every total; totals stay at most 2^53 - 1 (409 as for scores); removals,
 the sweeper and force-add find and move the same entries; a flat entity writes no totals.
+Moving a branch, or deleting a leaf with scores, rebuilds the boards above the old and the new
+place in the background (the sweeper's steps, under a lease in Redis), and those boards answer
+"rebuilding":true until exact; awards landing meanwhile leave no total off once it ends; a
+rebuild whose instance is killed (SIGKILL) half-way is finished by another instance.
 Every board is checked against totals recomputed from the own scores (the contributions) and
 the tree, through the API and over every key (invariants.py)."""
 
 import os
 import random
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from invariants import check_invariants  # noqa: E402
 from test_progression import Api, ProgressionBase  # noqa: E402
 
-WALLETS = 40
+WALLETS = 60
 DEPTH_MAX = 8
 MAX_VALUE = 2 ** 53 - 1
 
 
 def text(v):
     return v.decode() if isinstance(v, bytes) else v
+
+
+def rand_addr():
+    return '0x' + os.urandom(20).hex()
 
 
 class SkillBoardsBase(ProgressionBase):
@@ -88,6 +97,30 @@ class SkillBoardsBase(ProgressionBase):
         self.assertEqual(self.board_problems(w, eid, members), [])
         self.assertEqual(check_invariants(self.r), [])
 
+    def rebuilding(self, eid):
+        return sorted(text(x) for x in
+                      self.r.cli('SMEMBERS', 'ent:{%s}:lb:rebuild:boards' % eid) or [])
+
+    def wait_rebuilt(self, eid, timeout=90):
+        harness.wait_for(lambda: not self.r.cli('EXISTS', 'ent:{%s}:lb:rebuild:boards' % eid)
+                         and not self.r.cli('EXISTS', 'ent:{%s}:lb:rebuild' % eid),
+                         harness.scaled(timeout), interval=0.05,
+                         what='the boards of %s rebuilt' % eid)
+
+    def sweeper(self, **env):
+        """An instance whose sweeper looks for work often (the class's is held off)."""
+        e = {'SWEEP_POLL_MS': '50'}
+        e.update(env)
+        return self.entityd(redis=self.r, env=e)
+
+    def move(self, w, eid, sid, parent, api=None):
+        api = api or self.api
+        return self.assertOk(api.req('POST', '/api/entities/%s/skills/%s/update?%s' %
+                                     (eid, sid, api.auth(w)), {'parentId': parent}))['data']
+
+    def page(self, w, eid, by):
+        return self.assertOk(self.api.leaderboard(w, eid, by))
+
     def prog_fields(self, eid, addr):
         flat = self.r.cli('HGETALL', 'ent:{%s}:prog:%s' % (eid, addr)) or []
         return {text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat), 2)}
@@ -100,7 +133,8 @@ class SkillBoardsTest(SkillBoardsBase):
     def setUpClass(cls):
         cls.pool = harness.Wallet.random(WALLETS)
         cls.r = cls.class_redis()
-        cls.svc = cls.class_entityd(redis=cls.r, env={'SWEEP_POLL_MS': '50'})
+        # its sweeper held off: a rebuild waits for the instances a test starts (sweeper())
+        cls.svc = cls.class_entityd(redis=cls.r, env={'SWEEP_PAUSED': 'true'})
         cls.api = Api(cls.svc.port)
 
     def entity_with_members(self, n):
@@ -212,6 +246,7 @@ class SkillBoardsTest(SkillBoardsBase):
         self.assertOk(self.api.req('POST', '/api/entities/%s/members/remove?%s' %
                                    (eid, self.api.auth(owner)), {'addresses': [a]}))
         self.assertEqual(self.board_map(owner, eid, chain[0]), {b: 3, c: 1})
+        self.sweeper()
         harness.wait_for(lambda: not self.r.cli('SMEMBERS', 'ent:{%s}:lb:unswept' % eid),
                          harness.scaled(30), what='the sweep')
         for sid in chain:
@@ -249,6 +284,141 @@ class SkillBoardsTest(SkillBoardsBase):
         self.assertEqual((f.get('s:' + s1), f.get('t:' + s1), f.get('t:' + leaf)),
                          ('3', '5', None))
         self.assertBoardsExact(owner, eid, ms)
+
+    # --- moves and deletions: the rebuild ---
+
+    def test_move_answers_rebuilding_until_exact(self):
+        owner, eid, ms = self.entity_with_members(4)
+        eng = self.new_skill(owner, eid, 'Engineering')
+        back = self.new_skill(owner, eid, 'Backend', parent=eng)
+        rust = self.new_skill(owner, eid, 'Rust', parent=back)
+        deep = self.new_skill(owner, eid, 'Tokio', parent=rust)
+        ops = self.new_skill(owner, eid, 'Operations')
+        self.award_ok(owner, eid, {'contributions': [
+            self.contrib(ms[0], [deep], [5]), self.contrib(ms[1], [rust, back], [3, 1]),
+            self.contrib(ms[2], [eng], [2]), self.contrib(ms[3], [ops], [4])]})
+        for by in (eng, back, rust, ops):
+            self.assertNotIn('rebuilding', self.page(owner, eid, by))
+        self.move(owner, eid, rust, ops)
+        self.assertEqual(self.rebuilding(eid), sorted([eng, back, ops]))
+        for by in (eng, back, ops):
+            self.assertIs(self.page(owner, eid, by)['rebuilding'], True, by)
+        # the moved branch's own boards do not change
+        for by in (rust, deep):
+            self.assertNotIn('rebuilding', self.page(owner, eid, by))
+        # awards land meanwhile, on the tree as it is now
+        self.award_ok(owner, eid, self.contrib(ms[0], [deep], [2]))
+        self.award_ok(owner, eid, self.contrib(ms[2], [back], [6]))
+        self.sweeper()
+        self.wait_rebuilt(eid)
+        for by in (eng, back, ops, rust):
+            self.assertNotIn('rebuilding', self.page(owner, eid, by))
+        self.assertEqual(self.board_map(owner, eid, ops),
+                         {ms[0]: 7, ms[1]: 3, ms[3]: 4})
+        self.assertEqual(self.board_map(owner, eid, eng), {ms[1]: 1, ms[2]: 8})
+        self.assertBoardsExact(owner, eid, ms)
+        # made a root: its old place's boards rebuilt again
+        self.move(owner, eid, rust, None)
+        self.assertIs(self.page(owner, eid, ops)['rebuilding'], True)
+        self.wait_rebuilt(eid)
+        self.assertEqual(self.board_map(owner, eid, ops), {ms[3]: 4})
+        self.assertBoardsExact(owner, eid, ms)
+
+    def test_deleting_a_leaf_with_scores_rebuilds_above(self):
+        owner, eid, ms = self.entity_with_members(2)
+        eng = self.new_skill(owner, eid, 'Engineering')
+        back = self.new_skill(owner, eid, 'Backend', parent=eng)
+        rust = self.new_skill(owner, eid, 'Rust', parent=back)
+        self.award_ok(owner, eid, {'contributions': [
+            self.contrib(ms[0], [rust], [5]), self.contrib(ms[1], [rust, eng], [3, 1])]})
+        self.assertEqual(self.board_map(owner, eid, eng), {ms[0]: 5, ms[1]: 4})
+        self.assertOk(self.api.req('DELETE', '/api/entities/%s/skills/%s?%s' %
+                                   (eid, rust, self.api.auth(owner))))
+        self.assertEqual(self.rebuilding(eid), sorted([eng, back]))
+        self.assertIs(self.page(owner, eid, eng)['rebuilding'], True)
+        self.sweeper()
+        self.wait_rebuilt(eid)
+        self.assertEqual(self.board_map(owner, eid, eng), {ms[1]: 1})
+        self.assertEqual(self.board_map(owner, eid, back), {})
+        self.assertBoardsExact(owner, eid, ms)
+
+    def test_branch_moved_under_load(self):
+        owner, eid, ms = self.entity_with_members(8)
+        p1 = self.new_skill(owner, eid, 'P1')
+        p2 = self.new_skill(owner, eid, 'P2')
+        q = self.new_skill(owner, eid, 'Q', parent=p2)
+        x = self.new_skill(owner, eid, 'X', parent=p1)
+        y = self.new_skill(owner, eid, 'Y', parent=x)
+        z = self.new_skill(owner, eid, 'Z', parent=q)
+        skills = [p1, p2, q, x, y, z]
+        self.sweeper(SWEEP_PAUSE_MS='5')
+        stop, errors, landed = threading.Event(), [], [0]
+        api = Api(self.svc.port)
+
+        def awards(seed):
+            rnd = random.Random(seed)
+            while not stop.is_set() and len(errors) < 5:
+                body = {'contributions': [self.contrib(rnd.choice(ms), rnd.sample(skills, 2),
+                                                       [rnd.randint(1, 9), rnd.randint(1, 9)])
+                                          for _ in range(rnd.randint(1, 4))]}
+                st, _, b = api.award(owner, eid, body)
+                if st != 201:
+                    errors.append((st, b))
+                landed[0] += 1
+
+        threads = [threading.Thread(target=awards, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        try:
+            places = [(x, p2), (z, y), (x, q), (z, p1), (x, None), (x, p1), (z, q)]
+            for sid, parent in places:
+                harness.wait_for(lambda n=landed[0]: landed[0] >= n + 3, harness.scaled(30),
+                                 what='awards landing')
+                self.move(owner, eid, sid, parent)
+            harness.wait_for(lambda n=landed[0]: landed[0] >= n + 5, harness.scaled(30),
+                             what='awards landing')
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        self.assertEqual(errors, [])
+        self.wait_rebuilt(eid)
+        self.assertBoardsExact(owner, eid, ms)
+
+    def test_rebuild_killed_half_way_finished_by_another_instance(self):
+        owner, = self.wallets(1)
+        eid = self.create_entity(owner)
+        ms = [rand_addr() for _ in range(300)]
+        self.add_members(owner, eid, *ms)
+        eng = self.new_skill(owner, eid, 'Engineering')
+        back = self.new_skill(owner, eid, 'Backend', parent=eng)
+        rust = self.new_skill(owner, eid, 'Rust', parent=back)
+        ops = self.new_skill(owner, eid, 'Operations')
+        for i in range(0, len(ms), 100):
+            self.award_ok(owner, eid, {'contributions': [
+                self.contrib(m, [rust], [1 + j % 7]) for j, m in enumerate(ms[i:i + 100])]})
+        # one member a step, a pause between steps: the rebuild takes a few seconds
+        slow = self.sweeper(SWEEP_STEP_ENTRIES='4', SWEEP_PAUSE_MS='20',
+                            BOARD_REBUILD_LEASE_MS='1000')
+        self.move(owner, eid, rust, ops, api=Api(slow.port))
+        key = 'ent:{%s}:lb:rebuild' % eid
+        harness.wait_for(lambda: text(self.r.cli('HGET', key, 'cursor') or b'0') != '0',
+                         harness.scaled(30), interval=0.01, what='the rebuild under way')
+        slow.kill()
+        self.assertEqual(self.rebuilding(eid), sorted([eng, back, ops]))
+        held = text(self.r.cli('HGET', key, 'lease'))
+        self.assertTrue(held)
+        self.assertIs(self.page(owner, eid, eng)['rebuilding'], True)
+        # another instance finds the entity listed and, once the lease ran out, finishes
+        self.sweeper()
+        self.wait_rebuilt(eid)
+        self.assertEqual(self.board_map(owner, eid, eng), {})
+        self.assertEqual(len(self.board_map(owner, eid, ops)), len(ms))
+        self.assertEqual(check_invariants(self.r), [])
+        for m in ms:
+            f = self.prog_fields(eid, m)
+            self.assertEqual((f.get('t:' + eng), f.get('t:' + back), f.get('t:' + ops)),
+                             (None, None, f['s:' + rust]), m)
 
 
 if __name__ == '__main__':
