@@ -267,6 +267,24 @@ class SkillBoardsTest(SkillBoardsBase):
         self.add_members(owner, eid, b)
         self.assertBoardsExact(owner, eid, ms)
 
+    def test_removed_while_a_tree_turns_flat_comes_back_once(self):
+        owner, eid, ms = self.entity_with_members(2)
+        root = self.new_skill(owner, eid, 'Root')
+        leaf = self.new_skill(owner, eid, 'Leaf', parent=root)
+        self.award_ok(owner, eid, self.contrib(ms[0], [leaf, root], [3, 2]))
+        self.assertEqual(self.board_map(owner, eid, root), {ms[0]: 5})
+        self.assertOk(self.api.req('POST', '/api/entities/%s/members/remove?%s' %
+                                   (eid, self.api.auth(owner)), {'addresses': [ms[0]]}))
+        # the tree made flat, rebuilt (a removed member is not visited), then the member back
+        self.move(owner, eid, leaf, None)
+        self.sweeper(SWEEP_STEP_ENTRIES='1000')
+        self.wait_rebuilt(eid)
+        self.add_members(owner, eid, ms[0])
+        self.assertEqual(self.board_map(owner, eid, root), {ms[0]: 2})
+        entries = [text(e) for e in self.r.cli('ZRANGE', 'ent:{%s}:lb:s:%s' % (eid, root), 0, -1)]
+        self.assertEqual(len(entries), 1, entries)
+        self.assertBoardsExact(owner, eid, ms)
+
     def test_flat_entity_writes_no_totals(self):
         owner, eid, ms = self.entity_with_members(2)
         s1 = self.new_skill(owner, eid, 'One')

@@ -667,13 +667,22 @@ end
 -- longer in the entity's skills hash has no board: its stored score stays unread. In a tree
 -- (tree_of: a function giving board_tree of the template, called only for a member with
 -- progress), the skill boards get the member's exact totals as the tree stands now
--- (board_exact), whatever a move since its removal left in its "t:" fields.
+-- (board_exact), whatever a move since its removal left in its "t:" fields; so too in a tree
+-- made flat since, when its hash still holds one (tree_of(true): the tree even if flat).
 -- Returns the boards changed, as 'xp' or skill ids (the service drops them from its read
 -- cache).
 local function member_boards(entity, addr, tree_of)
   local flat = redis.call('HGETALL', prog_key(entity, addr))
   local changed = {}
   local tree = #flat > 0 and tree_of and tree_of() or nil
+  if not tree and tree_of then
+    for i = 1, #flat, 2 do
+      if string.sub(flat[i], 1, 2) == 't:' then
+        tree = tree_of(true)
+        break
+      end
+    end
+  end
   -- its entries are live again: nothing is left for the sweeper to take off
   if #flat > 0 then redis.call('SREM', unswept_key(entity), addr) end
   local h = tree and {} or nil

@@ -17,10 +17,13 @@ if full then return full end
 local added, existing, list, boards, out = 0, 0, {}, {}, {}
 -- the skill tree (board_tree), read once and only for a member added again with progress
 local tree, tree_read
-local function tree_of()
+local function tree_of(even_flat)
   if not tree_read then
     tree_read = true
     tree = board_tree_read(KEYS[1])
+  end
+  if not tree and even_flat then
+    return board_tree(redis.call('HGET', KEYS[1], 'progtpl'), true)
   end
   return tree
 end
