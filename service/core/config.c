@@ -147,6 +147,9 @@ static const opt opts[] = {
     {"SWEEP_POLL_MS", OPT_INT, OFF(sweep_poll_ms), "1000", 10, 3600000,
      "how often each instance looks for removed members whose board entries wait for the "
      "sweeper"},
+    {"BOARD_REBUILD_LEASE_MS", OPT_INT, OFF(board_rebuild_lease_ms), "10000", 50, 3600000,
+     "a board rebuild's lease (after a move in a skill tree): after a crash, another instance "
+     "takes the rebuild over once it has run out"},
     {"SWEEP_PAUSED", OPT_BOOL, OFF(sweep_paused), "false", 0, 0,
      "hold the sweeper off (tests, maintenance): removed members' entries stay tombstoned, and "
      "every read stays exact"},

@@ -68,6 +68,7 @@ typedef struct config {
     int64_t sweep_pause_ms;
     int64_t sweep_poll_ms;
     bool sweep_paused;
+    int64_t board_rebuild_lease_ms;
     int64_t find_repair_grace_ms; /* index entries added more recently are never dropped */
     int64_t find_backfill_batch;  /* entities one backfill step indexes */
     bool dev;

@@ -46,8 +46,9 @@ struct sweeper {
     uint64_t step_sent; /* loop ms */
     listing memo[SWEEP_MEMO];
     uint64_t steps, swept, forgotten, failures;
-    int64_t pending; /* the set's size at the last poll */
-    int64_t backlog; /* tombstones left after the last step */
+    int64_t pending;      /* the set's size at the last poll */
+    int64_t backlog;      /* tombstones left after the last step */
+    char token[IDS_SIZE]; /* this process's name in a board rebuild's lease */
 };
 
 static void on_timer(uv_timer_t *t);
@@ -169,6 +170,13 @@ static void on_step(void *data, int status, redisReply *r)
         return;
     }
     const char *what = r->element[0]->str;
+    if (!strcmp(what, "HELD")) {
+        /* another instance holds the entity's board rebuild: its work, while its lease holds */
+        s->backlog = left;
+        s->next++;
+        schedule(s, pause_after(s, rtt), false);
+        return;
+    }
     s->steps++;
     s->swept += (uint64_t)(n > 0 ? n : 0);
     s->backlog = left;
@@ -189,14 +197,16 @@ static void step(sweeper *s)
     const candidate *c = &s->cand[s->next];
     entity_keys k;
     keys_entity(&k, c->id);
-    char queue[KEYS_ENTITY_SIZE + 8], count[24];
+    char queue[KEYS_ENTITY_SIZE + 8], count[24], lease[24];
     int qlen = snprintf(queue, sizeof queue, "%s:sweep", k.entity);
     snprintf(count, sizeof count, "%lld", (long long)s->a->cfg.sweep_step_entries);
-    const char *argv[] = {k.entity, queue, k.members, count};
-    size_t lens[] = {k.entity_len, (size_t)qlen, k.members_len, strlen(count)};
+    snprintf(lease, sizeof lease, "%lld", (long long)s->a->cfg.board_rebuild_lease_ms);
+    const char *argv[] = {k.entity, queue, k.members, count, s->token, lease};
+    size_t lens[] = {k.entity_len,  (size_t)qlen,     k.members_len,
+                     strlen(count), strlen(s->token), strlen(lease)};
     s->busy = true;
     s->step_sent = uv_now(s->a->loop);
-    store_script(s->a->store, LUA_SWEEP_STEP, on_step, s, 3, 4, argv, lens);
+    store_script(s->a->store, LUA_SWEEP_STEP, on_step, s, 3, 6, argv, lens);
 }
 
 static void try_next(sweeper *s)
@@ -274,6 +284,10 @@ sweeper *sweeper_new(app *a)
     if (!s)
         return NULL;
     s->a = a;
+    if (ids_new(s->token, 'r') != 0) {
+        free(s);
+        return NULL;
+    }
     uv_timer_init(a->loop, &s->timer);
     s->timer.data = s;
     schedule(s, (uint64_t)a->cfg.sweep_poll_ms, true);

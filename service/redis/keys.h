@@ -46,7 +46,15 @@
  *   ent:{c-…}:contribs:of:<address>
  *                             zset    all scores 0; "<createdAt ms, 16 digits>:<contribution id>":
  *                                     newest first is ZREVRANGEBYLEX, the cursor the last entry
- *   ent:{c-…}:prog:<address>  hash    "xp" -> integer; "s:<skill id>" -> integer score;
+ *   ent:{c-…}:prog:<address>  hash    "xp" -> integer; "s:<skill id>" -> integer score (the
+ *                                     member's own, in that skill alone); "t:<skill id>" ->
+ *                                     integer total, what the skill's board lists the member
+ *                                     at, written once a skill below it (CONTRACT section 15)
+ *                                     gave the member a score: absent, the board lists the own
+ *                                     score, so a flat entity has none (_prelude.lua,
+ *                                     board_value; awards, revocations and board rebuilds keep
+ *                                     it and the board entry together; a removed member's is
+ *                                     set again from its own scores when it is added back);
  *                                     "r:<lvID>" -> reachedAt (ms since epoch), never deleted
  *                                     ("r:<lvID>:<generation>" for a level id deleted before:
  *                                     levels:gen). Kept when the member is removed; the scores
@@ -66,7 +74,9 @@
  *                                     them off: on this board tombstoned meanwhile (lb:xp:gone),
  *                                     every count subtracts those; a force-add lists it again
  *                                     with the values it has then
- *   ent:{c-…}:lb:s:<skill id> zset    the same board for one skill's scores; UNLINKed when the
+ *   ent:{c-…}:lb:s:<skill id> zset    the same board for one skill's totals (the own score
+ *                                     plus the totals of its children: the prog hash's
+ *                                     "t:<skill id>", else "s:<skill id>"); UNLINKed when the
  *                                     skill is deleted. A removed member's entries here wait for
  *                                     the sweeper untombstoned (lb:unswept): reads skip entries
  *                                     whose address is no member, and a walk's ranks come from
@@ -105,6 +115,31 @@
  *                                     "(<address>!"; force_add.lua takes a re-added member's
  *                                     tombstones back by it. Unlinked by the sweeper once no
  *                                     tombstone of the entity is left (jobs/sweeper.h)
+ *   ent:{c-…}:lb:rebuild:boards
+ *                             set     skill ids whose boards are being rebuilt after a move or
+ *                                     a deletion in the skill tree changed their members' totals
+ *                                     (_prelude.lua, board_rebuild_start): their reads answer
+ *                                     "rebuilding":true (resources/leaderboard.c). The entity
+ *                                     hash's "lbRebuild" ("1") says the same to the writes, in
+ *                                     the read they make of its progtpl anyway
+ *   ent:{c-…}:lb:rebuild      hash    the rebuild's progress: cursor (the members hash's HSCAN
+ *                                     cursor, "0" again at each move), lease (the instance token
+ *                                     of its last step), leaseUntil (Redis ms); sweep_step.lua
+ *                                     takes steps, the last unlinks both keys
+ *   ent:{c-…}:lb:rebuild:boards
+ *                             set     skill ids whose boards are being rebuilt after a move or
+ *                                     a deletion in the skill tree changed their members' totals
+ *                                     (_prelude.lua, board_rebuild_start): their reads answer
+ *                                     "rebuilding":true (resources/leaderboard.c). The entity
+ *                                     hash's "lbRebuild" ("1") says the same to the writes, in
+ *                                     the read they make of its progtpl anyway. The handler of
+ *                                     the move lists the entity in the sweeps set after the
+ *                                     answer (not ahead: no write before the gate), and any read
+ *                                     of such a board lists it again (a crash in between)
+ *   ent:{c-…}:lb:rebuild      hash    the rebuild's progress: cursor (the members hash's HSCAN
+ *                                     cursor, "0" again at each move), lease (the instance token
+ *                                     of its last step), leaseUntil (Redis ms); sweep_step.lua
+ *                                     takes the steps, the last unlinks both keys
  *   ent:{c-…}:idem:<key>      string  "<request digest, 40 hex>\n<answer JSON>", EX 86400
  *   ent:{c-…}:events          stream  fields type, at (ISO ms), actor (address or ""), data (a
  *                                     JSON object as text); MAXLEN ~ EVENTS_MAX, and its
@@ -356,6 +391,12 @@ size_t keys_board_gone(char out[KEYS_BOARD_SIZE], const char *entity_id, const c
 /* The removed members whose skill board entries wait for the sweeper, "ent:{<entity
  * id>}:lb:unswept" (lua/_prelude.lua, unswept_key); its length. */
 size_t keys_unswept(char out[KEYS_ENTITY_SIZE], const char *entity_id);
+/* The skills whose boards are being rebuilt, "ent:{<entity id>}:lb:rebuild:boards"
+ * (lua/_prelude.lua, board_rebuild_start); its length. */
+size_t keys_board_rebuild(char out[KEYS_ENTITY_SIZE], const char *entity_id);
+/* The skills whose boards are being rebuilt, "ent:{<entity id>}:lb:rebuild:boards"
+ * (lua/_prelude.lua, board_rebuild_start); its length. */
+size_t keys_board_rebuild(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* The erasure record of an entity, "ent:{<entity id>}:erasure"; returns its length. */
 size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 /* The set of erasures not yet finished (one key, its own slot). */

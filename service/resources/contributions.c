@@ -312,6 +312,7 @@ static int read_one(json_t *c, const char *prefix, award_args *a, verr *e)
 
 typedef struct award_state {
     bool batch;
+    char eid[IDS_SIZE]; /* the entity, for the boards an answer names */
     /* The progression keys the award changes, NUL-ended, back to back (in the request's
      * arena): the script builds their names itself, so they are not its KEYS, and the read
      * cache drops them here when the answer comes. */
@@ -342,6 +343,27 @@ static void fail_at(request *req, bool batch, const char *rest, int status, cons
     request_fail(req, status, code, message, field);
 }
 
+/* Drops from the read cache the boards named in a space-separated list of skill ids (an
+ * answer's tail): boards the script moved beyond those the request named. */
+static void award_drop_boards(request *req, const char *eid, const char *list, size_t len)
+{
+    readcache *rc = req->app->reads;
+    if (!rc || !readcache_enabled(rc))
+        return;
+    size_t at = 0;
+    while (at < len) {
+        const char *sp = memchr(list + at, ' ', len - at);
+        size_t n = sp ? (size_t)(sp - (list + at)) : len - at;
+        char sid[IDS_SIZE], key[KEYS_BOARD_SIZE];
+        if (n > 0 && n < sizeof sid && ids_valid(list + at, n, 's')) {
+            memcpy(sid, list + at, n);
+            sid[n] = '\0';
+            readcache_invalidate(rc, key, keys_board(key, eid, sid));
+        }
+        at += n + 1;
+    }
+}
+
 static void on_award(void *data, int status, redisReply *r)
 {
     request *req = data;
@@ -362,8 +384,12 @@ static void on_award(void *data, int status, redisReply *r)
     }
     if (respond_store_failed(req, status, r))
         return;
-    /* 'OK', or 'REPLAY <the first answer's JSON array>' */
-    bool ok = r->type == REDIS_REPLY_STRING && r->len == 2 && !memcmp(r->str, "OK", 2);
+    /* 'OK', 'OK <skill id> …' (the ancestors whose boards the award moved too: CONTRACT
+     * section 15), or 'REPLAY <the first answer's JSON array>' */
+    bool ok = r->type == REDIS_REPLY_STRING && r->len >= 2 && !memcmp(r->str, "OK", 2) &&
+              (r->len == 2 || r->str[2] == ' ');
+    if (ok && r->len > 2)
+        award_drop_boards(req, st->eid, r->str + 3, r->len - 3);
     bool replay = r->type == REDIS_REPLY_STRING && r->len >= 9 && !memcmp(r->str, "REPLAY ", 7);
     if (!ok && !replay) {
         request_fail_internal(req, "contrib_award: unexpected reply");
@@ -399,6 +425,7 @@ void contributions_post(request *req)
     int rc = 0;
     json_t *list = json_object_get(body, "contributions");
     st->batch = list != NULL;
+    snprintf(st->eid, sizeof st->eid, "%s", eid);
     size_t n = 1;
     if (st->batch) {
         if (!json_is_array(list) || json_array_size(list) < 1 ||
@@ -546,12 +573,12 @@ void contributions_post(request *req)
 /* A revocation changed the progression keys of the record's member and skills, which the
  * service knew only from the answer: the read cache drops them now, so that this instance's
  * next read is not older than the revocation (other instances hear it from Redis). */
-static void revoke_invalidate(request *req, const char *eid, const redisReply *record)
+static void revoke_invalidate(request *req, const char *eid, const char *record, size_t len)
 {
     readcache *rc = req->app->reads;
     if (!rc || !readcache_enabled(rc))
         return;
-    json_t *c = json_loadb(record->str, record->len, 0, NULL);
+    json_t *c = json_loadb(record, len, 0, NULL);
     const char *member = json_string_value(json_object_get(c, "member"));
     char key[KEYS_PROG_SIZE > KEYS_BOARD_SIZE ? KEYS_PROG_SIZE : KEYS_BOARD_SIZE];
     if (member) {
@@ -575,10 +602,15 @@ static void on_revoke(void *data, int status, redisReply *r)
     if (!respond_store_reply(req, status, r, REDIS_REPLY_STRING,
                              "contrib_revoke: unexpected reply"))
         return;
-    revoke_invalidate(req, req->state, r);
+    /* the record, then in a skill tree a newline and the skills above the revoked ones */
+    const char *nl = memchr(r->str, '\n', r->len);
+    size_t len = nl ? (size_t)(nl - r->str) : r->len;
+    revoke_invalidate(req, req->state, r->str, len);
+    if (nl)
+        award_drop_boards(req, req->state, nl + 1, r->len - len - 1);
     buf *b = respond_scratch();
     buf_append_str(b, "{\"success\":true,\"data\":");
-    respond_append(b, r);
+    buf_append(b, r->str, len);
     buf_append(b, "}", 1);
     respond_send(req, 200, b);
 }

@@ -171,7 +171,7 @@ entity_read entity_read_exec(request *req, int status, redisReply *r, size_t nre
  * store_read_exec* through the read cache, which follows its declared keys). Its answer has the
  * shape of the transaction it replaces, {HMGET, the role lookups, each command's reply}, or,
  * refused, only {the first three fields, the role lookups} (entity_read_exec, reads_reply). */
-#define ENTITY_GATE_KEYS 8
+#define ENTITY_GATE_KEYS 10
 #define ENTITY_GATE_ARGS 64
 typedef struct entity_gate {
     const char *argv[3 + ENTITY_GATE_KEYS + ENTITY_GATE_ARGS];

@@ -52,6 +52,7 @@ typedef struct board_req {
     long long higher, upto; /* with a cursor: live values above its own; live entries up to it */
     bool carried;           /* those came with the cursor (a skill board's) */
     bool filter;            /* a skill board while the entity has unswept removed members */
+    bool rebuilding;        /* a skill board being rebuilt after a move (CONTRACT section 15) */
     char last[BOARD_ENTRY_LEN + 1]; /* the last board entry read */
     bool more;                      /* the board may go on after it */
     int rounds;
@@ -249,6 +250,8 @@ static void board_answer(request *req, const redisReply *r)
      * cursor), else all of them. */
     long long upto = q->upto + (long long)shown;
     long long higher = prev && next && memcmp(prev, next, 16) == 0 ? rank - 1 : upto;
+    if (q->rebuilding)
+        buf_append_str(b, ",\"rebuilding\":true");
     append_board_cursor(b, next, strcmp(q->by, "xp") != 0, upto, higher);
     if (r)
         readcache_keep_rendered(req->app->reads, r, INT64_MAX, b->data, b->len);
@@ -360,28 +363,31 @@ static void on_board(void *data, int status, redisReply *r)
     request *req = data;
     board_req *q = req->state;
     bool by_skill = strcmp(q->by, "xp") != 0, counts = q->cursor[0] && !q->carried;
-    /* {HMGET id isEnabled public, the role lookups, (by a skill) HEXISTS skills by and SCARD of
-     * the unswept set, ZRANGEBYLEX of the board, the same of its gone zset, and with a cursor
-     * whose counts are not carried ZLEXCOUNT up to its value and up to it, of the board, then
-     * of the gone zset} */
-    size_t at = 1 + ENTITY_ROLE_CMDS, n = at + (by_skill ? 2 : 0) + 2 + (counts ? 4 : 0);
+    /* {HMGET id isEnabled public, the role lookups, (by a skill) HEXISTS skills by, SCARD of
+     * the unswept set and SISMEMBER of the boards being rebuilt, ZRANGEBYLEX of the board, the same
+     * of its gone zset, and with a cursor whose counts are not carried ZLEXCOUNT up to its value
+     * and up to it, of the board, then of the gone zset} */
+    size_t at = 1 + ENTITY_ROLE_CMDS, n = at + (by_skill ? 3 : 0) + 2 + (counts ? 4 : 0);
     /* r: the transaction's reply (the read cache's entry); g: the gate's answer in it */
     const redisReply *g = entity_gate_reply(req, status, r);
     if (!g || reads_reply(req, STORE_OK, g, n, 3, false) != ENTITY_READ_OK)
         return;
     q->filter = false;
     if (by_skill) {
-        const redisReply *has = g->element[at++], *unswept = g->element[at++];
+        const redisReply *has = g->element[at++], *unswept = g->element[at++],
+                         *rebuilding = g->element[at++];
         if (has->type != REDIS_REPLY_INTEGER || !has->integer) {
             request_fail_field(req, "by", "by must be xp or the id of one of the entity's skills.");
             return;
         }
-        if (unswept->type != REDIS_REPLY_INTEGER) {
+        if (unswept->type != REDIS_REPLY_INTEGER || rebuilding->type != REDIS_REPLY_INTEGER) {
             request_fail_internal(req, "leaderboard: unexpected reply");
             return;
         }
         q->filter = unswept->integer > 0;
-        if (q->filter)
+        q->rebuilding = rebuilding->integer == 1;
+        /* a crash between a move and its listing would leave the rebuild unfound: listed now */
+        if (q->filter || q->rebuilding)
             sweeper_note_waiting(req->app->sweeper, q->id);
     }
     size_t kept_len;
@@ -418,9 +424,9 @@ static void board_send(request *req)
     entity_keys k;
     keys_entity(&k, q->id);
     char board[KEYS_BOARD_SIZE], start[BOARD_ENTRY_LEN + 2], tie[19], upto[BOARD_ENTRY_LEN + 2],
-        lim[24], unswept[KEYS_ENTITY_SIZE];
+        lim[24], unswept[KEYS_ENTITY_SIZE], rebuild[KEYS_ENTITY_SIZE];
     size_t blen = keys_board(board, q->id, q->by), bylen = strlen(q->by);
-    size_t ulen = keys_unswept(unswept, q->id);
+    size_t ulen = keys_unswept(unswept, q->id), rblen = keys_board_rebuild(rebuild, q->id);
     bool cursor = q->cursor[0] != '\0', counts = cursor && !q->carried;
     /* Built by hand: printf is a good part of a cached page's cost. */
     start[0] = cursor ? '(' : '-';
@@ -447,6 +453,8 @@ static void board_send(request *req)
     size_t hlens[] = {7, k.skills_len, bylen};
     const char *card[] = {"SCARD", unswept};
     size_t cardlens[] = {5, ulen};
+    const char *rebuilt[] = {"SISMEMBER", rebuild, q->by};
+    size_t rebuiltlens[] = {9, rblen, bylen};
     const char *range[] = {"ZRANGEBYLEX", board, start, "+", "LIMIT", "0", lim};
     size_t rlens[] = {11, blen, strlen(start), 1, 5, 1, strlen(lim)};
     const char *c1[] = {"ZLEXCOUNT", board, "-", tie};
@@ -461,11 +469,12 @@ static void board_send(request *req)
     size_t g1lens[] = {9, glen, 1, strlen(tie)};
     const char *g2[] = {"ZLEXCOUNT", gone, "-", upto};
     size_t g2lens[] = {9, glen, 1, strlen(upto)};
-    store_cmd cmds[9];
+    store_cmd cmds[10];
     int n = 0;
     if (strcmp(q->by, "xp") != 0) {
         cmds[n++] = (store_cmd){3, has, hlens};
         cmds[n++] = (store_cmd){2, card, cardlens};
+        cmds[n++] = (store_cmd){3, rebuilt, rebuiltlens};
     }
     cmds[n++] = (store_cmd){7, range, rlens};
     cmds[n++] = (store_cmd){7, grange, grlens};

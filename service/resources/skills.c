@@ -20,6 +20,7 @@
 #include "api/respond.h"
 #include "redis/store.h"
 #include "cache/readcache.h"
+#include "jobs/sweeper.h"
 
 /* ---- GET /api/skills?entityID= ---- */
 
@@ -524,11 +525,22 @@ void skills_post_multiple(request *req)
 
 /* ---- POST /api/entities/{id}/skills/{skillId}/update, DELETE …/skills/{skillId} ---- */
 
+/* A move or a deletion may have started a rebuild of the boards above it (CONTRACT section 15):
+ * the entity is listed for the sweeper, which takes the rebuild's steps, after the answer (an
+ * index write only once the script let the caller in), and looked for soon. */
+static void note_rebuild(request *req, const char *eid)
+{
+    sweeper_note_waiting(req->app->sweeper, eid);
+    sweeper_kick(req->app->sweeper);
+}
+
 static void on_skill_updated(void *data, int status, redisReply *r)
 {
     request *req = data;
     if (!respond_store_reply(req, status, r, REDIS_REPLY_STRING, "skill_update: unexpected reply"))
         return;
+    if (req->state) /* the entity of a move */
+        note_rebuild(req, req->state);
     buf *b = respond_scratch();
     buf_append_str(b, "{\"success\":true,\"data\":");
     respond_append(b, r);
@@ -591,6 +603,12 @@ void skill_update(request *req)
     for (char *p = norm; *p; p++)
         if (*p >= 'A' && *p <= 'Z')
             *p = (char)(*p + 32);
+    if (has_parent) {
+        char *held = request_state(req, IDS_SIZE);
+        if (!held)
+            return;
+        memcpy(held, eid, IDS_SIZE);
+    }
     entity_write w;
     entity_write_fill(req, eid, isotime_now_ms(), &w);
     char tree_max[24];
@@ -617,6 +635,7 @@ static void on_skill_deleted(void *data, int status, redisReply *r)
         const char *const *ids = req->state;
         readcache_invalidate(rc, key, keys_board(key, ids[0], ids[1]));
     }
+    note_rebuild(req, ((const char *const *)req->state)[0]);
     respond_deleted(req);
 }
 

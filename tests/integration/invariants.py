@@ -12,7 +12,11 @@ check_invariants(r, versions=None) returns a list of problems (empty when consis
 - member progression (CONTRACT section 5): every contribution record is listed once in its
   member's contribs:of index; each member's prog xp and every s:<skill> score equal the sums
   over the member's non-revoked contributions; lb:xp and each lb:s:<skill> hold exactly
-  "<9999999999999999 - value, 16 digits>:<address>" for the members whose value is above 0,
+  "<9999999999999999 - value, 16 digits>:<address>" for the members whose value is above 0
+  (a skill's value: its total, the own scores of it and of every skill below it in the tree
+  the progression template's S lines give; a member's t:<skill> field, where present, is that
+  total, and where absent the own score is; a board being rebuilt, named in lb:rebuild, is
+  only checked to hold each member once, at its t:<skill> or s:<skill> value),
   and besides only removed members' entries: on lb:xp each tombstoned in the board's gone
   zset, on a skill board either so (an earlier version's removal) or with its address in
   lb:unswept; each such entry is its removed member's entry at the value its progress holds
@@ -44,7 +48,8 @@ ADDRESS = re.compile(r'^0x[0-9a-f]{40}$')
 IDEM_TITLE = re.compile(r'^idem ([A-Za-z0-9_-]{1,64})(?: #(\d+))?$')
 ENTITY_PARTS = {'', 'owners', 'admins', 'members', 'members:order', 'skills', 'skills:order',
                 'skills:names', 'levels', 'levels:order', 'levels:gen', 'contribs', 'lb:xp',
-                'events', 'erasure', 'lb:xp:gone', 'sweep', 'lb:tombstoned', 'lb:unswept'}
+                'events', 'erasure', 'lb:xp:gone', 'sweep', 'lb:tombstoned', 'lb:unswept',
+                'lb:rebuild', 'lb:rebuild:boards'}
 ENTITY_PREFIXES = ('contribs:of:', 'prog:', 'lb:s:', 'idem:', 'awards:')
 
 
@@ -126,15 +131,18 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
         w['xp'] = w.get('xp', 0) + c['xp']
         for s in c['skills']:
             w[s.get('skillId')] = w.get(s.get('skillId'), 0) + s.get('score', 0)
-    have, reached = {}, {}
+    have, reached, totals_at = {}, {}, {}
     for rest in parts:
         if not rest.startswith('prog:'):
             continue
         addr = rest[5:]
         h = hgetall(parts[rest])
-        vals = {}
+        vals, tvals = {}, {}
+        totals_at[addr] = tvals
         for f, v in h.items():
-            if f == 'xp' or f.startswith('s:'):
+            if f.startswith('t:') and v.lstrip('-').isdigit():
+                tvals[f[2:]] = int(v)
+            elif f == 'xp' or f.startswith('s:'):
                 if not v.lstrip('-').isdigit():
                     problems.append('%s: prog:%s %s is %r' % (eid, addr, f, v))
                     continue
@@ -160,6 +168,44 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
     # already, until every tombstone is gone)
     members = set(hgetall(E + ':members'))
     skills = set(hgetall(E + ':skills'))
+    # the tree as the progression template gives it (keys.h), and each member's totals by it
+    tpl = r.cli('HGET', E, 'progtpl', timeout=30) or b''
+    tpl = tpl.decode() if isinstance(tpl, bytes) else tpl
+    parent = {}
+    for line in tpl.split('\n'):
+        cols = line.split('\t')
+        if cols[0] == 'S' and len(cols) >= 4 and cols[3]:
+            parent[cols[1]] = cols[3]
+    rebuilding = set(m.decode() for m in r.cli('SMEMBERS', E + ':lb:rebuild:boards',
+                                               timeout=30) or []) \
+        if 'lb:rebuild:boards' in parts else set()
+
+    def total(addr, sid):
+        vals = have.get(addr, {})
+        n = 0
+        for s, v in vals.items():
+            if s == 'xp' or s not in skills:
+                continue
+            at, hops = s, 0
+            while at is not None and hops <= 9:
+                if at == sid:
+                    n += v
+                    break
+                at, hops = parent.get(at), hops + 1
+        return n
+
+    def stored(addr, by):
+        """What a board lists a member at: its t: field, else its own score (or XP)."""
+        if by != 'xp' and by in totals_at.get(addr, {}):
+            return totals_at[addr][by]
+        return have.get(addr, {}).get(by, 0)
+    for addr, tvals in totals_at.items():
+        if addr not in members:
+            continue
+        for sid, v in tvals.items():
+            if sid in skills and sid not in rebuilding and v != total(addr, sid):
+                problems.append('%s: prog:%s t:%s is %d, its total by the tree %d' % (
+                    eid, addr, sid, v, total(addr, sid)))
     recorded = {}  # by -> set of entries the sweep records list
     tombstoned = set(m.decode() for m in r.cli('SMEMBERS', parts['lb:tombstoned'], timeout=30)
                      or []) if 'lb:tombstoned' in parts else set()
@@ -187,8 +233,15 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
             if got or gone:
                 problems.append('%s: the board of deleted skill %s is still there' % (eid, by))
             continue
-        expect = sorted(lb_entry(vals[by], addr) for addr, vals in have.items()
-                        if addr in members and vals.get(by, 0) > 0)
+        if by == 'xp':
+            expect = sorted(lb_entry(vals[by], addr) for addr, vals in have.items()
+                            if addr in members and vals.get(by, 0) > 0)
+        elif by in rebuilding:
+            expect = sorted(lb_entry(stored(addr, by), addr) for addr in have
+                            if addr in members and stored(addr, by) > 0)
+        else:
+            expect = sorted(lb_entry(total(addr, by), addr) for addr in have
+                            if addr in members and total(addr, by) > 0)
         entries = set(m for m, _ in got)
         tomb = set(m for m, _ in gone)
         # a skill board's entries of removed members the sweeper has not reached (lb:unswept)
@@ -205,8 +258,8 @@ def check_progression(r, eid, parts, hgetall, zset, loads, acks=None):
         if tomb and 'sweep' not in parts and by not in tombstoned:
             problems.append('%s: tombstones of %s, a board lb:tombstoned does not list' % (
                 eid, by))
-        now = set(lb_entry(vals[by], addr) for addr, vals in have.items()
-                  if addr not in members and vals.get(by, 0) > 0)
+        now = set(lb_entry(stored(addr, by), addr) for addr in have
+                  if addr not in members and stored(addr, by) > 0)
         stray = (tomb | waiting) - now - recorded.get(by, set())
         if stray:
             problems.append('%s: tombstones of %s %r, not at their members\' values now' % (

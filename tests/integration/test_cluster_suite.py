@@ -23,6 +23,9 @@ import test_progress_read  # noqa: E402
 import test_progression  # noqa: E402
 import test_session_use  # noqa: E402
 import test_skill_totals  # noqa: E402
+
+
+import test_skill_boards  # noqa: E402
 import test_skill_tree  # noqa: E402
 import test_skills  # noqa: E402
 import test_sweep  # noqa: E402
@@ -65,6 +68,10 @@ class ClusterProgressionTest(OnCluster, test_progression.ProgressionTest):
 
 
 class ClusterSkillTreeTest(OnCluster, test_skill_tree.SkillTreeTest):
+    pass
+
+
+class ClusterSkillBoardsTest(OnCluster, test_skill_boards.SkillBoardsTest):
     pass
 
 

@@ -552,23 +552,216 @@ local function prog_add(entity, addr, field, by, delta, unlisted)
   return after
 end
 
+-- Boards by total (CONTRACT section 15; keys.h: prog hash "t:<skill id>"). A skill's board
+-- ranks members by their total: own score plus the totals of its children. The prog hash
+-- holds "t:<skill id>", the total that skill's board lists the member at, once some skill
+-- below it has given the member a score; without that field the board lists the own score
+-- ("s:<skill id>"), so a flat entity (every skill a root) never writes or reads one. Awards
+-- and revocations move "t:" and the board entry together (contrib_award.lua, board_add), so a
+-- board's entry of a member is always at board_value of the prog hash as stored, which is what
+-- removals, the sweeper and force-add find it by.
+-- board_tree(tpl): the skill tree as the progression template's S lines give it
+-- (progtpl_build): {parent = id -> parent id, known = id -> true}, or nil when no skill has a
+-- parent (one search of the S lines: a root's line ends with its tab, a child's with its
+-- parent's id), so that a flat entity parses nothing. rebuilding: the entity's boards are
+-- being rebuilt (the entity hash's lbRebuild): then a flat tree is a tree too, as members may
+-- still hold "t:" fields of the tree before, which every write must move the boards by.
+local function board_tree(tpl, rebuilding)
+  if not tpl then tpl = '' end
+  -- a tree's template begins with the line "T" (progtpl_build): the S lines follow it
+  if string.sub(tpl, 1, 2) == 'T\n' then tpl = string.sub(tpl, 3) end
+  local stop = string.find(tpl, '\nL\t', 1, true)
+  if string.sub(tpl, 1, 2) ~= 'S\t' then stop = 0 end
+  local sec = stop and string.sub(tpl, 1, stop) or (tpl .. '\n')
+  if not rebuilding and (stop == 0 or not string.find(sec, '[^\t]\n')) then return nil end
+  local parent, known = {}, {}
+  -- a name is a JSON string: its tabs are escaped, so the fields split at raw tabs
+  for id, up in string.gmatch(sec, 'S\t([^\t\n]+)\t[^\t\n]*\t([^\t\n]*)\n') do
+    known[id] = true
+    if up ~= '' then parent[id] = up end
+  end
+  return {parent = parent, known = known}
+end
+
+-- The tree of an entity's writes other than the award (which reads the template itself): its
+-- template and whether a rebuild is under way, in one read.
+local function board_tree_read(entity)
+  local got = redis.call('HMGET', entity, 'progtpl', 'lbRebuild')
+  return board_tree(got[1] or nil, got[2] and true or false)
+end
+
+-- A move or a deletion changed the totals of the skills `ids` (keys.h: lb:rebuild): their
+-- boards are rebuilt from the members' own scores, by the sweeper's steps (sweep_step.lua),
+-- from the start of the members again if a rebuild was under way; until the last step their
+-- reads answer "rebuilding":true, and every write moves boards by the stored "t:" fields.
+local function board_rebuild_start(entity, ids)
+  if #ids == 0 then return end
+  redis.call('SADD', entity .. ':lb:rebuild:boards', unpack(ids))
+  redis.call('HSET', entity .. ':lb:rebuild', 'cursor', '0')
+  redis.call('HSET', entity, 'lbRebuild', '1')
+end
+
+-- The ancestors of a skill, nearest first (at most SKILL_DEPTH_MAX of them; the bound also
+-- ends a walk through a cycle, which the skill scripts never let in).
+local function board_ancestors(tree, sid)
+  local up, out = tree and tree.parent[sid], {}
+  while up and #out < 8 do
+    out[#out + 1] = up
+    up = tree.parent[up]
+  end
+  return out
+end
+
+-- What skill sid's board lists a member at, from its prog hash's fields as a table.
+local function board_value(h, sid)
+  return tonumber(h['t:' .. sid] or h['s:' .. sid] or '0') or 0
+end
+
+-- Moves a member's entry on a board from the value before to the value after (only values
+-- above 0 are listed); unlisted (a removed member): its entry at the value before, if still
+-- waiting for the sweeper, goes with its tombstone, and none is added.
+local function board_move(entity, addr, by, before, after, unlisted)
+  if before == after then return end
+  local lb = lb_key(entity, by)
+  if before > 0 then
+    local e = lb_member(before, addr)
+    if unlisted then redis.call('ZREM', lb .. ':gone', e) end
+    redis.call('ZREM', lb, e)
+  end
+  if after > 0 and not unlisted then redis.call('ZADD', lb, '0', lb_member(after, addr)) end
+end
+
+-- Adds delta to a member's own score in skill sid and to the total of sid and of every
+-- ancestor, each board moved with it (prog_add for a tree: contrib_revoke.lua); returns the
+-- ancestors, whose boards changed too.
+local function board_add(entity, addr, sid, delta, unlisted, tree)
+  local ups = board_ancestors(tree, sid)
+  local pk = prog_key(entity, addr)
+  local names = {'s:' .. sid, 't:' .. sid}
+  for _, a in ipairs(ups) do
+    names[#names + 1] = 's:' .. a
+    names[#names + 1] = 't:' .. a
+  end
+  local got = redis.call('HMGET', pk, unpack(names))
+  local h = {}
+  for i, f in ipairs(names) do h[f] = got[i] or nil end
+  local before = board_value(h, sid)
+  local own = redis.call('HINCRBY', pk, 's:' .. sid, delta)
+  local sets = {}
+  local d = tonumber(delta)
+  if h['t:' .. sid] then
+    sets[#sets + 1], sets[#sets + 2] = 't:' .. sid, string.format('%.0f', before + d)
+    board_move(entity, addr, sid, before, before + d, unlisted)
+  else
+    board_move(entity, addr, sid, own - d, own, unlisted)
+  end
+  for _, a in ipairs(ups) do
+    local b = board_value(h, a)
+    sets[#sets + 1], sets[#sets + 2] = 't:' .. a, string.format('%.0f', b + d)
+    board_move(entity, addr, a, b, b + d, unlisted)
+  end
+  if #sets > 0 then redis.call('HSET', pk, unpack(sets)) end
+  return ups
+end
+
+-- A member's totals as the current tree makes them, from its own scores alone (a skill no
+-- longer in the tree counts nowhere): id -> total, and has_below: id -> true for the skills
+-- some scored skill lies under (those keep a "t:" field).
+local function board_totals(h, tree)
+  local total, below = {}, {}
+  for f, v in pairs(h) do
+    if string.sub(f, 1, 2) == 's:' then
+      local sid = string.sub(f, 3)
+      if tree.known[sid] then
+        local n = tonumber(v) or 0
+        total[sid] = (total[sid] or 0) + n
+        for _, a in ipairs(board_ancestors(tree, sid)) do
+          total[a] = (total[a] or 0) + n
+          below[a] = true
+        end
+      end
+    end
+  end
+  return total, below
+end
+
+-- Sets a member's "t:" fields and board entries to its exact totals in the given skills (a
+-- set; nil: all of them) as the current tree makes them (tree: board_tree, never nil), each
+-- entry moved from where the stored fields put it. mode: nil (a member), 'unlisted' (a removed
+-- member: entries only taken off), 'relist' (a member added again: each entry taken off, with
+-- any tombstone, and put back, as a swept one is gone already). h: its prog hash's fields
+-- (nil: read here). Returns the skills whose boards changed.
+local function board_exact(entity, addr, tree, only, mode, h)
+  local pk = prog_key(entity, addr)
+  if not h then
+    h = {}
+    local flat = redis.call('HGETALL', pk)
+    for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+  end
+  local total, below = board_totals(h, tree)
+  local sets, dels, changed = {}, {}, {}
+  for sid in pairs(only or tree.known) do
+    if tree.known[sid] then
+      local before, after = board_value(h, sid), total[sid] or 0
+      if below[sid] then
+        if tonumber(h['t:' .. sid]) ~= after then
+          sets[#sets + 1], sets[#sets + 2] = 't:' .. sid, string.format('%.0f', after)
+        end
+      elseif h['t:' .. sid] then
+        dels[#dels + 1] = 't:' .. sid
+      end
+      if mode == 'relist' then
+        if before > 0 then
+          local lb, e = lb_key(entity, sid), lb_member(before, addr)
+          redis.call('ZREM', lb .. ':gone', e)
+          redis.call('ZREM', lb, e)
+        end
+        if after > 0 then redis.call('ZADD', lb_key(entity, sid), '0', lb_member(after, addr)) end
+        if before > 0 or after > 0 then changed[#changed + 1] = sid end
+      elseif before ~= after then
+        board_move(entity, addr, sid, before, after, mode == 'unlisted')
+        changed[#changed + 1] = sid
+      end
+    end
+  end
+  if #sets > 0 then redis.call('HSET', pk, unpack(sets)) end
+  if #dels > 0 then redis.call('HDEL', pk, unpack(dels)) end
+  return changed
+end
+
 -- Puts a member added again back on every board its progress lists it on, from its prog hash
 -- alone: two commands per field of that member's, none over the entity's members. An entry
 -- still on its board, tombstoned (its removal not swept yet), only loses its tombstone: a
 -- removed member's tombstones are the entries of its progress as it is (prog_add). A skill no
--- longer in the entity's skills hash has no board: its stored score stays unread. Returns the
--- boards changed, as 'xp' or skill ids (the service drops them from its read cache).
-local function member_boards(entity, addr)
+-- longer in the entity's skills hash has no board: its stored score stays unread. In a tree
+-- (tree_of: a function giving board_tree of the template, called only for a member with
+-- progress), the skill boards get the member's exact totals as the tree stands now
+-- (board_exact), whatever a move since its removal left in its "t:" fields; so too in a tree
+-- made flat since, when its hash still holds one (tree_of(true): the tree even if flat).
+-- Returns the boards changed, as 'xp' or skill ids (the service drops them from its read
+-- cache).
+local function member_boards(entity, addr, tree_of)
   local flat = redis.call('HGETALL', prog_key(entity, addr))
   local changed = {}
+  local tree = #flat > 0 and tree_of and tree_of() or nil
+  if not tree and tree_of then
+    for i = 1, #flat, 2 do
+      if string.sub(flat[i], 1, 2) == 't:' then
+        tree = tree_of(true)
+        break
+      end
+    end
+  end
   -- its entries are live again: nothing is left for the sweeper to take off
   if #flat > 0 then redis.call('SREM', unswept_key(entity), addr) end
+  local h = tree and {} or nil
   for i = 1, #flat, 2 do
     local f, v = flat[i], tonumber(flat[i + 1]) or 0
     local by
+    if h then h[f] = flat[i + 1] end
     if f == 'xp' then
       by = 'xp'
-    elseif string.sub(f, 1, 2) == 's:' then
+    elseif not tree and string.sub(f, 1, 2) == 's:' then
       by = string.sub(f, 3)
       if redis.call('HEXISTS', entity .. ':skills', by) == 0 then by = nil end
     end
@@ -577,6 +770,11 @@ local function member_boards(entity, addr)
       redis.call('ZREM', lb .. ':gone', e)
       redis.call('ZADD', lb, '0', e)
       changed[#changed + 1] = by
+    end
+  end
+  if tree and #flat > 0 then
+    for _, sid in ipairs(board_exact(entity, addr, tree, nil, 'relist', h)) do
+      changed[#changed + 1] = sid
     end
   end
   return changed

@@ -78,17 +78,37 @@ local function gate()
   return gated or nil
 end
 
+-- The progression template (keys.h), read once a call: the levels, and the skill tree the
+-- boards roll totals up (board_tree: nil for a flat entity, which then moves one board a skill
+-- as it always did).
+-- The entity hash's lbRebuild comes in the same read: while boards are rebuilt, a flat tree
+-- is a tree too (board_tree).
+local tpl_text, tree, tree_read, rebuilding
+local function template()
+  if not tpl_text then
+    local got = call('HMGET', E, 'progtpl', 'lbRebuild')
+    tpl_text, rebuilding = got[1] or progtpl_build(KEYS[7], KEYS[8]), got[2] and true or false
+  end
+  return tpl_text
+end
+local function board_tree_of()
+  if not tree_read then
+    tree_read = true
+    tree = board_tree(template(), rebuilding)
+  end
+  return tree
+end
+
 -- Levels by XP then id: {id column, XP, ends (ISO or ''), "<skill id> <score> ...", level id,
 -- reachedAt field, the required levels' reachedAt fields (nil: none)}. The lines are found and
 -- cut by plain searches: a pattern tried at every byte of the template (kilobytes: every level
 -- lists its skills) cost an award about 6% more in Redis. any_requires: some level requires
--- others (then judge_levels judges in passes). tree: the skills' parents where some skill has
--- one (tpl_tree; false for a flat list), made only once a level's thresholds are judged.
-local all_levels, any_requires, tpl_text, tree
+-- others (then judge_levels judges in passes). judge_tree: the skills' parents where some skill
+-- has one (tpl_tree; false for a flat list), made only once a level's thresholds are judged.
+local all_levels, any_requires, judge_tree
 local function levels_of_template()
   if all_levels then return all_levels end
-  local tpl = call('HGET', E, 'progtpl') or progtpl_build(KEYS[7], KEYS[8])
-  tpl_text = tpl
+  local tpl = template()
   all_levels = {}
   -- the last line "R": some level requires others (progtpl_build)
   local requiring = string.byte(tpl, -1) == 82 and string.byte(tpl, -2) == 10
@@ -189,8 +209,8 @@ local function judge_levels(pk, m, xp)
   -- A threshold is met by the member's total in the skill (CONTRACT section 15), rolled up
   -- from the own scores over the current tree, so a moved branch or a deleted leaf counts at
   -- once. In a flat list a total is the own score: no tree is cut.
-  if tree == nil then tree = tpl_tree(tpl_text) or false end
-  local totals = tree and tpl_totals(tree, have)
+  if judge_tree == nil then judge_tree = tpl_tree(template()) or false end
+  local totals = judge_tree and tpl_totals(judge_tree, have)
   -- A level that requires others is reached once each of them is recorded reached, before or
   -- by this award: the open levels are judged again after a pass that reached one, so that
   -- prerequisites are recorded (and their events written) first, whatever their XP. Without
@@ -248,6 +268,41 @@ local stamp = string.format('%016d', tonumber(now_ms)) .. ':'
 local cur_of = {}
 local records, gone, added, board_list = {}, {}, {}, {}
 local twice, events_added = {}, 0
+-- In a tree, one award may move a member on one board more than once (two of its skills under
+-- one parent): pend[board][m] is the place in added[board] of the entry queued for it this
+-- call, which a later move replaces (the entry before the first move is the one to take off).
+local pend = {}
+local function move(m, by, before, after)
+  if before == after then return end
+  local lb = board_of[by] or board(by)
+  if twice[m] then
+    if before > 0 then call('ZREM', lb, lb_member(before, m)) end
+    if after > 0 then call('ZADD', lb, '0', lb_member(after, m)) end
+    return
+  end
+  local g, d = gone[lb], added[lb]
+  if not g then
+    g, d = {}, {}
+    gone[lb], added[lb] = g, d
+    board_list[#board_list + 1] = lb
+    pend[lb] = {}
+  end
+  local pl = pend[lb] or {}
+  pend[lb] = pl
+  local at = pl[m]
+  if at then
+    -- awards only add: the entry queued is above 0, and so is this one
+    d[at] = lb_member(after, m)
+    return
+  end
+  if before > 0 then g[#g + 1] = lb_member(before, m) end
+  if after > 0 then
+    local i = #d
+    d[i + 1], d[i + 2] = '0', lb_member(after, m)
+    pl[m] = i + 2
+  end
+end
+
 local function progress(pk, m, field, by, delta)
   local after = call('HINCRBY', pk, field, delta)
   local known_m = cur_of[m]
@@ -271,6 +326,70 @@ local function progress(pk, m, field, by, delta)
     d[i + 1], d[i + 2] = '0', lb_member(after, m)
   end
   return after
+end
+
+-- An award's score to skill sid in a tree: the own score, then the total of sid (its "t:" field
+-- once a skill below it gave the member a score, else the own score is its board's value) and
+-- of each ancestor, each board moved with it; the totals written in one HSET. cur_of[m] holds
+-- every field read (bounded: a "t:" field absent is -1). ups_hit: the ancestors touched by the
+-- award, whose boards the answer names (the service drops them from its read cache).
+local tfield_of, ancestors_of, ups_hit = {}, {}, nil
+local function tfield(sid)
+  local f = tfield_of[sid]
+  if not f then
+    f = 't:' .. sid
+    tfield_of[sid] = f
+  end
+  return f
+end
+local function sfield(sid)
+  local f = sfield_of[sid]
+  if not f then
+    f = 's:' .. sid
+    sfield_of[sid] = f
+  end
+  return f
+end
+local function ancestors(sid)
+  local ups = ancestors_of[sid]
+  if not ups then
+    ups = board_ancestors(tree, sid)
+    ancestors_of[sid] = ups
+  end
+  return ups
+end
+local function total_of(c, sid)
+  local t = c[tfield(sid)]
+  if t and t >= 0 then return t end
+  return c[sfield(sid)] or 0
+end
+local function tree_progress(pk, m, sid, sf, delta)
+  local d = nums[delta] or num(delta)
+  local c = cur_of[m]
+  local own = call('HINCRBY', pk, sf, delta)
+  c[sf] = own
+  local tf, sets = tfield(sid), nil
+  local t = c[tf]
+  if t and t >= 0 then
+    c[tf] = t + d
+    sets = {tf, string.format('%.0f', t + d)}
+    move(m, sid, t, t + d)
+  else
+    move(m, sid, own - d, own)
+  end
+  for _, a in ipairs(ancestors(sid)) do
+    local b = total_of(c, a)
+    local ta = tfield(a)
+    c[ta] = b + d
+    sets = sets or {}
+    sets[#sets + 1], sets[#sets + 2] = ta, string.format('%.0f', b + d)
+    move(m, a, b, b + d)
+    if not ups_hit[a] then
+      ups_hit[a] = true
+      ups_hit[#ups_hit + 1] = a
+    end
+  end
+  if sets then call('HSET', pk, unpack(sets)) end
 end
 
 local function flush()
@@ -334,6 +453,27 @@ local function bounded(first, n)
         c[f] = false -- asked once
         w[#w + 1] = f
       end
+      -- in a tree, the totals of the skill and its ancestors too
+      if j > 0 and tree then
+        local sid = ARGV[p + 2 + 2 * j]
+        local more = {tfield(sid)}
+        for _, a in ipairs(ancestors(sid)) do
+          more[#more + 1] = sfield(a)
+          more[#more + 1] = tfield(a)
+        end
+        for _, g in ipairs(more) do
+          if c[g] == nil then
+            want = want or {}
+            local w = want[m]
+            if not w then
+              w = {}
+              want[m] = w
+            end
+            c[g] = false
+            w[#w + 1] = g
+          end
+        end
+      end
     end
     p = p + 4 + 2 * ns
   end
@@ -341,10 +481,16 @@ local function bounded(first, n)
     for m, fields in pairs(want) do
       local got = call_many('HMGET', prog_key(E, m), fields, 2000)
       local c = cur_of[m]
-      for i, f in ipairs(fields) do c[f] = tonumber(got[i] or '0') or 0 end
+      for i, f in ipairs(fields) do
+        if string.byte(f, 1) == 116 then -- 't': an absent total is -1
+          c[f] = got[i] and tonumber(got[i]) or -1
+        else
+          c[f] = tonumber(got[i] or '0') or 0
+        end
+      end
     end
   end
-  local adds = n > 1 and {} or nil
+  local adds = (n > 1 or tree) and {} or nil
   p = first
   for i = 1, n do
     local m, ns = ARGV[p + 1], num(ARGV[p + 3])
@@ -367,6 +513,21 @@ local function bounded(first, n)
         if c[f] > MAX_VALUE - sum then
           return fail('OVER', (i - 1) .. ' ' .. field .. ' would take the member\'s ' ..
             (j == 0 and 'XP' or 'score') .. ' past 9007199254740991 (2^53 - 1).')
+        end
+        -- in a tree, every total the score joins stays within the bound too
+        if j > 0 and tree then
+          local sid = ARGV[p + 2 + 2 * j]
+          local ups = ancestors(sid)
+          for u = 0, #ups do
+            local x = u == 0 and sid or ups[u]
+            local key = m .. ' t ' .. x
+            local tsum = (adds[key] or 0) + delta
+            adds[key] = tsum
+            if total_of(c, x) > MAX_VALUE - tsum then
+              return fail('OVER', (i - 1) .. ' ' .. field .. ' would take the member\'s ' ..
+                'total in skill ' .. x .. ' past 9007199254740991 (2^53 - 1).')
+            end
+          end
         end
       end
     end
@@ -418,6 +579,7 @@ local function award(idem, a)
     p = p + 4 + 2 * ns
   end
   local f = p -- the first record; the events follow the records
+  ups_hit = {}
   -- Awards per member and minute: a counter per member that expires a minute after the first
   -- award it counts (a fixed window), in the entity's slot.
   local counts
@@ -442,6 +604,7 @@ local function award(idem, a)
       end
     end
   end
+  board_tree_of()
   local over = bounded(first, n)
   if over then return over end
   -- one contribution (most awards) needs no table: its member is the one touched
@@ -463,7 +626,11 @@ local function award(idem, a)
         sf = 's:' .. sid
         sfield_of[sid] = sf
       end
-      progress(pk, m, sf, sid, ARGV[p + 3 + 2 * j])
+      if tree then
+        tree_progress(pk, m, sid, sf, ARGV[p + 3 + 2 * j])
+      else
+        progress(pk, m, sf, sid, ARGV[p + 3 + 2 * j])
+      end
     end
     -- emit's command, with the events key built once a call; the stream is trimmed once, at
     -- the end of the call (flush): the same stream, three arguments and a trim check an award
@@ -504,6 +671,7 @@ local function award(idem, a)
       '[' .. table.concat(ARGV, ',', f, f + n - 1) .. ']'
     call('SET', idem, digest .. '\n' .. answer, 'EX', 86400)
   end
+  if #ups_hit > 0 then return 'OK ' .. table.concat(ups_hit, ' ') end
   return 'OK'
 end
 

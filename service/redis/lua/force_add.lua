@@ -15,6 +15,18 @@ if denied then return denied end
 local full = add_past_most(KEYS[4], true, 9, ARGV[8], 'members')
 if full then return full end
 local added, existing, list, boards, out = 0, 0, {}, {}, {}
+-- the skill tree (board_tree), read once and only for a member added again with progress
+local tree, tree_read
+local function tree_of(even_flat)
+  if not tree_read then
+    tree_read = true
+    tree = board_tree_read(KEYS[1])
+  end
+  if not tree and even_flat then
+    return board_tree(redis.call('HGET', KEYS[1], 'progtpl'), true)
+  end
+  return tree
+end
 local tail = ':' .. ARGV[1] .. ':' .. ARGV[3]
 for i = 9, #ARGV do
   local a = ARGV[i]
@@ -33,12 +45,18 @@ for i = 9, #ARGV do
       for by, inv in string.gmatch(rec, ' ([^ =]+)=(%d+)') do
         local e = inv .. ':' .. a
         redis.call('ZREM', gone_key(KEYS[1], by), e)
-        local v = tonumber(redis.call('HGET', pk, by == 'xp' and 'xp' or 's:' .. by)) or 0
+        local v
+        if by == 'xp' then
+          v = tonumber(redis.call('HGET', pk, 'xp')) or 0
+        else -- its total once a skill below gave it one (board_value)
+          local got = redis.call('HMGET', pk, 't:' .. by, 's:' .. by)
+          v = tonumber(got[1] or got[2] or '0') or 0
+        end
         if v <= 0 or lb_inv(v) ~= inv then redis.call('ZREM', lb_key(KEYS[1], by), e) end
       end
       redis.call('ZREM', KEYS[1] .. ':sweep', rec)
     end
-    for _, by in ipairs(member_boards(KEYS[1], a)) do
+    for _, by in ipairs(member_boards(KEYS[1], a, tree_of)) do
       if not boards[by] then
         boards[by] = true
         out[#out + 1] = by

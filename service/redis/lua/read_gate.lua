@@ -45,7 +45,7 @@ if nf > 3 then
 end
 local out = {head, o, a, m}
 local READS = {XRANGE = true, XREVRANGE = true, ZRANGEBYLEX = true, ZLEXCOUNT = true, ZCARD = true, SCARD = true,
-  HEXISTS = true, HGET = true, HMGET = true}
+  HEXISTS = true, HGET = true, HMGET = true, SISMEMBER = true}
 local i = 5 + nf
 while i <= #ARGV do
   local c = tonumber(ARGV[i])

@@ -5,7 +5,8 @@
 -- it), and its board and the board's tombstones are unlinked (UNLINK: freed off the main
 -- thread, whatever its size; sweep records naming the skill then find nothing there). No
 -- pass over members: the "s:<id>" scores in their prog hashes stay, unread (ids are never
--- reused); contributions keep the scores they recorded.
+-- reused); contributions keep the scores they recorded. The boards of the skills above it are
+-- rebuilt without its scores (board_rebuild_start).
 -- KEYS: entity, owners, admins, skills, skill order, skill names, levels, level order
 -- ARGV: caller, platform, events_max, now (ISO), skill id
 -- Writes a skill.deleted event {id, name}. Returns 1.
@@ -51,6 +52,12 @@ else
   for i = 1, #names, 2 do
     if names[i + 1] == sid then redis.call('HDEL', KEYS[6], names[i]) end
   end
+end
+-- the totals above a deleted skill lose its scores: their boards are rebuilt (the tree as it
+-- was, before the render below)
+if skill_parent(s) then
+  local tree = board_tree(redis.call('HGET', KEYS[1], 'progtpl'), true)
+  board_rebuild_start(KEYS[1], board_ancestors(tree, sid))
 end
 redis.call('HDEL', KEYS[4], sid)
 redis.call('ZREM', KEYS[5], old)

@@ -13,6 +13,7 @@
 --       SKILLTREE_MAX_BYTES (a change growing the tree past it: CONFLICT_AT, the field that grew
 --       most; nothing changed), parent ('' keeps it, 'null' makes the skill a root, else the
 --       new parent's id)
+-- A move starts the rebuild of the boards above the old and the new place (board_rebuild_start).
 -- Writes a skill.updated event {id, changed: the fields given but the parent} when a name or a
 -- description was given, and a skill.moved event {id, from, to: the parents before and after,
 -- null for none} when the parent changed. Returns the Skill JSON.
@@ -107,6 +108,20 @@ for i = 2, #(branch or {}) do
     redis.call('ZADD', KEYS[5], n.score, text)
     redis.call('HSET', KEYS[4], n.s.id, text)
   end
+end
+-- the totals above the branch's old and new places change: their boards are rebuilt
+if to ~= from then
+  local _, by_id = skills_preorder(KEYS[5])
+  local ids, seen = {}, {}
+  for _, start in ipairs({from or false, to or false}) do
+    local at, hops = start and by_id[start], 0
+    while at and hops <= SKILL_DEPTH_MAX and not seen[at.s.id] do
+      seen[at.s.id] = true
+      ids[#ids + 1] = at.s.id
+      at, hops = at.parent and by_id[at.parent], hops + 1
+    end
+  end
+  board_rebuild_start(KEYS[1], ids)
 end
 render_skilltree(KEYS[1], KEYS[5], KEYS[7])
 if #changed > 0 then

@@ -27,10 +27,22 @@
 -- force_add.lua still reads a record to take a re-added member's tombstones back (a tombstone
 -- already swept is a ZREM of nothing).
 -- Writes nothing but removals, so a deleted entity (its hash gone) is left to its erasure.
+-- Then, with what is left of the budget, a step of a board rebuild (keys.h: lb:rebuild; a move
+-- or a deletion in the skill tree started it, _prelude.lua board_rebuild_start): the members
+-- hash's next few members by HSCAN (a cursor kept in lb:rebuild), each one's "t:" fields and
+-- entries on the boards being rebuilt set to its exact totals (board_exact). The step holds a
+-- lease (lb:rebuild's lease and leaseUntil, Redis's clock) renewed at each step: an instance
+-- meeting another's lease in force leaves the rebuild to it ('HELD'); a dead instance's lease
+-- runs out and the next step of any instance takes over at the cursor. Members added meanwhile
+-- are listed exact by force_add.lua; removed ones keep entries where their fields put them,
+-- which is where the sweeper takes them off. The last step (the cursor back at 0) drops the
+-- rebuild's keys and the entity hash's lbRebuild: every listed member was set exact after
+-- the last move, and every award since moved it from there.
 -- KEYS: entity, sweep zset (an earlier version's records), members
--- ARGV: most board entries to take off (an unswept member's counting twice, below)
--- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE', entries taken off, tombstones and
--- unswept members left}.
+-- ARGV: most board entries to take off (an unswept member's counting twice, below; a member a
+-- rebuild sets, 2 per board it rebuilds), this instance's lease token, the lease's ms
+-- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE'|'HELD', entries taken off or
+-- members rebuilt, tombstones, unswept members and rebuilds left}.
 local E = KEYS[1]
 local moving = moving_guard(E)
 if moving then return moving end
@@ -60,8 +72,13 @@ for _, by in ipairs(boards) do
         if not live[i] then
           off[#off + 1] = e
         else
-          local v = tonumber(redis.call('HGET', prog_key(E, addrs[i]),
-            by == 'xp' and 'xp' or 's:' .. by)) or 0
+          local v
+          if by == 'xp' then
+            v = tonumber(redis.call('HGET', prog_key(E, addrs[i]), 'xp')) or 0
+          else -- its total once a skill below gave it one (board_value)
+            local got = redis.call('HMGET', prog_key(E, addrs[i]), 't:' .. by, 's:' .. by)
+            v = tonumber(got[1] or got[2] or '0') or 0
+          end
           if v <= 0 or lb_member(v, addrs[i]) ~= e then off[#off + 1] = e end
         end
       end
@@ -91,11 +108,21 @@ if budget > 0 then
       done[#done + 1] = a
       if not live[i] then
         local flat = redis.call('HGETALL', prog_key(E, a))
+        -- a skill's entry is at its total once a skill below gave it one ("t:", board_value),
+        -- else at its own score: a "t:" field wins over the "s:" one, each skill taken once
+        local h, order = {}, {}
         for j = 1, #flat, 2 do
           local f = flat[j]
-          local v = string.sub(f, 1, 2) == 's:' and tonumber(flat[j + 1])
-          if v and v > 0 then
+          local kind = string.sub(f, 1, 2)
+          if kind == 't:' or kind == 's:' then
             local sid = string.sub(f, 3)
+            if h[sid] == nil then order[#order + 1] = sid end
+            if kind == 't:' or h[sid] == nil then h[sid] = flat[j + 1] end
+          end
+        end
+        for _, sid in ipairs(order) do
+          local v = tonumber(h[sid])
+          if v and v > 0 then
             if skill[sid] == nil then
               skill[sid] = redis.call('HEXISTS', E .. ':skills', sid) == 1
             end
@@ -122,6 +149,40 @@ if budget > 0 then
   end
 end
 left = left + redis.call('SCARD', uk)
+
+local rb = E .. ':lb:rebuild:boards'
+if redis.call('EXISTS', rb) == 1 then
+  local rk, token, lease = E .. ':lb:rebuild', ARGV[2] or '', tonumber(ARGV[3]) or 10000
+  local st = redis.call('HMGET', rk, 'lease', 'leaseUntil', 'cursor')
+  local now = redis_now_ms()
+  if st[1] and st[1] ~= token and (tonumber(st[2]) or 0) > now then
+    return {'HELD', swept, left + 1}
+  end
+  local done = false
+  if budget > 0 then
+    local only, n = {}, 0
+    for _, b in ipairs(redis.call('SMEMBERS', rb)) do
+      only[b] = true
+      n = n + 1
+    end
+    local tree = board_tree(redis.call('HGET', E, 'progtpl'), true)
+    local r = redis.call('HSCAN', KEYS[3], st[3] or '0', 'COUNT',
+      math.max(1, math.floor(budget / (2 * n + 2))))
+    local flat = r[2]
+    for i = 1, #flat, 2 do
+      board_exact(E, flat[i], tree, only)
+      swept = swept + 1
+    end
+    if r[1] == '0' then
+      redis.call('DEL', rb, rk)
+      redis.call('HDEL', E, 'lbRebuild')
+      done = true
+    else
+      redis.call('HSET', rk, 'cursor', r[1], 'lease', token, 'leaseUntil', now + lease)
+    end
+  end
+  if not done then left = left + 1 end
+end
 if left > 0 then
   if not legacy and #empty > 0 then call_many('SREM', listed, empty, 4000) end
   return {'MORE', swept, left}
