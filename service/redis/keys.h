@@ -11,6 +11,8 @@
  *                                     members_remove.lua renew with every change of the member
  *                                     list (pagecache.h),
  *                                     "aliasClaim": the token of the claim behind its alias,
+ *                                     "nested": "1" when some skill has a parent, "0" or
+ *                                     absent for a flat list (written with "skilltree"),
  *                                     "skilltree" and "progtpl": the skill tree as skill and
  *                                     level reads return it, and flat for progression
  *                                     (lua/_prelude.lua, progtpl_build), written with every

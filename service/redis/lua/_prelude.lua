@@ -372,8 +372,11 @@ local function render_skilltree(entity, skill_order, level_order)
   for i, text in ipairs(levels) do levels[i] = level_with_requires(text) end
   local frag = '"skills":[' .. table.concat(texts, ',') ..
     '],"levels":[' .. table.concat(levels, ',') .. ']'
+  local nested = false
+  for _, n in ipairs(skills) do nested = nested or n.parent ~= nil end
   redis.call('HSET', entity, 'skilltree', frag, 'progtpl',
-    progtpl_build(skill_order, level_order, entity .. ':levels:gen', skills))
+    progtpl_build(skill_order, level_order, entity .. ':levels:gen', skills), 'nested',
+    nested and '1' or '0')
 end
 
 -- The skill tree's budget (SKILLTREE_MAX_BYTES): a write that adds `growth` bytes to the
@@ -583,11 +586,13 @@ local function board_tree(tpl, rebuilding)
   return {parent = parent, known = known}
 end
 
--- The tree of an entity's writes other than the award (which reads the template itself): its
--- template and whether a rebuild is under way, in one read.
+-- The tree of an entity's writes other than the award (which reads the template itself):
+-- whether it is one ("nested", render_skilltree) and whether a rebuild is under way in one
+-- small read, then its template only when it is a tree or rebuilding.
 local function board_tree_read(entity)
-  local got = redis.call('HMGET', entity, 'progtpl', 'lbRebuild')
-  return board_tree(got[1] or nil, got[2] and true or false)
+  local got = redis.call('HMGET', entity, 'nested', 'lbRebuild')
+  if got[1] ~= '1' and not got[2] then return nil end -- flat: the template is not read
+  return board_tree(redis.call('HGET', entity, 'progtpl') or nil, got[2] and true or false)
 end
 
 -- A move or a deletion changed the totals of the skills `ids` (keys.h: lb:rebuild): their

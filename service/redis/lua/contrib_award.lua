@@ -78,23 +78,25 @@ local function gate()
   return gated or nil
 end
 
--- The progression template (keys.h), read once a call: the levels, and the skill tree the
--- boards roll totals up (board_tree: nil for a flat entity, which then moves one board a skill
--- as it always did).
--- The entity hash's lbRebuild comes in the same read: while boards are rebuilt, a flat tree
--- is a tree too (board_tree).
+-- The progression template (keys.h), read once a call, and only when needed: the levels (a
+-- member that may reach one), and the skill tree the boards roll totals up (board_tree: nil for
+-- a flat entity, which then moves one board a skill as it always did). Whether the entity is a
+-- tree (its hash's "nested", render_skilltree) and whether its boards are being rebuilt
+-- ("lbRebuild": then a flat tree is a tree too) come first, in one small read, so that an
+-- award in a flat entity reads the template no more often than before trees.
 local tpl_text, tree, tree_read, rebuilding
 local function template()
   if not tpl_text then
-    local got = call('HMGET', E, 'progtpl', 'lbRebuild')
-    tpl_text, rebuilding = got[1] or progtpl_build(KEYS[7], KEYS[8]), got[2] and true or false
+    tpl_text = call('HGET', E, 'progtpl') or progtpl_build(KEYS[7], KEYS[8])
   end
   return tpl_text
 end
 local function board_tree_of()
   if not tree_read then
     tree_read = true
-    tree = board_tree(template(), rebuilding)
+    local got = call('HMGET', E, 'nested', 'lbRebuild')
+    rebuilding = got[2] and true or false
+    if got[1] == '1' or rebuilding then tree = board_tree(template(), rebuilding) end
   end
   return tree
 end
