@@ -69,8 +69,10 @@ typedef struct config {
     int64_t sweep_poll_ms;
     bool sweep_paused;
     int64_t board_rebuild_lease_ms;
-    int64_t find_repair_grace_ms; /* index entries added more recently are never dropped */
-    int64_t find_backfill_batch;  /* entities one backfill step indexes */
+    int64_t board_rebuild_step_entries; /* entries one rebuild step sets */
+    int64_t board_rebuild_pause_factor; /* its pause, in round trips */
+    int64_t find_repair_grace_ms;       /* index entries added more recently are never dropped */
+    int64_t find_backfill_batch;        /* entities one backfill step indexes */
     bool dev;
     char *auth_uri; /* "": https:// + auth_domain */
     int64_t auth_chain_id;

@@ -149,6 +149,16 @@ static uint64_t pause_after(const sweeper *s, uint64_t rtt)
     return p > min ? p : min;
 }
 
+/* After a step that rebuilt boards: a rebuild can take a million members' worth of steps in a
+ * row, so it keeps to a small share of Redis's time (1 / (1 + factor)), where the members'
+ * sweep, a few steps at a time, keeps the shorter pause. */
+static uint64_t pause_after_rebuild(const sweeper *s, uint64_t rtt)
+{
+    uint64_t p = (uint64_t)s->a->cfg.board_rebuild_pause_factor * (rtt ? rtt : 1);
+    uint64_t min = pause_after(s, rtt);
+    return p > min ? p : min;
+}
+
 static void on_step(void *data, int status, redisReply *r)
 {
     sweeper *s = data;
@@ -184,6 +194,10 @@ static void on_step(void *data, int status, redisReply *r)
         schedule(s, pause_after(s, rtt), false);
         return;
     }
+    if (!strcmp(what, "REBUILD")) {
+        schedule(s, pause_after_rebuild(s, rtt), false);
+        return;
+    }
     /* DONE: nothing left (a removal since lists it again first); NONE: the entity is deleted,
      * its erasure takes every key, and no removal of it can run again. */
     if (!strcmp(what, "NONE") || isotime_now_ms() - c->listed_ms > grace_ms(s))
@@ -197,16 +211,17 @@ static void step(sweeper *s)
     const candidate *c = &s->cand[s->next];
     entity_keys k;
     keys_entity(&k, c->id);
-    char queue[KEYS_ENTITY_SIZE + 8], count[24], lease[24];
+    char queue[KEYS_ENTITY_SIZE + 8], count[24], lease[24], rebuild[24];
     int qlen = snprintf(queue, sizeof queue, "%s:sweep", k.entity);
     snprintf(count, sizeof count, "%lld", (long long)s->a->cfg.sweep_step_entries);
     snprintf(lease, sizeof lease, "%lld", (long long)s->a->cfg.board_rebuild_lease_ms);
-    const char *argv[] = {k.entity, queue, k.members, count, s->token, lease};
-    size_t lens[] = {k.entity_len,  (size_t)qlen,     k.members_len,
-                     strlen(count), strlen(s->token), strlen(lease)};
+    snprintf(rebuild, sizeof rebuild, "%lld", (long long)s->a->cfg.board_rebuild_step_entries);
+    const char *argv[] = {k.entity, queue, k.members, count, s->token, lease, rebuild};
+    size_t lens[] = {k.entity_len,     (size_t)qlen,  k.members_len,  strlen(count),
+                     strlen(s->token), strlen(lease), strlen(rebuild)};
     s->busy = true;
     s->step_sent = uv_now(s->a->loop);
-    store_script(s->a->store, LUA_SWEEP_STEP, on_step, s, 3, 6, argv, lens);
+    store_script(s->a->store, LUA_SWEEP_STEP, on_step, s, 3, 7, argv, lens);
 }
 
 static void try_next(sweeper *s)

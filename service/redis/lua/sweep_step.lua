@@ -40,9 +40,11 @@
 -- the last move, and every award since moved it from there.
 -- KEYS: entity, sweep zset (an earlier version's records), members
 -- ARGV: most board entries to take off (an unswept member's counting twice, below; a member a
--- rebuild sets, 2 per board it rebuilds), this instance's lease token, the lease's ms
--- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE'|'HELD', entries taken off or
--- members rebuilt, tombstones, unswept members and rebuilds left}.
+-- rebuild sets, 2 per board it rebuilds), this instance's lease token, the lease's ms, and the
+-- most entries a rebuild's step may set (BOARD_REBUILD_STEP_ENTRIES, within the first)
+-- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE'|'HELD'|'REBUILD', entries taken off
+-- or members rebuilt, tombstones, unswept members and rebuilds left}: 'REBUILD' is 'MORE' after
+-- a step that rebuilt boards, which the sweeper paces apart (BOARD_REBUILD_PAUSE_FACTOR).
 local E = KEYS[1]
 local moving = moving_guard(E)
 if moving then return moving end
@@ -150,7 +152,7 @@ if budget > 0 then
 end
 left = left + redis.call('SCARD', uk)
 
-local rb = E .. ':lb:rebuild:boards'
+local rb, rebuilt = E .. ':lb:rebuild:boards', false
 if redis.call('EXISTS', rb) == 1 then
   local rk, token, lease = E .. ':lb:rebuild', ARGV[2] or '', tonumber(ARGV[3]) or 10000
   local st = redis.call('HMGET', rk, 'lease', 'leaseUntil', 'cursor')
@@ -159,7 +161,9 @@ if redis.call('EXISTS', rb) == 1 then
     return {'HELD', swept, left + 1}
   end
   local done = false
+  budget = math.min(budget, tonumber(ARGV[4]) or budget)
   if budget > 0 then
+    rebuilt = true
     local only, n = {}, 0
     for _, b in ipairs(redis.call('SMEMBERS', rb)) do
       only[b] = true
@@ -185,7 +189,7 @@ if redis.call('EXISTS', rb) == 1 then
 end
 if left > 0 then
   if not legacy and #empty > 0 then call_many('SREM', listed, empty, 4000) end
-  return {'MORE', swept, left}
+  return {rebuilt and 'REBUILD' or 'MORE', swept, left}
 end
 redis.call('UNLINK', KEYS[2], listed)
 return {'DONE', swept, 0}
