@@ -12,6 +12,10 @@ connections). Exits 1 (saying why) on any unexpected answer.
       the skill moved under PARENT; prints the answer's time in ms
   tree_api.py board BASE AUTH EID BY
       the first page of the board by BY: prints "<rebuilding 0|1> <entries> <top value>"
+  tree_api.py wait BASE AUTH EID BY1 BY2 OUT
+      polls both boards every 0.2 s over one connection (one process: a poller started anew
+      each time would take a share of the CPUs the GET load measures) until neither answers
+      "rebuilding"; then writes the time (Unix seconds) to OUT
 """
 import json
 import os
@@ -115,9 +119,27 @@ def board(base, auth, eid, by):
                         data[0]["value"] if data else 0))
 
 
+def wait(base, auth, eid, by1, by2, out):
+    api = Api(base)
+    deadline = time.monotonic() + 3600
+    while time.monotonic() < deadline:
+        busy = False
+        for by in (by1, by2):
+            doc = api.call("GET", "/api/entities/%s/leaderboard?by=%s&limit=1&%s" % (eid, by,
+                                                                                      auth))
+            busy = busy or bool(doc.get("rebuilding"))
+        if not busy:
+            with open(out, "w") as f:
+                f.write("%.3f\n" % time.time())
+            return
+        time.sleep(0.2)
+    die("the boards were still rebuilding after an hour")
+
+
 def main():
     cmd, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
-    fns = {"setup": (setup, 3), "seed": (seed, 6), "move": (move, 5), "board": (board, 4)}
+    fns = {"setup": (setup, 3), "seed": (seed, 6), "move": (move, 5), "board": (board, 4),
+           "wait": (wait, 6)}
     if cmd not in fns or len(args) != fns[cmd][1]:
         die(__doc__)
     fns[cmd][0](*args)

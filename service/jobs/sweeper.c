@@ -150,12 +150,14 @@ static uint64_t pause_after(const sweeper *s, uint64_t rtt)
 }
 
 /* After a step that rebuilt boards: a rebuild can take a million members' worth of steps in a
- * row, so it keeps to a small share of Redis's time (1 / (1 + factor)), where the members'
- * sweep, a few steps at a time, keeps the shorter pause. */
-static uint64_t pause_after_rebuild(const sweeper *s, uint64_t rtt)
+ * row, so it keeps to a share of Redis's time, 1 / (1 + factor), measured by the step's own
+ * time in Redis (a round trip seen from a loop busy with requests runs long, and paced the
+ * rebuild far slower than Redis needed). At least SWEEP_PAUSE_MS. */
+static uint64_t pause_after_rebuild(const sweeper *s, long long step_us)
 {
-    uint64_t p = (uint64_t)s->a->cfg.board_rebuild_pause_factor * (rtt ? rtt : 1);
-    uint64_t min = pause_after(s, rtt);
+    uint64_t us = step_us > 0 ? (uint64_t)step_us : 0;
+    uint64_t p = ((uint64_t)s->a->cfg.board_rebuild_pause_factor * us + 999) / 1000;
+    uint64_t min = (uint64_t)s->a->cfg.sweep_pause_ms;
     return p > min ? p : min;
 }
 
@@ -168,7 +170,7 @@ static void on_step(void *data, int status, redisReply *r)
     uint64_t rtt = uv_now(s->a->loop) - s->step_sent;
     const candidate *c = &s->cand[s->next];
     long long n = 0, left = 0;
-    if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+    if (status != STORE_OK || !r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || !int_at(r, 1, &n) || !int_at(r, 2, &left)) {
         /* Unreachable, late, or the slot moving: the tombstones wait for the next poll. */
         s->failures++;
@@ -195,7 +197,9 @@ static void on_step(void *data, int status, redisReply *r)
         return;
     }
     if (!strcmp(what, "REBUILD")) {
-        schedule(s, pause_after_rebuild(s, rtt), false);
+        long long step_us = 0;
+        schedule(s, int_at(r, 3, &step_us) ? pause_after_rebuild(s, step_us) : pause_after(s, rtt),
+                 false);
         return;
     }
     /* DONE: nothing left (a removal since lists it again first); NONE: the entity is deleted,

@@ -42,14 +42,17 @@
 -- ARGV: most board entries to take off (an unswept member's counting twice, below; a member a
 -- rebuild sets, 2 per board it rebuilds), this instance's lease token, the lease's ms, and the
 -- most entries a rebuild's step may set (BOARD_REBUILD_STEP_ENTRIES, within the first)
--- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE'|'HELD'|'REBUILD', entries taken off
--- or members rebuilt, tombstones, unswept members and rebuilds left}: 'REBUILD' is 'MORE' after
--- a step that rebuilt boards, which the sweeper paces apart (BOARD_REBUILD_PAUSE_FACTOR).
+-- Returns {'NONE', 0, 0} (no such entity), or {'MORE'|'DONE'|'HELD', entries taken off or
+-- members rebuilt, tombstones, unswept members and rebuilds left}, or {'REBUILD', the same two,
+-- the step's own time in Redis in µs}: 'MORE' after a step that rebuilt boards, which the
+-- sweeper paces by that time (BOARD_REBUILD_PAUSE_FACTOR), not by a round trip a busy loop
+-- lengthens.
 local E = KEYS[1]
 local moving = moving_guard(E)
 if moving then return moving end
 if redis.call('EXISTS', E) == 0 then return {'NONE', 0, 0} end
 local budget, swept, left = tonumber(ARGV[1]), 0, 0
+local t0 = redis.call('TIME')
 local listed = tombstoned_key(E)
 -- An earlier version's sweep records mean tombstones that no set lists: every board is read
 -- until none is left. Otherwise only the boards the set lists.
@@ -189,7 +192,11 @@ if redis.call('EXISTS', rb) == 1 then
 end
 if left > 0 then
   if not legacy and #empty > 0 then call_many('SREM', listed, empty, 4000) end
-  return {rebuilt and 'REBUILD' or 'MORE', swept, left}
+  if rebuilt then
+    local t1 = redis.call('TIME')
+    return {'REBUILD', swept, left, (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])}
+  end
+  return {'MORE', swept, left}
 end
 redis.call('UNLINK', KEYS[2], listed)
 return {'DONE', swept, 0}
