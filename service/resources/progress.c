@@ -190,16 +190,6 @@ static void append_skill(buf *b, slice id, slice name, int64_t score, int64_t to
     buf_append(b, "}", 1);
 }
 
-slice progress_next_field(slice *rest, char sep)
-{
-    const char *at = memchr(rest->s, sep, rest->len);
-    slice out = {rest->s, at ? (size_t)(at - rest->s) : rest->len};
-    size_t skip = at ? out.len + 1 : out.len;
-    rest->s += skip;
-    rest->len -= skip;
-    return out;
-}
-
 /* The skills part: the member's skills with a total above 0, in skill order (pre-order), with
  * names, own scores and totals. */
 static void render_skill_lines(buf *b, slice tpl, const prog_view *p)

@@ -7,6 +7,7 @@
 #include "core/ids.h"
 #include "http/request.h"
 #include "redis/store.h"
+#include "resources/progress_totals.h" /* progress_next_field */
 
 /* The path's entity and member. */
 typedef struct member_req {
@@ -32,9 +33,5 @@ bool progress_read_send(request *req, char letter, const store_cmd *extra, int n
  * commands' replies follow the role lookups in r. */
 const redisReply *progress_read_check(request *req, int status, redisReply *r, int nextra,
                                       const member_req *m);
-
-/* Splits *rest at its first `sep` (the progression template's lines, columns and pairs): the
- * part before is returned, *rest moves past the separator. */
-slice progress_next_field(slice *rest, char sep);
 
 #endif

@@ -3,8 +3,17 @@
  * nothing stored to rebuild; a flat list never comes here (progress_tpl_nested). */
 #include <string.h>
 
-#include "resources/progress.h"
 #include "resources/progress_totals.h"
+
+slice progress_next_field(slice *rest, char sep)
+{
+    const char *at = memchr(rest->s, sep, rest->len);
+    slice out = {rest->s, at ? (size_t)(at - rest->s) : rest->len};
+    size_t skip = at ? out.len + 1 : out.len;
+    rest->s += skip;
+    rest->len -= skip;
+    return out;
+}
 
 /* How far a score is added up the tree: depth is at most 8 (CONTRACT §15); the bound also
  * ends a walk over a template a bug left with a cycle. */

@@ -38,4 +38,8 @@ bool progress_totals_build(arena *pool, slice tpl, const redisReply *prog, skill
 /* The total of skill id (0 for one unknown or never awarded). */
 int64_t progress_total_of(const skill_totals *t, slice id);
 
+/* Splits *rest at its first `sep` (the progression template's lines, columns and pairs): the
+ * part before is returned, *rest moves past the separator. */
+slice progress_next_field(slice *rest, char sep);
+
 #endif
