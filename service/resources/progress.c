@@ -132,18 +132,6 @@ static void run_script(request *req, int script, store_cb cb, int nkeys, const c
 /* Progress is one transaction, the caller's role lookups inside (CONTRACT §5: one round trip,
  * also on a private entity), read through the read cache. */
 
-static int64_t parse_int(const char *s, size_t n)
-{
-    int64_t v = 0;
-    bool neg = n > 0 && s[0] == '-';
-    for (size_t i = neg; i < n && i < 19; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return 0;
-        v = v * 10 + (s[i] - '0');
-    }
-    return neg ? -v : v;
-}
-
 /* A member's prog hash (keys.h): xp, "s:<skill id>" scores, "r:<level id>" reachedAt; and its
  * totals where the template has a tree (NULL for a flat list: each total is the own score). */
 typedef struct prog_view {
@@ -159,7 +147,7 @@ static bool prog_get(const prog_view *p, char kind, const char *id, size_t idlen
         const redisReply *k = p->flat->element[i], *v = p->flat->element[i + 1];
         if (k->type == REDIS_REPLY_STRING && k->len == idlen + 2 && k->str[0] == kind &&
             k->str[1] == ':' && !memcmp(k->str + 2, id, idlen) && v->type == REDIS_REPLY_STRING) {
-            *out = parse_int(v->str, v->len);
+            *out = progress_parse_int(v->str, v->len);
             return true;
         }
     }
@@ -242,7 +230,7 @@ static bool level_line_cut(slice line, level_line *lv)
      * the whole column names the reachedAt field (_prelude.lua, progtpl_build). */
     slice gen = lv->col;
     lv->id = progress_next_field(&gen, ':');
-    lv->xp = parse_int(xps.s, xps.len);
+    lv->xp = progress_parse_int(xps.s, xps.len);
     lv->state = -1;
     return lv->id.len && lv->name.len;
 }
@@ -258,7 +246,7 @@ static bool level_judge_own(slice line, const level_line *lv, const prog_view *p
     bool ok = lv->xp <= p->xp;
     for (slice n = lv->need; ok && n.len;) {
         slice sid = progress_next_field(&n, ' '), sc = progress_next_field(&n, ' ');
-        ok = !sid.len || prog_total(p, sid) >= parse_int(sc.s, sc.len);
+        ok = !sid.len || prog_total(p, sid) >= progress_parse_int(sc.s, sc.len);
     }
     int64_t at_ms, ends_ms;
     bool at = prog_get(p, 'r', lv->col.s, lv->col.len, &at_ms);
@@ -275,7 +263,7 @@ static long level_next_place(slice *places, size_t n)
 {
     while (places->len) {
         slice k = progress_next_field(places, ' ');
-        int64_t v = parse_int(k.s, k.len);
+        int64_t v = progress_parse_int(k.s, k.len);
         if (k.len && v >= 0 && (uint64_t)v < n)
             return (long)v;
     }
@@ -374,7 +362,7 @@ static bool render_level_lines(request *req, buf *b, slice tpl, const prog_view 
         bool first_missing = true;
         for (slice need = l->need; need.len;) {
             slice sid = progress_next_field(&need, ' '), sc = progress_next_field(&need, ' ');
-            int64_t want = parse_int(sc.s, sc.len), have = prog_total(p, sid);
+            int64_t want = progress_parse_int(sc.s, sc.len), have = prog_total(p, sid);
             if (!sid.len || have >= want)
                 continue;
             buf_append_str(b, first_missing ? "{\"skillId\":\"" : ",{\"skillId\":\"");
@@ -424,7 +412,7 @@ static void on_progress(void *data, int status, redisReply *r)
         const redisReply *k = prog->element[i], *v = prog->element[i + 1];
         if (k->type == REDIS_REPLY_STRING && k->len == 2 && !memcmp(k->str, "xp", 2) &&
             v->type == REDIS_REPLY_STRING)
-            p.xp = parse_int(v->str, v->len);
+            p.xp = progress_parse_int(v->str, v->len);
     }
     if (p.xp < 0)
         p.xp = 0;

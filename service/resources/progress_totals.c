@@ -57,7 +57,7 @@ static void totals_insert(skill_totals *t, size_t i)
     t->slots[k] = (uint32_t)(i + 1);
 }
 
-static int64_t totals_parse(const char *s, size_t n)
+int64_t progress_parse_int(const char *s, size_t n)
 {
     int64_t v = 0;
     bool neg = n > 0 && s[0] == '-';
@@ -121,7 +121,7 @@ bool progress_totals_build(arena *pool, slice tpl, const redisReply *prog, skill
             continue;
         long at = totals_find(out, k->str + 2, k->len - 2);
         if (at >= 0)
-            out->skills[at].own = totals_parse(v->str, v->len);
+            out->skills[at].own = progress_parse_int(v->str, v->len);
     }
     /* Each own score up its branch: O(scored skills × depth), whatever the tree's size. */
     for (size_t i = 0; i < out->n; i++) {

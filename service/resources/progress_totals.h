@@ -42,4 +42,8 @@ int64_t progress_total_of(const skill_totals *t, slice id);
  * part before is returned, *rest moves past the separator. */
 slice progress_next_field(slice *rest, char sep);
 
+/* A decimal integer of the template or a prog hash (at most 19 digits, an optional '-'); 0 for
+ * anything else. */
+int64_t progress_parse_int(const char *s, size_t n);
+
 #endif

@@ -9,18 +9,23 @@
  * so these bytes are only ever the field itself. */
 static const char created_by[] = ",\"createdBy\":\"";
 
-static const char *find_created_by(const char *at, const char *end)
+/* The first `n` bytes of `what` in [at, end), or NULL. */
+static const char *find_bytes(const char *at, const char *end, const char *what, size_t n)
 {
-    const size_t n = sizeof created_by - 1;
     while (end - at >= (ptrdiff_t)n) {
-        at = memchr(at, ',', (size_t)(end - at - (ptrdiff_t)n + 1));
+        at = memchr(at, what[0], (size_t)(end - at - (ptrdiff_t)n + 1));
         if (!at)
             return NULL;
-        if (!memcmp(at, created_by, n))
+        if (!memcmp(at, what, n))
             return at;
         at++;
     }
     return NULL;
+}
+
+static const char *find_created_by(const char *at, const char *end)
+{
+    return find_bytes(at, end, created_by, sizeof created_by - 1);
 }
 
 /* Where a Skill JSON of an earlier release ends: the '}' right after the createdBy value the
@@ -65,20 +70,6 @@ static slice skills_with_parents(arena *pool, slice tree)
     memcpy(out + len, from, (size_t)(end - from));
     len += (size_t)(end - from);
     return (slice){out, len};
-}
-
-/* The first `n` bytes of `what` in [at, end), or NULL. */
-static const char *find_bytes(const char *at, const char *end, const char *what, size_t n)
-{
-    while (end - at >= (ptrdiff_t)n) {
-        at = memchr(at, what[0], (size_t)(end - at - (ptrdiff_t)n + 1));
-        if (!at)
-            return NULL;
-        if (!memcmp(at, what, n))
-            return at;
-        at++;
-    }
-    return NULL;
 }
 
 /* A Level JSON of an earlier release has no requires; the field goes right before endsAt, as
