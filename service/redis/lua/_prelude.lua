@@ -695,8 +695,12 @@ end
 -- entry moved from where the stored fields put it. mode: nil (a member), 'unlisted' (a removed
 -- member: entries only taken off), 'relist' (a member added again: each entry taken off, with
 -- any tombstone, and put back, as a swept one is gone already). h: its prog hash's fields
--- (nil: read here). Returns the skills whose boards changed.
-local function board_exact(entity, addr, tree, only, mode, h)
+-- (nil: read here). moves (with mode nil): a table the board moves are gathered in instead,
+-- skill id -> {rem = entries, add = entries}, for board_moves_apply: a rebuild's step moves
+-- many members on the same few boards, and one sorted ZREM and ZADD per board walk each
+-- skiplist in order at one command's cost, where a command per entry costs about twice as
+-- much (bench/RESULTS.md). Returns the skills whose boards changed.
+local function board_exact(entity, addr, tree, only, mode, h, moves)
   local pk = prog_key(entity, addr)
   if not h then
     h = {}
@@ -724,7 +728,17 @@ local function board_exact(entity, addr, tree, only, mode, h)
         if after > 0 then redis.call('ZADD', lb_key(entity, sid), '0', lb_member(after, addr)) end
         if before > 0 or after > 0 then changed[#changed + 1] = sid end
       elseif before ~= after then
-        board_move(entity, addr, sid, before, after, mode == 'unlisted')
+        if moves then
+          local m = moves[sid]
+          if not m then
+            m = {rem = {}, add = {}}
+            moves[sid] = m
+          end
+          if before > 0 then m.rem[#m.rem + 1] = lb_member(before, addr) end
+          if after > 0 then m.add[#m.add + 1] = lb_member(after, addr) end
+        else
+          board_move(entity, addr, sid, before, after, mode == 'unlisted')
+        end
         changed[#changed + 1] = sid
       end
     end
@@ -804,6 +818,22 @@ local function call_many(cmd, key, list, step)
     end
   end
   return out
+end
+
+-- Applies the board moves board_exact gathered: per board, its removals and then its
+-- additions, each sorted (every entry is a distinct member's, so none is both).
+local function board_moves_apply(entity, moves)
+  for sid, m in pairs(moves) do
+    local lb = lb_key(entity, sid)
+    table.sort(m.rem)
+    call_many('ZREM', lb, m.rem, 4000)
+    table.sort(m.add)
+    local args = {}
+    for i, e in ipairs(m.add) do
+      args[2 * i - 1], args[2 * i] = '0', e
+    end
+    call_many('ZADD', lb, args, 4000)
+  end
 end
 
 -- Removal tombstones (keys.h: lb:…:gone, lb:unswept, sweep). A removed member's board entries

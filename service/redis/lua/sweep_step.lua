@@ -175,11 +175,12 @@ if redis.call('EXISTS', rb) == 1 then
     local tree = board_tree(redis.call('HGET', E, 'progtpl'), true)
     local r = redis.call('HSCAN', KEYS[3], st[3] or '0', 'COUNT',
       math.max(1, math.floor(budget / (2 * n + 2))))
-    local flat = r[2]
+    local flat, moves = r[2], {}
     for i = 1, #flat, 2 do
-      board_exact(E, flat[i], tree, only)
+      board_exact(E, flat[i], tree, only, nil, nil, moves)
       swept = swept + 1
     end
+    board_moves_apply(E, moves)
     if r[1] == '0' then
       redis.call('DEL', rb, rk)
       redis.call('HDEL', E, 'lbRebuild')
