@@ -16,6 +16,10 @@ connections). Exits 1 (saying why) on any unexpected answer.
       polls both boards every 0.2 s over one connection (one process: a poller started anew
       each time would take a share of the CPUs the GET load measures) until neither answers
       "rebuilding"; then writes the time (Unix seconds) to OUT
+  tree_api.py poll BASE AUTH EID BY1 BY2 SECONDS
+      polls both boards as wait does, for SECONDS whatever they answer: the same load beside
+      the GET windows measured without a rebuild, so that they differ from those during it by
+      the rebuild alone
 """
 import json
 import os
@@ -119,6 +123,15 @@ def board(base, auth, eid, by):
                         data[0]["value"] if data else 0))
 
 
+def poll(base, auth, eid, by1, by2, seconds):
+    api = Api(base)
+    deadline = time.monotonic() + float(seconds)
+    while time.monotonic() < deadline:
+        for by in (by1, by2):
+            api.call("GET", "/api/entities/%s/leaderboard?by=%s&limit=1&%s" % (eid, by, auth))
+        time.sleep(0.2)
+
+
 def wait(base, auth, eid, by1, by2, out):
     api = Api(base)
     deadline = time.monotonic() + 3600
@@ -139,7 +152,7 @@ def wait(base, auth, eid, by1, by2, out):
 def main():
     cmd, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     fns = {"setup": (setup, 3), "seed": (seed, 6), "move": (move, 5), "board": (board, 4),
-           "wait": (wait, 6)}
+           "wait": (wait, 6), "poll": (poll, 6)}
     if cmd not in fns or len(args) != fns[cmd][1]:
         die(__doc__)
     fns[cmd][0](*args)
