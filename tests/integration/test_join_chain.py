@@ -193,7 +193,7 @@ class JoinChainTest(harness.unittest.TestCase):
         r = self.reader(JOIN_RPC_MAX_PER_SECOND='2')
         rule = {'all': [self.erc20(1)]}
         before = self.proxy.counted(ETH_CALLS)
-        ids = [r.send(rule, [a]) for _ in range(3)]
+        ids = r.send(rule, [a], times=3)
         got = r.answers(3)
         statuses = sorted(got[i]['status'] for i in ids)
         self.assertEqual(statuses, ['capped', 'ok', 'ok'])
@@ -204,7 +204,7 @@ class JoinChainTest(harness.unittest.TestCase):
         time.sleep(1.1)  # the bucket full again
         before = self.proxy.counted(ETH_CALLS)
         t0 = time.monotonic()
-        ids = [r.send(rule, [a], background=True) for _ in range(4)]
+        ids = r.send(rule, [a], background=True, times=4)
         got = r.answers(4, timeout=scaled(30))
         took = time.monotonic() - t0
         self.assertEqual([got[i]['status'] for i in ids], ['ok'] * 4)
