@@ -833,6 +833,79 @@ local function sweep_record(entity, addr)
     'LIMIT', 0, 1)[1]
 end
 
+-- Section 8's removal of members, shared by every script that takes members off an entity
+-- (members_remove.lua: owners, admins and leaving callers; join_verdicts.lua: the re-check of
+-- join rules). A removed member leaves the members hash and the order zset (so the users list)
+-- at once. Its board entries are not taken off the big boards here: a ZREM at a random place of
+-- a board of a million entries, one per board the member is on, was most of a removal's cost.
+-- Nor are they tombstoned one by one: an insert into a board's ordered gone zset costs nearly
+-- as much, 11 of them were more than half of a removal's Redis time (bench/RESULTS.md,
+-- 2026-11-27 22:48). Only its XP entry is tombstoned, in the XP board's gone zset: progress
+-- ranks and the XP board's counts subtract those. For its skill boards the member joins the
+-- entity's unswept set, one O(1) write whatever its skills: skill board reads skip entries
+-- whose address is no member, and the sweeper (jobs/sweeper.h, sweep_step.lua) takes the
+-- member's entries off later, from its prog hash. An entry left so is always the entry of the
+-- member's progress as it is now (contrib_revoke.lua keeps it so), so force_add.lua finds a
+-- re-added member's entries from its prog hash, with no record of them. The service lists the
+-- entity in the sweeps set (keys.h) before sending such a script. Its prog hash, contributions
+-- and reachedAt fields stay, so a force-add lists it again with what it had. A removed member
+-- is no longer re-checked by the entity's join rule (keys.h: join:due, join:failing).
+-- Each key's writes are gathered over the removal's members and sent once, by removal_finish,
+-- sorted: the inserts into a big zset then walk it near one another, in the CPU's caches.
+-- Nothing in between reads them back (taken stands in for the members hash).
+local function removal_new(entity)
+  return {E = entity, taken = {}, addrs = {}, order = {}, tombs = {}, unswept = {}}
+end
+
+-- Takes member a (its entry as the members hash holds it) off: false when it is no member or
+-- this removal took it already. out lists the boards whose reads changed beyond the entity
+-- hash and the unswept set ('xp' when its XP entry was tombstoned), seen the ones listed.
+local function removal_take(rm, a, entry, seen, out)
+  if not entry or rm.taken[a] then return false end
+  rm.taken[a] = true
+  rm.addrs[#rm.addrs + 1] = a
+  rm.order[#rm.order + 1] = entry
+  local pk = prog_key(rm.E, a)
+  local v = tonumber(redis.call('HGET', pk, 'xp'))
+  if v and v > 0 then
+    rm.tombs[#rm.tombs + 1] = lb_member(v, a)
+    if not seen.xp then
+      seen.xp = true
+      out[#out + 1] = 'xp'
+    end
+  elseif redis.call('EXISTS', pk) == 0 then
+    return true -- no progress at all: on no board
+  end
+  rm.unswept[#rm.unswept + 1] = a
+  return true
+end
+
+-- Writes what the removal took: members hash, order zset, tombstones, unswept set, the join
+-- rule's re-check, and a fresh membersVersion (cached users pages hold only under the version
+-- they were rendered from). Nothing when it took no one.
+local function removal_finish(rm, members, order, version)
+  if #rm.addrs == 0 then return end
+  local E = rm.E
+  call_many('HDEL', members, rm.addrs, 4000)
+  table.sort(rm.order)
+  call_many('ZREM', order, rm.order, 4000)
+  if #rm.tombs > 0 then
+    -- score 0 before each entry, sorted first
+    table.sort(rm.tombs)
+    local args = {}
+    for k, m in ipairs(rm.tombs) do
+      args[2 * k - 1] = '0'
+      args[2 * k] = m
+    end
+    call_many('ZADD', gone_key(E, 'xp'), args, 4000)
+    redis.call('SADD', tombstoned_key(E), 'xp')
+  end
+  call_many('SADD', unswept_key(E), rm.unswept, 4000)
+  call_many('ZREM', E .. ':join:due', rm.addrs, 4000)
+  call_many('HDEL', E .. ':join:failing', rm.addrs, 4000)
+  redis.call('HSET', E, 'membersVersion', version)
+end
+
 -- Webhook deliveries (keys.h, ent:{c-…}:wh:<wid>…). Times are Redis's clock (TIME), the one
 -- clock every instance's leases and due times agree on.
 local function redis_now_ms()
