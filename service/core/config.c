@@ -159,6 +159,13 @@ static const opt opts[] = {
     {"SWEEP_PAUSED", OPT_BOOL, OFF(sweep_paused), "false", 0, 0,
      "hold the sweeper off (tests, maintenance): removed members' entries stay tombstoned, and "
      "every read stays exact"},
+    {"JOIN_RECHECK_SECONDS", OPT_INT, OFF(join_recheck_seconds), "3600", 1, 31536000,
+     "every member who joined by an entity's rule is checked again this often (CONTRACT "
+     "section 16), in batches spread over the period as the joins were"},
+    {"JOIN_GRACE_SECONDS", OPT_INT, OFF(join_grace_seconds), "86400", 0, 31536000,
+     "a rules member failing its re-checks is removed at the first failing check this long "
+     "after it began failing (a pass resets it); one failing within this long after joining "
+     "goes at once"},
     {"DEV", OPT_BOOL, OFF(dev), "false", 0, 0,
      "development mode: a fixed AUTH_SECRET when none is set, and a fixed, public attestation "
      "key without ATTESTATION_KEY_FILE (never in production)"},

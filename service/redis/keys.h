@@ -237,6 +237,18 @@
  *                                     it read (sweep_forget.lua). So no crash between the two
  *                                     slots can leave tombstones nobody finds.
  *
+ * The re-check of rules members (CONTRACT section 16; jobs/joinsweep.h):
+ *   ent:{c-…}:join:lease      string  the token of the instance re-checking the entity, PX
+ *                                     10000 on Redis's clock, renewed at each batch
+ *                                     (join_take.lua, join_verdicts.lua): another instance
+ *                                     takes the entity over once a dead one's has run out
+ *   joins                     zset    entity id -> its earliest join:due ms, in a slot of its
+ *                                     own: a join lists it (ZADD LT, after its script), the
+ *                                     re-check sets it after each batch (its earliest due, or a
+ *                                     period on when none is due: dropping it would race a join)
+ *                                     and drops it once the entity or its rule is gone, unless
+ *                                     a join lowered the score since (joins_forget.lua)
+ *
  * Sign-in:
  *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT)
  *   auth:revoked:<address>:<epoch>  the same for every sign-in a contract wallet (EIP-1271)
@@ -409,6 +421,9 @@ size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id);
 #define KEYS_ERASE_IDS  "erase:ids"
 /* The entities whose removed members wait for the sweeper (one key, its own slot). */
 #define KEYS_SWEEPS "sweeps"
+/* The entities with rules members to re-check, scored by their earliest due (one key, its own
+ * slot; jobs/joinsweep.h). */
+#define KEYS_JOINS "joins"
 /* The alias index key of a validated alias; returns its length. */
 size_t keys_alias(char out[KEYS_ALIAS_SIZE], const char *alias);
 
