@@ -929,3 +929,61 @@ local function webhook_disable(entity, hooks, wid, reason, limits, now)
     '{"webhookId":' .. jstr(wid) .. ',"reason":' .. jstr(reason) .. '}')
   return true
 end
+
+-- A member added again (force_add.lua, join_add.lua) comes back on the boards with the XP and
+-- scores it kept, its entries still waiting for the sweeper taken back (member_boards). A
+-- removal by an earlier version left a sweep record instead: its tombstones go with it, and an
+-- entry its progress no longer holds (a revocation since) goes too. Adds the boards it went back
+-- on to out, each once (seen).
+local function member_back(entity, a, tree_of, seen, out)
+  local rec = sweep_record(entity, a)
+  if rec then
+    local pk = prog_key(entity, a)
+    for by, inv in string.gmatch(rec, ' ([^ =]+)=(%d+)') do
+      local e = inv .. ':' .. a
+      redis.call('ZREM', gone_key(entity, by), e)
+      local v
+      if by == 'xp' then
+        v = tonumber(redis.call('HGET', pk, 'xp')) or 0
+      else -- its total once a skill below gave it one (board_value)
+        local got = redis.call('HMGET', pk, 't:' .. by, 's:' .. by)
+        v = tonumber(got[1] or got[2] or '0') or 0
+      end
+      if v <= 0 or lb_inv(v) ~= inv then redis.call('ZREM', lb_key(entity, by), e) end
+    end
+    redis.call('ZREM', entity .. ':sweep', rec)
+  end
+  for _, by in ipairs(member_boards(entity, a, tree_of)) do
+    if not seen[by] then
+      seen[by] = true
+      out[#out + 1] = by
+    end
+  end
+end
+
+-- A rules member (CONTRACT section 16) is re-checked from its entity's join:due zset and
+-- join:failing hash (keys.h); a removal, or a force-add making it a manual member, takes it off
+-- both.
+local function join_forget(entity, addrs)
+  local due, failing = entity .. ':join:due', entity .. ':join:failing'
+  -- most entities have no rules members: one EXISTS, no writes
+  if #addrs == 0 or redis.call('EXISTS', due, failing) == 0 then return end
+  call_many('ZREM', due, addrs, 4000)
+  call_many('HDEL', failing, addrs, 4000)
+end
+
+-- The skill tree of an entity for member_boards, read once and only for a member added again
+-- with progress (board_tree).
+local function tree_reader(entity)
+  local tree, read
+  return function(even_flat)
+    if not read then
+      read = true
+      tree = board_tree_read(entity)
+    end
+    if not tree and even_flat then
+      return board_tree(redis.call('HGET', entity, 'progtpl'), true)
+    end
+    return tree
+  end
+end

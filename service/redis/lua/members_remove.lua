@@ -23,6 +23,7 @@
 -- prog hash, with no record of them. The service listed the entity in the sweeps set (keys.h)
 -- before sending this. Its prog hash, contributions and reachedAt fields stay, so a force-add
 -- lists it again with what it had.
+-- A removed member who joined by rules is no longer re-checked (join:due, join:failing).
 -- A removal that removes someone renews membersVersion (cached users pages hold only under the
 -- version they were rendered from) and writes one event: member.removed {addresses (those
 -- removed)}, or member.left {address}.
@@ -134,6 +135,7 @@ if version then
     redis.call('SADD', tombstoned_key(E), 'xp')
   end
   call_many('SADD', unswept_key(E), unswept, 4000)
+  join_forget(E, gone_addrs)
   redis.call('HSET', E, 'membersVersion', version)
 end
 return replies
