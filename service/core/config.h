@@ -68,11 +68,10 @@ typedef struct config {
     int64_t sweep_pause_ms;
     int64_t sweep_poll_ms;
     bool sweep_paused;
+    int64_t join_recheck_seconds, join_grace_seconds, join_check_cache_ms;
     int64_t board_rebuild_lease_ms;
     int64_t board_rebuild_step_entries; /* entries one rebuild step sets */
     int64_t board_rebuild_pause_factor; /* its pause, in round trips */
-    int64_t join_recheck_seconds;       /* the re-check of rules members (jobs/joinsweep.h) */
-    int64_t join_grace_seconds;
     int64_t find_repair_grace_ms;       /* index entries added more recently are never dropped */
     int64_t find_backfill_batch;        /* entities one backfill step indexes */
     bool dev;
