@@ -19,6 +19,7 @@ struct limits;
 struct attester;
 struct erasure;
 struct sweeper;
+struct joinsweep;
 struct webhooks;
 struct watch;
 struct streams;
@@ -38,6 +39,7 @@ typedef struct app {
     struct attester *attester; /* level attestations' signer; NULL: attestations are off */
     struct erasure *erasure;   /* the background erasure of deleted entities */
     struct sweeper *sweeper;   /* removed members' board entries, taken off in the background */
+    struct joinsweep *joinsweep; /* the re-check of rules members (jobs/joinsweep.h) */
     struct webhooks *webhooks; /* webhook deliveries (push/webhook.h) */
     struct watch *watch;       /* which entities' events may have grown (push/watch.h) */
     struct streams *streams;   /* the open event streams (push/streams.h) */

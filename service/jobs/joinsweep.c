@@ -29,8 +29,6 @@
 /* The pause after a batch is this many times its scripts' own time in Redis: the re-check
  * takes about 1 / (1 + this) of Redis's time, so the GET path keeps 90% of its rate. */
 #define JS_PAUSE_FACTOR 9
-/* The longest sleep between two looks at the registry (also never more than a period). */
-#define JS_MAX_WAIT_MS 60000
 /* The sleep after Redis did not answer. */
 #define JS_RETRY_MS 1000
 
@@ -403,13 +401,17 @@ static void on_taken(void *data, int status, redisReply *r)
         return;
     }
     if (!strcmp(what, "HELD") || !strcmp(what, "IDLE")) {
+        int64_t at = -1;
         if (!strcmp(what, "HELD")) {
             s->held++;
-            if (int_at(r, 1, &v) && v > 0 && (s->wake_ms < 0 || isotime_now_ms() + v < s->wake_ms))
-                s->wake_ms = isotime_now_ms() + v;
+            if (int_at(r, 1, &v) && v > 0)
+                at = isotime_now_ms() + v; /* its lease ends */
         } else if (int_at(r, 1, &v)) {
             registry_set(s, c->id, v);
+            at = v;
         }
+        if (at >= 0 && (s->wake_ms < 0 || at < s->wake_ms))
+            s->wake_ms = at;
         s->next++;
         try_next(s);
         return;
@@ -471,9 +473,10 @@ static void try_next(joinsweep *s)
         schedule(s, 1);
         return;
     }
-    int64_t now = isotime_now_ms(), most = JS_MAX_WAIT_MS;
-    if (most > period_ms(s))
-        most = period_ms(s);
+    /* Asleep until the earliest due the registry holds, or a period on when it holds none: a
+     * join lists its entity a period after it at the earliest, and a re-check moves a score
+     * only later, so nothing comes due before that. */
+    int64_t now = isotime_now_ms(), most = period_ms(s);
     int64_t wait = s->wake_ms < 0 ? most : s->wake_ms - now;
     if (wait > most)
         wait = most;

@@ -4,7 +4,7 @@
  * A join puts the member in the entity's due zset (keys.h: join:due) a period on
  * (JOIN_RECHECK_SECONDS), so the checks spread over the period as the joins did, and lists the
  * entity in the joins registry (keys.h, its own slot) at its earliest due. The job wakes when
- * the registry's earliest due arrives (a timer, at most a minute, never more than a period),
+ * the registry's earliest due arrives (a timer, never more than a period),
  * and for each entity due takes batches (join_take.lua: up to JOINEVAL_MAX_ADDRS members due,
  * under the entity's lease, Redis's clock, renewed at each batch, so one instance at a time
  * checks an entity and another goes on once a dead one's lease runs out), evaluates each
