@@ -317,17 +317,31 @@ static void list_then_apply(joinsweep *s)
     sweeper_send_listing(s->a->store, b->id, now, on_listed, s);
 }
 
-/* The failing leaves of address a, as the check shows a leaf: [{"path","ok","have","need"}]. */
+static json_t *str_or_null(const char *s)
+{
+    return s && *s ? json_string(s) : json_null();
+}
+
+/* The failing leaves of address a as the join's refusal lists them (CONTRACT section 16): every
+ * leaf not true, {"path","ok":false,"have","need"} or {"path","error"}. */
 static char *failing_leaves(const batch *b, const joineval_answer *ans, size_t a)
 {
     json_t *list = json_array();
     for (int l = 0; list && l < ans->nleaves; l++) {
         const joineval_value *v = &ans->v[a * (size_t)ans->nleaves + (size_t)l];
-        if (v->truth != JOINEVAL_FALSE)
+        if (v->truth == JOINEVAL_TRUE)
             continue;
-        const char *need = joineval_need(&b->rule.eval, l);
-        json_array_append_new(list, json_pack("{s:s,s:b,s:s,s:s}", "path", b->rule.path[l], "ok", 0,
-                                              "have", v->have, "need", need ? need : ""));
+        json_t *leaf = json_object();
+        json_object_set_new(leaf, "path", str_or_null(b->rule.path[l]));
+        if (v->truth == JOINEVAL_ERROR) {
+            json_object_set_new(leaf, "error",
+                                json_string(v->error ? v->error : "This leaf could not be read."));
+        } else {
+            json_object_set_new(leaf, "ok", json_false());
+            json_object_set_new(leaf, "have", str_or_null(v->have));
+            json_object_set_new(leaf, "need", str_or_null(joineval_need(&b->rule.eval, l)));
+        }
+        json_array_append_new(list, leaf);
     }
     char *out = list ? json_dumps(list, JSON_COMPACT) : NULL;
     json_decref(list);
