@@ -187,6 +187,16 @@ static const opt opts[] = {
     {"ETH_RPC_MAX_PER_SECOND", OPT_INT, OFF(eth_rpc_max_per_second), "50", 1, 1000000,
      "EIP-1271 checks per second of addresses not known to hold code (each one eth_getCode); "
      "past it such a sign-in gets 503 with Retry-After, known contracts are still checked"},
+    {"ETH_RPC_URLS", OPT_STR, OFF(eth_rpc_urls), "", 0, 0,
+     "chainId=url[,chainId=url...]: the JSON-RPC endpoints join rules read (ETH_RPC_URL counts "
+     "as AUTH_CHAIN_ID's; naming that chain with another URL refuses to start)"},
+    {"MULTICALL3_ADDRESS", OPT_STR, OFF(multicall3_address),
+     "0xcA11bde05977b3631167028862bE2a173976CA11", 0, 0,
+     "the Multicall3 contract (aggregate3, getEthBalance, getBlockNumber) join rules' reads "
+     "are batched through, on every chain"},
+    {"JOIN_RPC_MAX_PER_SECOND", OPT_INT, OFF(join_rpc_max_per_second), "20", 1, 1000000,
+     "join rules' RPC calls per second, per chain and instance (apart from sign-in's); past it a "
+     "check or join gets 503 with Retry-After, the re-check waits"},
     {"SESSION_TTL_SECONDS", OPT_INT, OFF(session_ttl_seconds), "604800", 60, 31536000,
      "life of a session made from a challenge (POST /api/auth/session with a nonce)"},
     {"SESSION_CONTRACT_TTL_SECONDS", OPT_INT, OFF(session_contract_ttl_seconds), "86400", 1,
@@ -288,6 +298,91 @@ static int set_value(config *cfg, const opt *o, const char *v, char *err, size_t
     return -1;
 }
 
+static bool is_address(const char *s)
+{
+    if (strlen(s) != 42 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
+        return false;
+    for (int i = 2; i < 42; i++)
+        if (!strchr("0123456789abcdefABCDEF", s[i]))
+            return false;
+    return true;
+}
+
+static bool is_http_url(const char *s, size_t len)
+{
+    return (len > 7 && !strncasecmp(s, "http://", 7)) ||
+           (len > 8 && !strncasecmp(s, "https://", 8));
+}
+
+/* Adds (chain, url) to out[*n]: a chain named twice is refused even with the same URL, as one
+ * of the two is most likely a typo for another chain. */
+static int rpc_urls_add(config_rpc_url *out, int *n, uint64_t chain, const char *url, size_t len,
+                        char *err, size_t err_len)
+{
+    for (int i = 0; i < *n; i++)
+        if (out[i].chain == chain) {
+            snprintf(err, err_len, "ETH_RPC_URLS names chain %llu twice",
+                     (unsigned long long)chain);
+            return -1;
+        }
+    if (*n == CONFIG_RPC_URLS_MAX) {
+        snprintf(err, err_len, "ETH_RPC_URLS and ETH_RPC_URL name more than %d chains",
+                 CONFIG_RPC_URLS_MAX);
+        return -1;
+    }
+    out[(*n)++] = (config_rpc_url){.chain = chain, .url = url, .len = len};
+    return 0;
+}
+
+int config_rpc_urls(const config *cfg, config_rpc_url out[CONFIG_RPC_URLS_MAX], char *err,
+                    size_t err_len)
+{
+    int n = 0;
+    const char *p = cfg->eth_rpc_urls ? cfg->eth_rpc_urls : "";
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t item = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', item);
+        char *num_end;
+        errno = 0;
+        unsigned long long chain = strtoull(p, &num_end, 10);
+        if (!eq || num_end != eq || p[0] < '0' || p[0] > '9' || errno || chain == 0 ||
+            chain > INT64_MAX || !is_http_url(eq + 1, item - (size_t)(eq + 1 - p))) {
+            /* The entry may hold credentials: say which one, never what it holds. */
+            snprintf(err, err_len,
+                     "ETH_RPC_URLS entry %d must be chainId=url (a chain ID from 1, an http:// "
+                     "or https:// URL; entries separated by commas)",
+                     n + 1);
+            return -1;
+        }
+        if (rpc_urls_add(out, &n, chain, eq + 1, item - (size_t)(eq + 1 - p), err, err_len) < 0)
+            return -1;
+        p += item;
+        if (*p == ',' && !*++p) {
+            snprintf(err, err_len, "ETH_RPC_URLS must not end with a comma");
+            return -1;
+        }
+    }
+    const char *auth = cfg->eth_rpc_url ? cfg->eth_rpc_url : "";
+    if (!*auth)
+        return n;
+    uint64_t auth_chain = (uint64_t)cfg->auth_chain_id;
+    for (int i = 0; i < n; i++)
+        if (out[i].chain == auth_chain) {
+            if (out[i].len != strlen(auth) || memcmp(out[i].url, auth, out[i].len) != 0) {
+                snprintf(err, err_len,
+                         "ETH_RPC_URL and ETH_RPC_URLS name chain %llu (AUTH_CHAIN_ID) with "
+                         "different URLs",
+                         (unsigned long long)auth_chain);
+                return -1;
+            }
+            return n;
+        }
+    if (rpc_urls_add(out, &n, auth_chain, auth, strlen(auth), err, err_len) < 0)
+        return -1;
+    return n;
+}
+
 static int validate(const config *cfg, char *err, size_t err_len)
 {
     if (strcmp(cfg->entity_creation, "open") && strcmp(cfg->entity_creation, "platform")) {
@@ -307,6 +402,13 @@ static int validate(const config *cfg, char *err, size_t err_len)
         strncasecmp(cfg->eth_rpc_url, "https://", 8) != 0) {
         /* The URL may hold credentials: never echo it. */
         snprintf(err, err_len, "ETH_RPC_URL must start with http:// or https://");
+        return -1;
+    }
+    config_rpc_url urls[CONFIG_RPC_URLS_MAX];
+    if (config_rpc_urls(cfg, urls, err, err_len) < 0)
+        return -1;
+    if (!is_address(cfg->multicall3_address)) {
+        snprintf(err, err_len, "MULTICALL3_ADDRESS must be 0x and 40 hex digits");
         return -1;
     }
     if (strcmp(cfg->session_cookie_samesite, "Lax") != 0 &&

@@ -82,6 +82,10 @@ typedef struct config {
     int64_t eth_rpc_max_inflight;
     int64_t eth_rpc_code_ttl_seconds;
     int64_t eth_rpc_max_per_second;
+    /* Join rules' chains (CONTRACT section 16) */
+    char *eth_rpc_urls;       /* "chainId=url[,chainId=url…]" (config_rpc_urls) */
+    char *multicall3_address; /* "0x" and 40 hex digits */
+    int64_t join_rpc_max_per_second;
     /* Sessions (CONTRACT section 13) */
     int64_t session_ttl_seconds;          /* a challenge session's life */
     int64_t session_contract_ttl_seconds; /* a contract wallet's session's longest life */
@@ -122,6 +126,21 @@ void config_print_help(FILE *out);
  * more than max, or none). */
 #define CONFIG_SCHEDULE_MAX 32
 int config_schedule_parse(const char *text, int64_t *ms, int max);
+/* The chains join rules read (CONTRACT section 16): ETH_RPC_URLS's entries, and ETH_RPC_URL as
+ * the URL of AUTH_CHAIN_ID. Each url points into cfg's strings (len bytes, not NUL-terminated
+ * where it is a list's entry). */
+#define CONFIG_RPC_URLS_MAX 8
+typedef struct config_rpc_url {
+    uint64_t chain;
+    const char *url;
+    size_t len;
+} config_rpc_url;
+/* Fills out with the chains of cfg; returns their count, or -1 with a sentence in err (a
+ * malformed list, a chain named twice, ETH_RPC_URLS naming AUTH_CHAIN_ID with a URL other than
+ * ETH_RPC_URL's, more than CONFIG_RPC_URLS_MAX chains). Never echoes a URL: it may hold
+ * credentials. */
+int config_rpc_urls(const config *cfg, config_rpc_url out[CONFIG_RPC_URLS_MAX], char *err,
+                    size_t err_len);
 /* The environment variable of the i-th setting, NULL past the last: what a test harness unsets
  * to start from the defaults whatever its caller's environment holds. */
 const char *config_env_name(size_t i);

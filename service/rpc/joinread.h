@@ -69,7 +69,8 @@ typedef struct joinread_answer {
     size_t naddrs;
     int nleaves;             /* the rule's leaves (r->leaves) */
     const joinread_value *v; /* [a * nleaves + leaf]; level/role leaves untouched (JOINREAD_ERROR,
-                              * have ""); every leaf JOINREAD_ERROR unless status is OK */
+                              * have ""), and so are the leaves of a chain that failed (status
+                              * UNAVAILABLE, its block 0) or of every chain when CAPPED */
     int nchains;             /* the chains the rule names, in the order of their first leaf */
     uint64_t chain[JOINREAD_MAX_CHAINS];
     uint64_t block[JOINREAD_MAX_CHAINS]; /* the block each chain's batch ran at */

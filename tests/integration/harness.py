@@ -1,7 +1,7 @@
 """Integration-test harness: real redis-server and entityd processes on loopback, stdlib only.
 
 The entry point of the test-support package support/ (one job a module: base, resp, procs,
-web, wallets, metrics, faultproxy, runner); every name a test uses is re-exported here, so
+web, wallets, metrics, faultproxy, chain, runner); every name a test uses is re-exported here, so
 `import harness` and `from harness import ...` reach all of them.
 
 Every process started here is registered and stopped by its PID (tearDown, tearDownClass, or
@@ -51,6 +51,8 @@ from support.base import (CLOCK_TOLERANCE, ENTITYD_BIN, ENTITYD_INSTANCES,  # no
                           TEST_WORKERS, AbortWait, free_port, port_open, scaled, tmpdir,
                           wait_for)
 from support.faultproxy import FaultProxy  # noqa: E402,F401
+from support.chain import (ETH_CALLS, JoinChain, chain_available,  # noqa: E402,F401
+                           proxy_url)
 from support.metrics import (commandstats, metric, metrics_text,  # noqa: E402,F401
                              read_cache_metrics, sample, wait_still)
 from support.procs import (Entityd, Redis, one_turn, proc_state, rss_kib)  # noqa: E402,F401

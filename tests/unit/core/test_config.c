@@ -380,6 +380,76 @@ static void test_free_is_idempotent(void **state)
     config_free(&f->cfg);
 }
 
+/* ETH_RPC_URLS and ETH_RPC_URL as join rules' chains: a list parsed, AUTH_CHAIN_ID's URL
+ * merged when both name it alike, and every malformed list refused without echoing a URL. */
+static void test_rpc_urls(void **state)
+{
+    fixture *f = *state;
+    config_rpc_url u[CONFIG_RPC_URLS_MAX];
+
+    setenv("AUTH_SECRET", "k", 1);
+    assert_int_equal(LOAD0(f), CONFIG_OK);
+    assert_int_equal(config_rpc_urls(&f->cfg, u, f->err, sizeof f->err), 0);
+    assert_int_equal(f->cfg.join_rpc_max_per_second, 20);
+    assert_string_equal(f->cfg.multicall3_address, "0xcA11bde05977b3631167028862bE2a173976CA11");
+
+    setenv("ETH_RPC_URLS", "137=https://p.example/k,1=http://127.0.0.1:8545", 1);
+    setenv("ETH_RPC_URL", "http://127.0.0.1:8545", 1);
+    assert_int_equal(LOAD0(f), CONFIG_OK);
+    assert_int_equal(config_rpc_urls(&f->cfg, u, f->err, sizeof f->err), 2);
+    assert_int_equal(u[0].chain, 137);
+    assert_int_equal(u[0].len, strlen("https://p.example/k"));
+    assert_memory_equal(u[0].url, "https://p.example/k", u[0].len);
+    assert_int_equal(u[1].chain, 1);
+    assert_memory_equal(u[1].url, "http://127.0.0.1:8545", u[1].len);
+
+    /* ETH_RPC_URL alone is AUTH_CHAIN_ID's. */
+    unsetenv("ETH_RPC_URLS");
+    setenv("AUTH_CHAIN_ID", "1337", 1);
+    assert_int_equal(LOAD0(f), CONFIG_OK);
+    assert_int_equal(config_rpc_urls(&f->cfg, u, f->err, sizeof f->err), 1);
+    assert_int_equal(u[0].chain, 1337);
+
+    /* Both naming AUTH_CHAIN_ID, with different URLs: refused at start. */
+    setenv("ETH_RPC_URLS", "1337=http://127.0.0.1:9545", 1);
+    assert_invalid(f, LOAD0(f), "AUTH_CHAIN_ID");
+    assert_null(strstr(f->err, "127.0.0.1"));
+
+    unsetenv("ETH_RPC_URL");
+    static const char *const bad[] = {
+        "1=",
+        "=http://a",
+        "0=http://a",
+        "x=http://a",
+        "1=ftp://a",
+        "1=http://a,",
+        ",1=http://a",
+        "1 =http://a",
+        "1=http://a,,2=http://b",
+        "1http://a",
+        "-1=http://a",
+        "1=http://",
+        "99999999999999999999=http://a",
+        "1=http://a,1=http://a",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("ETH_RPC_URLS", bad[i], 1);
+        assert_invalid(f, LOAD0(f), "ETH_RPC_URLS");
+        assert_null(strstr(f->err, "http://a"));
+    }
+    setenv("ETH_RPC_URLS",
+           "1=http://a,2=http://a,3=http://a,4=http://a,5=http://a,"
+           "6=http://a,7=http://a,8=http://a,9=http://a",
+           1);
+    assert_invalid(f, LOAD0(f), "more than 8");
+    unsetenv("ETH_RPC_URLS");
+    setenv("MULTICALL3_ADDRESS", "0x1234", 1);
+    assert_invalid(f, LOAD0(f), "MULTICALL3_ADDRESS");
+    setenv("MULTICALL3_ADDRESS", "0x5FbDB2315678afecb367f032d93F642f64180aa3", 1);
+    setenv("JOIN_RPC_MAX_PER_SECOND", "0", 1);
+    assert_invalid(f, LOAD0(f), "JOIN_RPC_MAX_PER_SECOND");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -400,6 +470,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_help_and_version_exit_ok, setup, teardown),
         cmocka_unit_test_setup_teardown(test_help_lists_every_setting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_is_idempotent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rpc_urls, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
