@@ -449,7 +449,8 @@ static void on_taken(void *data, int status, redisReply *r)
     s->worked = true;
     s->batches++;
     s->pending = (int64_t)b->n;
-    if (b->n == 0) {
+    if (b->n == 0) { /* nothing the service wrote: left to the next period's look */
+        s->next++;
         schedule(s, pause_after(us));
         return;
     }
