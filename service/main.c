@@ -27,6 +27,7 @@
 #include "http/http.h"
 #include "jobs/erasure.h"
 #include "jobs/joinsweep.h"
+#include "rpc/joinread.h"
 #include "jobs/sweeper.h"
 #include "api/joinrule_eval.h"
 #include "push/webhook.h"
@@ -102,6 +103,7 @@ static void on_limits_closed(void *ctx)
     erasure_close(a->erasure);
     sweeper_close(a->sweeper);
     joinsweep_close(a->joinsweep);
+    joinread_close(a->joinread);
     webhooks_close(a->webhooks);
     streams_close(a->streams);
     watch_close(a->watch);
@@ -271,6 +273,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "entityd: %s\n", err);
         return 1;
     }
+    if (joinread_new(&a->joinread, a->loop, &a->cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "entityd: %s\n", err);
+        return 1;
+    }
     a->groups = group_new(a->loop, a->store);
     if (!a->groups) {
         fprintf(stderr, "entityd: cannot set up the script groups: out of memory\n");
@@ -302,7 +308,7 @@ int main(int argc, char **argv)
         return 1;
     }
     metrics_register(sweeper_render_metrics, a->sweeper);
-    a->joinsweep = joinsweep_new(a, NULL, joinsweep_rule_build, a);
+    a->joinsweep = joinsweep_new(a, a->joinread, joinsweep_rule_build, a);
     if (!a->joinsweep) {
         fprintf(stderr, "entityd: cannot set up the re-check of rules members\n");
         return 1;
@@ -366,6 +372,7 @@ int main(int argc, char **argv)
     erasure_free(a->erasure);
     sweeper_free(a->sweeper);
     joinsweep_free(a->joinsweep);
+    joinread_free(a->joinread);
     webhooks_free(a->webhooks);
     streams_free(a->streams);
     watch_free(a->watch);
