@@ -181,7 +181,7 @@ static int send_facts(store *st, ev_entity *en)
     }
     entity_keys k;
     keys_entity(&k, en->id);
-    char gen[KEYS_ENTITY_SIZE], nlv[8];
+    char gen[KEYS_ENTITY_SIZE + 16], nlv[8];
     int glen = snprintf(gen, sizeof gen, "%s:levels:gen", k.entity);
     snprintf(nlv, sizeof nlv, "%d", en->nlevels);
     size_t at = 0;
