@@ -276,8 +276,7 @@ static void apply(joinsweep *s)
         lens[at + 2] = strlen(argv[at + 2]);
     }
     s->state = JS_APPLYING;
-    store_script(s->a->store, LUA_JOIN_VERDICTS, on_applied, s, NKEYS, (int)(argc - NKEYS), argv,
-                 lens);
+    store_script(s->a->store, LUA_JOIN_VERDICTS, on_applied, s, NKEYS, (int)argc, argv, lens);
     free(argv);
     free(lens);
 }
@@ -473,7 +472,7 @@ static void take(joinsweep *s)
     size_t lens[] = {k.entity_len,     (size_t)jl,       (size_t)dl,  (size_t)ll,
                      strlen(s->token), strlen(lease_ms), strlen(most)};
     s->state = JS_TAKING;
-    store_script(s->a->store, LUA_JOIN_TAKE, on_taken, s, 4, 3, argv, lens);
+    store_script(s->a->store, LUA_JOIN_TAKE, on_taken, s, 4, 7, argv, lens);
 }
 
 /* ---- the registry ---- */
