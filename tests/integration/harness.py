@@ -51,8 +51,8 @@ from support.base import (CLOCK_TOLERANCE, ENTITYD_BIN, ENTITYD_INSTANCES,  # no
                           TEST_WORKERS, AbortWait, free_port, port_open, scaled, tmpdir,
                           wait_for)
 from support.faultproxy import FaultProxy  # noqa: E402,F401
-from support.chain import (ETH_CALLS, JoinChain, chain_available,  # noqa: E402,F401
-                           proxy_url)
+from support.chain import (ETH_CALLS, JoinChain, JoinReader,  # noqa: E402,F401
+                           chain_available, proxy_url)
 from support.metrics import (commandstats, metric, metrics_text,  # noqa: E402,F401
                              read_cache_metrics, sample, wait_still)
 from support.procs import (Entityd, Redis, one_turn, proc_state, rss_kib)  # noqa: E402,F401

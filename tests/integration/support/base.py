@@ -24,6 +24,7 @@ def _bin(env_name, rel):
 
 ENTITYD_BIN = _bin('ENTITYD_BIN', 'build/service/entityd')
 ENTITYD_SIGN_BIN = _bin('ENTITYD_SIGN_BIN', 'build/service/tools/entityd-sign')
+ENTITYD_JOINREAD_BIN = _bin('ENTITYD_JOINREAD_BIN', 'build/service/tools/entityd-joinread')
 FIXTURES = os.environ.get('ENTITYD_FIXTURES') or os.path.join(REPO, 'tests', 'fixtures')
 REDIS_SERVER = shutil.which('redis-server') or '/usr/bin/redis-server'
 

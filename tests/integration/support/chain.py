@@ -11,6 +11,10 @@ eth_call and able to stall the chain (stop answering) and resume it.
     proxy.counted(ETH_CALLS)         # eth_call requests passed on so far
     proxy.stall(); proxy.release()
     chain.stop()
+
+    reader = JoinReader({'ETH_RPC_URLS': '1337=' + proxy_url(proxy), ...})
+    reader.read(rule, addresses)     # -> the answer of entityd-joinread (one joinread)
+    reader.stop()                    # -> its stderr; fails on a sanitizer report
 """
 
 import json
@@ -21,7 +25,7 @@ import signal
 import subprocess
 import time
 
-from .base import REPO, _live, free_port, scaled
+from .base import ENTITYD_JOINREAD_BIN, REPO, SANITIZER_MARKERS, _live, free_port, scaled
 from .faultproxy import FaultProxy
 
 NODE_DIR = os.path.join(REPO, 'tests', 'node')
@@ -188,3 +192,103 @@ class JoinChain:
     def kill(self):
         """SIGKILL by PID: the chain dies at once (a provider gone)."""
         self._force_kill()
+
+
+class JoinReader:
+    """entityd-joinread with the given settings (the rest from the defaults), driven by JSON
+    lines: each read() sends one request and returns its answer; send() and answers() overlap
+    reads as the service does."""
+
+    def __init__(self, env):
+        full = {k: v for k, v in os.environ.items()
+                if k in ('PATH', 'ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS')}
+        full.update(env)
+        self.proc = subprocess.Popen([ENTITYD_JOINREAD_BIN], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=full)
+        _live.append(self)
+        self.next_id = 0
+        self.pending = b''
+        self.stderr = ''
+
+    def send(self, rule, addresses, background=False, times=1):
+        """Sends the request `times` times in one write (so they arrive together); returns the
+        ids, or the id when once."""
+        ids, lines = [], ''
+        for _ in range(times):
+            self.next_id += 1
+            ids.append(self.next_id)
+            lines += json.dumps({'id': self.next_id, 'rule': rule, 'addresses': addresses,
+                                 'background': background}) + '\n'
+        self.proc.stdin.write(lines)
+        self.proc.stdin.flush()
+        return ids if times > 1 else ids[0]
+
+    def answers(self, n, timeout=None):
+        """The next n answers, by id (read from the pipe itself: several may come in one read,
+        which a buffered readline would keep from select)."""
+        out = {}
+        deadline = time.monotonic() + (timeout or scaled(60))
+        fd = self.proc.stdout.fileno()
+        while len(out) < n:
+            while b'\n' in self.pending and len(out) < n:
+                line, self.pending = self.pending.split(b'\n', 1)
+                a = json.loads(line)
+                out[a['id']] = a
+            if len(out) == n:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError('entityd-joinread gave %d of %d answers' % (len(out), n))
+            r, _, _ = select.select([fd], [], [], min(left, 0.5))
+            if r:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    raise RuntimeError('entityd-joinread exited: %s' %
+                                       self.proc.stderr.read()[-2000:])
+                self.pending += chunk
+        return out
+
+    def read(self, rule, addresses, background=False, timeout=None):
+        i = self.send(rule, addresses, background)
+        return self.answers(1, timeout)[i]
+
+    def stop(self):
+        """Ends stdin; the tool answers what is in flight and exits. Returns its stderr; raises
+        when it exits non-zero or reports a sanitizer error."""
+        try:
+            self.proc.stdin.close()
+        except Exception:
+            pass
+        try:
+            self.proc.wait(scaled(30))
+        except subprocess.TimeoutExpired:
+            self._force_kill()
+            raise RuntimeError('entityd-joinread did not exit at the end of its input')
+        self.stderr = self.proc.stderr.read()
+        self._reap()
+        if any(m in self.stderr for m in SANITIZER_MARKERS) or self.proc.returncode != 0:
+            raise RuntimeError('entityd-joinread exited %s: %s' %
+                               (self.proc.returncode, self.stderr[-4000:]))
+        return self.stderr
+
+    def _force_kill(self):
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._reap()
+
+    def _reap(self):
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except Exception:
+                pass
+        if self in _live:
+            _live.remove(self)
