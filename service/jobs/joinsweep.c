@@ -40,7 +40,7 @@ typedef struct candidate {
 /* The batch in hand: taken (join_take.lua), evaluated, its verdicts on their way. */
 typedef struct batch {
     char id[IDS_SIZE];
-    long long taken_ms; /* Redis's clock at the take */
+    long long upto; /* the latest due the take took (Redis's clock) */
     char ver[24];
     size_t n;
     char addrs[JOINEVAL_MAX_ADDRS][43];
@@ -240,7 +240,7 @@ static void apply(joinsweep *s)
     snprintf(lease_ms, sizeof lease_ms, "%d", JS_LEASE_MS);
     snprintf(period, sizeof period, "%lld", (long long)period_ms(s));
     snprintf(grace, sizeof grace, "%lld", (long long)s->a->cfg.join_grace_seconds * 1000);
-    snprintf(taken, sizeof taken, "%lld", b->taken_ms);
+    snprintf(taken, sizeof taken, "%lld", b->upto);
     /* A fresh members version: cached users pages of the old list are never served again. */
     uint8_t rnd[8];
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
@@ -393,7 +393,7 @@ static void evaluate(joinsweep *s, const char *json, size_t len, const char *aut
 /* ---- takes ---- */
 
 /* join_take.lua: {'NONE'} | {'HELD', ms} | {'IDLE', earliest} | {'BATCH', now, rule, author,
- * ver, µs, address...}. */
+ * ver, µs, the latest due taken, address...}. */
 static void on_taken(void *data, int status, redisReply *r)
 {
     joinsweep *s = data;
@@ -433,16 +433,17 @@ static void on_taken(void *data, int status, redisReply *r)
     char author[43];
     long long us = 0;
     const redisReply *rule = r->elements > 2 ? r->element[2] : NULL;
-    if (strcmp(what, "BATCH") != 0 || r->elements < 7 || !int_at(r, 1, &b->taken_ms) || !rule ||
+    long long now = 0;
+    if (strcmp(what, "BATCH") != 0 || r->elements < 8 || !int_at(r, 1, &now) || !rule ||
         rule->type != REDIS_REPLY_STRING || !str_at(r, 3, author, sizeof author) ||
-        !str_at(r, 4, b->ver, sizeof b->ver) || !int_at(r, 5, &us)) {
+        !str_at(r, 4, b->ver, sizeof b->ver) || !int_at(r, 5, &us) || !int_at(r, 6, &b->upto)) {
         failed(s, status, r, "join re-check: unexpected take");
         return;
     }
     memcpy(b->id, c->id, IDS_SIZE);
     b->redis_us = us;
     b->n = 0;
-    for (size_t i = 6; i < r->elements && b->n < JOINEVAL_MAX_ADDRS; i++)
+    for (size_t i = 7; i < r->elements && b->n < JOINEVAL_MAX_ADDRS; i++)
         if (str_at(r, i, b->addrs[b->n], sizeof b->addrs[0]) && strlen(b->addrs[b->n]) == 42)
             b->leaves[b->n++] = NULL;
     s->worked = true;
@@ -468,11 +469,13 @@ static void take(joinsweep *s)
     char lease_ms[24], most[24];
     snprintf(lease_ms, sizeof lease_ms, "%d", JS_LEASE_MS);
     snprintf(most, sizeof most, "%d", JOINEVAL_MAX_ADDRS);
-    const char *argv[] = {k.entity, join, due, lease, s->token, lease_ms, most};
-    size_t lens[] = {k.entity_len,     (size_t)jl,       (size_t)dl,  (size_t)ll,
-                     strlen(s->token), strlen(lease_ms), strlen(most)};
+    char period[24];
+    snprintf(period, sizeof period, "%lld", (long long)period_ms(s));
+    const char *argv[] = {k.entity, join, due, lease, s->token, lease_ms, most, period};
+    size_t lens[] = {k.entity_len,     (size_t)jl,       (size_t)dl,   (size_t)ll,
+                     strlen(s->token), strlen(lease_ms), strlen(most), strlen(period)};
     s->state = JS_TAKING;
-    store_script(s->a->store, LUA_JOIN_TAKE, on_taken, s, 4, 7, argv, lens);
+    store_script(s->a->store, LUA_JOIN_TAKE, on_taken, s, 4, 8, argv, lens);
 }
 
 /* ---- the registry ---- */

@@ -6,6 +6,8 @@
  * entity in the joins registry (keys.h, its own slot) at its earliest due. The job wakes when
  * the registry's earliest due arrives (a timer, never more than a period),
  * and for each entity due takes batches (join_take.lua: up to JOINEVAL_MAX_ADDRS members due,
+ * with those due a little ahead, so that batches are full and a period costs about one chain
+ * read per JOINEVAL_MAX_ADDRS members,
  * under the entity's lease, Redis's clock, renewed at each batch, so one instance at a time
  * checks an entity and another goes on once a dead one's lease runs out), evaluates each
  * (jobs/joineval.h, background reads: they wait for the RPC cap instead of failing) and applies

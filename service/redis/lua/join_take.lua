@@ -9,10 +9,12 @@
 -- marked taken: a batch whose verdicts never land (a crash, a chain that never answered) is
 -- still due, and taken again once the lease is free.
 -- KEYS: entity, join rule hash, join:due, join:lease
--- ARGV: this instance's lease token, the lease's ms, the most members of a batch
+-- ARGV: this instance's lease token, the lease's ms, the most members of a batch, the period's
+-- ms (JOIN_RECHECK_SECONDS)
 -- Returns {'NONE'} (no such entity, or no rule: nothing is re-checked), {'HELD', the lease's
 -- ms left}, {'IDLE', the earliest due ms or -1 when none}, or
--- {'BATCH', Redis's now ms, the rule JSON, its author, its ver, the script's µs, address...}.
+-- {'BATCH', Redis's now ms, the rule JSON, its author, its ver, the script's µs, the latest due
+-- taken (ms), address...}.
 local E, J, DUE, LEASE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local moving = moving_guard(E)
 if moving then return moving end
@@ -23,7 +25,14 @@ if not rule[1] then return {'NONE'} end
 local holder = redis.call('GET', LEASE)
 if holder and holder ~= ARGV[1] then return {'HELD', redis.call('PTTL', LEASE)} end
 local now = tonumber(t0[1]) * 1000 + math.floor(tonumber(t0[2]) / 1000)
-local due = redis.call('ZRANGEBYSCORE', DUE, '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+-- Members due a little ahead come along: as many as come due in the time a full batch takes to
+-- come due, were the entity's dues spread evenly over the period (at most half of it), so a
+-- period takes about one batch per ARGV[3] members, not one per member woken alone.
+local most, period = tonumber(ARGV[3]), tonumber(ARGV[4])
+local ahead = math.floor(period * most / math.max(redis.call('ZCARD', DUE), most))
+ahead = math.min(ahead, math.floor(period / 2))
+local upto = now + ahead
+local due = redis.call('ZRANGEBYSCORE', DUE, '-inf', upto, 'LIMIT', 0, most)
 if #due == 0 then
   local first = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
   return {'IDLE', first[2] and tonumber(first[2]) or -1}
@@ -31,4 +40,4 @@ end
 redis.call('SET', LEASE, ARGV[1], 'PX', ARGV[2])
 local t1 = redis.call('TIME')
 local us = (tonumber(t1[1]) - tonumber(t0[1])) * 1000000 + tonumber(t1[2]) - tonumber(t0[2])
-return {'BATCH', now, rule[1], rule[2] or '', rule[3] or '0', us, unpack(due)}
+return {'BATCH', now, rule[1], rule[2] or '', rule[3] or '0', us, upto, unpack(due)}

@@ -6,13 +6,13 @@
 -- did not answer) neither counts nor resets. Each one kept is due again a period on (keys.h:
 -- join:due). A removal is section 8's (_prelude.lua, removal_take and removal_finish), with
 -- one event member.lapsed {address, leaves: the failing leaves} per member.
--- Left alone: a member no longer due from this batch (removed, force-added, or joined again
--- since the take: its due is no longer at or before it), and everything when the lease is
+-- Left alone: a member no longer due from this batch (removed, force-added, checked or joined
+-- again since the take: its due is then past the latest due the take took), and everything when the lease is
 -- another instance's now (its own take holds these members) or the rule changed since the take
 -- (the next take checks them by the rule in force). A due entry of an address that is no rules
 -- member (should not exist) only goes.
 -- KEYS: entity, members, member order, join rule hash, join:due, join:failing, join:lease
--- ARGV: events limits, lease token, lease ms, period ms, grace ms, the take's Redis ms, the
+-- ARGV: events limits, lease token, lease ms, period ms, grace ms, the latest due taken, the
 -- rule's ver at the take, a fresh random membersVersion, then per member: address, verdict
 -- ('p' pass, 'f' fail, 'e' error), the failing leaves as a JSON array ('' unless 'f').
 -- Returns {'NONE'|'LOST'|'STALE'|'OK', the earliest due ms left (-1 none), the script's µs,
@@ -38,7 +38,7 @@ if redis.call('HGET', J, 'ver') ~= ARGV[7] then
 end
 local now = tonumber(t0[1]) * 1000 + math.floor(tonumber(t0[2]) / 1000)
 redis.call('SET', LEASE, ARGV[2], 'PX', ARGV[3])
-local period, grace, taken = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local period, grace, upto = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local next_due, at = string.format('%d', now + period), iso_ms(now)
 
 local addrs, verdicts, leaves = {}, {}, {}
@@ -52,7 +52,7 @@ local rm, seen, boards, gone = removal_new(E), {}, {}, {}
 local again, passed, stray = {}, {}, {}
 for i, a in ipairs(addrs) do
   local entry, due = entries[i], tonumber(redis.call('ZSCORE', DUE, a))
-  if not due or due > taken then
+  if not due or due > upto then
     -- not due from this batch any more: nothing to do
   elseif not entry or string.sub(entry, -6) ~= ':rules' then
     stray[#stray + 1] = a
