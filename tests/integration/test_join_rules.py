@@ -212,6 +212,28 @@ class JoinRulesTest(harness.ServiceTestCase):
         self.assertIs(d['eligible'], True, d)
         self.assertTrue(d['leaves'][0]['have'].endswith('Z'), d)
 
+    def test_leaf_on_entity_no_longer_readable_is_false(self):
+        """The author's right to read the entity a leaf names is asked at every check: once it
+        is gone (the author left the private entity), or the entity is, the leaf is false."""
+        owner, author, member = [self.pool.pop() for _ in range(3)]
+        p = self.entity(owner, public=False)
+        self.force_add(owner, p, author, member)
+        gone = self.entity(owner)
+        self.force_add(owner, gone, member)
+        a = self.entity(author)
+        self.assertOk(self.set_rule(author, a, {'any': [role(p, 'member'),
+                                                        role(gone, 'member')]}))
+        d = self.leaves(self.check(author, a, member.address))
+        self.assertEqual([x['ok'] for x in d['leaves']], [True, True])
+        self.assertOk(self.req('POST', '/api/entities/%s/leave' % p, author, {}))
+        self.assertOk(self.req('DELETE', '/api/entities/%s' % gone, owner))
+        time.sleep(1.6)  # past the check cache
+        d = self.leaves(self.check(author, a, member.address))
+        self.assertIs(d['eligible'], False, d)
+        self.assertEqual(d['leaves'], [
+            {'path': 'rule.any[0]', 'ok': False, 'have': None, 'need': 'member'},
+            {'path': 'rule.any[1]', 'ok': False, 'have': None, 'need': 'member'}])
+
     def test_check_is_cached(self):
         a, b, owner, admin, member, stranger = self.setup_pair()
         self.assertOk(self.set_rule(owner, a, role(b, 'member')))
