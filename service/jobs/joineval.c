@@ -1,7 +1,7 @@
 /* joineval: a join rule's value for many addresses (joineval.h). One evaluation is one
  * allocation (its state, the values and the verdicts), freed after its callback; it waits for
- * one Redis read per entity its level and role leaves name and one chain read, and answers
- * from a zero timer, so never inside joineval_start. */
+ * one Redis read per entity its level and role leaves name and one chain read (rpc/joinread.h:
+ * one batch per chain), and answers from a zero timer, so never inside joineval_start. */
 #include "jobs/joineval.h"
 
 #include <stdio.h>
@@ -245,14 +245,84 @@ static void ev_entities(joineval *ev)
     }
 }
 
-/* The chain leaves: until a chain reader is given, they err. */
+static const char *chain_error(int status)
+{
+    if (status == JOINREAD_CAPPED)
+        return "The chain's rate cap (JOIN_RPC_MAX_PER_SECOND) is spent; try again.";
+    if (status == JOINREAD_UNAVAILABLE)
+        return "The chain did not answer.";
+    return "The chain's call for this leaf failed.";
+}
+
+/* joinread's answer: the token and native leaves' values, the blocks. */
+static void on_chain(void *data, const joinread_answer *a)
+{
+    joineval *ev = data;
+    int nl = ev->r.leaves;
+    ev->a.status = a->status == JOINREAD_OK       ? JOINEVAL_OK
+                   : a->status == JOINREAD_CAPPED ? JOINEVAL_CAPPED
+                                                  : JOINEVAL_UNAVAILABLE;
+    ev->a.retry_after = a->retry_after;
+    ev->a.nchains = a->nchains < JOINREAD_MAX_CHAINS ? a->nchains : JOINREAD_MAX_CHAINS;
+    for (int c = 0; c < ev->a.nchains; c++) {
+        ev->a.chain[c] = a->chain[c];
+        ev->a.block[c] = a->block[c];
+    }
+    bool answered = a->naddrs == ev->n && a->nleaves == nl && a->v;
+    for (int i = 0; i < nl; i++) {
+        if (ev->r.chain.leaf[i].kind == JOINREAD_LEAF_OTHER)
+            continue;
+        if (!answered) {
+            set_error(ev, i, chain_error(JOINREAD_UNAVAILABLE));
+            continue;
+        }
+        for (size_t k = 0; k < ev->n; k++) {
+            const joinread_value *v = &a->v[k * (size_t)nl + (size_t)i];
+            joineval_value *x = &ev->v[k * (size_t)nl + (size_t)i];
+            x->truth = v->truth == JOINREAD_TRUE    ? JOINEVAL_TRUE
+                       : v->truth == JOINREAD_FALSE ? JOINEVAL_FALSE
+                                                    : JOINEVAL_ERROR;
+            snprintf(x->have, sizeof x->have, "%s", x->truth == JOINEVAL_ERROR ? "" : v->have);
+            x->error = x->truth == JOINEVAL_ERROR ? chain_error(a->status) : NULL;
+        }
+    }
+    ev_settle(ev);
+}
+
+/* The token and native leaves, read by jr in one batch per chain; without a reader, or when it
+ * refuses the read, they err. Returns -1 when out of memory. */
 static int chain_start(joineval *ev, joinread *jr, bool background)
 {
-    (void)jr;
-    (void)background;
-    for (int i = 0; i < ev->r.leaves; i++)
-        if (ev->r.chain.leaf[i].kind != JOINREAD_LEAF_OTHER)
-            set_error(ev, i, "No chain reader is configured.");
+    if (!joinread_has_chain_leaves(&ev->r.chain))
+        return 0;
+    if (!jr) {
+        for (int i = 0; i < ev->r.leaves; i++)
+            if (ev->r.chain.leaf[i].kind != JOINREAD_LEAF_OTHER)
+                set_error(ev, i, "No chain is configured in this process.");
+        return 0;
+    }
+    uint8_t(*bytes)[20] = malloc(ev->n * sizeof *bytes);
+    if (!bytes)
+        return -1;
+    for (size_t a = 0; a < ev->n; a++)
+        if (hex_decode(ev->addrs[a] + 2, 40, bytes[a], 20) != 0)
+            memset(bytes[a], 0, 20); /* validated by the callers: never */
+    ev->pending++;
+    int rc = joinread_start(jr, &ev->r.chain, (const uint8_t(*)[20])bytes, ev->n, background,
+                            on_chain, ev);
+    free(bytes); /* joinread_start copies the addresses */
+    if (rc != 0) {
+        /* a chain whose URL went since the rule was set, or the reader's queue full: the
+         * chain leaves err, and the rule is judged on the others */
+        ev->pending--;
+        ev->a.status = JOINEVAL_UNAVAILABLE;
+        ev->a.retry_after = 1;
+        for (int i = 0; i < ev->r.leaves; i++)
+            if (ev->r.chain.leaf[i].kind != JOINREAD_LEAF_OTHER)
+                set_error(ev, i,
+                          "The chain reader refused the read (no URL for this chain, or "
+                          "too many reads waiting).");
+    }
     return 0;
 }
 
@@ -282,13 +352,14 @@ int joineval_start(uv_loop_t *loop, struct store *st, joinread *jr, const joinev
     ev->data = data;
     for (int i = 0; i < r->leaves; i++)
         set_error(ev, i, "This leaf was not read.");
+    ev->starting = true;
+    ev->pending = 1; /* the start itself, so that no answer comes before it ends */
+    /* first: out of memory there leaves nothing sent */
     if (chain_start(ev, jr, background) != 0) {
         ev_free((uv_handle_t *)ev);
         return -1;
     }
     uv_timer_init(loop, &ev->done);
-    ev->starting = true;
-    ev->pending = 1; /* the start itself, so that no answer comes before it ends */
     ev_entities(ev);
     for (int e = 0; e < ev->nentities; e++) {
         ev->pending++;

@@ -88,9 +88,10 @@ typedef struct joineval_answer {
 typedef void (*joineval_cb)(void *data, const joineval_answer *a);
 
 /* Evaluates r for addrs (lowercase "0x…" addresses, 1..JOINEVAL_MAX_ADDRS; r, its tree and
- * addrs are copied). jr: the chain reader, or NULL (the token and native leaves then err).
- * background: the re-check's evaluations (joinread_start's). Returns 0, or -1 (cb will not
- * run: n out of range, out of memory, or the chain reader refused the read). */
+ * addrs are copied). jr: the chain reader, or NULL (the token and native leaves then err; so
+ * too when the reader refuses the read, with status JOINEVAL_UNAVAILABLE). background: the
+ * re-check's evaluations (joinread_start's). Returns 0, or -1 (cb will not run: n out of range,
+ * or out of memory). */
 int joineval_start(uv_loop_t *loop, struct store *st, joinread *jr, const joineval_rule *r,
                    const char (*addrs)[43], size_t n, bool background, joineval_cb cb, void *data);
 

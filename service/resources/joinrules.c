@@ -16,14 +16,12 @@
 #include "resources/entity.h"
 #include "resources/handlers.h"
 #include "resources/reads.h"
+#include "rpc/joinread.h"
 
-/* No chain reader is configured in this process: a token or native leaf is refused as a chain
- * without a URL. */
-static bool no_chain(void *ctx, uint64_t chain)
+/* A token or native leaf on a chain without a URL (ETH_RPC_URLS) is refused. */
+static bool chain_known(void *ctx, uint64_t chain)
 {
-    (void)ctx;
-    (void)chain;
-    return false;
+    return ctx && joinread_chain_known(ctx, chain);
 }
 
 /* A set's parsed request, across its gate, the reads of the entities its leaves name, and its
@@ -185,7 +183,7 @@ void joinrules_post(request *req)
         request_fail_field(req, "rule", "rule is required.");
         return;
     }
-    if (joinrule_parse(rule, no_chain, NULL, &st->r, &e) != 0) {
+    if (joinrule_parse(rule, chain_known, req->app->joinread, &st->r, &e) != 0) {
         json_decref(body);
         validate_fail(req, &e);
         return;

@@ -217,7 +217,7 @@ static void on_evaluated(void *data, const joineval_answer *a)
     request *req = data;
     join_req *j = req->state;
     int v = a->verdict[0];
-    if (v == JOINEVAL_ERROR) {
+    if (v == JOINEVAL_ERROR && j->join) {
         long long wait = a->retry_after > 0 ? a->retry_after : 1;
         request_fail_retry(req, 503, "unavailable",
                            "The join rule could not be judged now (a chain or Redis did not "
@@ -229,7 +229,8 @@ static void on_evaluated(void *data, const joineval_answer *a)
         buf *b = respond_scratch();
         render_check(b, j, a);
         int64_t ttl = req->app->cfg.join_check_cache_ms;
-        if (ttl > 0) {
+        /* an erring answer is not kept: the next check may find the chain back */
+        if (ttl > 0 && v != JOINEVAL_ERROR) {
             char key[IDS_SIZE + 43];
             check_entry *e = check_slot(j, key);
             char *copy = malloc(b->len);
@@ -276,8 +277,8 @@ static void on_rule(void *data, int status, redisReply *r)
         return;
     }
     joinrule_eval_fill(&j->r, author, auth_is_platform_admin(req->app->auth, author), &j->er);
-    if (joineval_start(req->app->loop, req->app->store, NULL, &j->er, (const char(*)[43])j->addr, 1,
-                       false, on_evaluated, req) != 0)
+    if (joineval_start(req->app->loop, req->app->store, req->app->joinread, &j->er,
+                       (const char(*)[43])j->addr, 1, false, on_evaluated, req) != 0)
         request_fail_internal(req, "join rule: the evaluation could not start");
 }
 

@@ -139,5 +139,9 @@ class ClusterJoinRulesTest(OnCluster, test_join_rules.JoinRulesTest):
     pass
 
 
+class ClusterJoinRulesChainTest(OnCluster, test_join_rules.JoinRulesChainTest):
+    pass
+
+
 if __name__ == '__main__':
     harness.main()

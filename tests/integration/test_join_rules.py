@@ -1,8 +1,10 @@
-"""Join rules (CONTRACT section 16) without any chain: an entity's rule set, read and deleted by
-its owners and admins, every refusal with its field path; the check's answer leaf by leaf (role
-and level leaves under all, any, atLeast and not) and its cache; joining (eligible, refused
-with the failing leaves, again), `via` in the users list, a force-add making a rules member
-manual, removals taking rules members off the re-check's keys, and the events."""
+"""Join rules (CONTRACT section 16) through the routes. Without any chain: an entity's rule set,
+read and deleted by its owners and admins, every refusal with its field path; the check's
+answer leaf by leaf (role and level leaves under all, any, atLeast and not) and its cache;
+joining (eligible, refused with the failing leaves, again), `via` in the users list, a
+force-add making a rules member manual, removals taking rules members off the re-check's keys,
+and the events. With a ganache chain (tests/node/join_chain.cjs) behind the fault proxy: each
+token leaf kind checked and joined by, and a stalled chain answering 503."""
 
 import json
 import os
@@ -210,6 +212,28 @@ class JoinRulesTest(harness.ServiceTestCase):
         self.assertIs(d['eligible'], True, d)
         self.assertTrue(d['leaves'][0]['have'].endswith('Z'), d)
 
+    def test_leaf_on_entity_no_longer_readable_is_false(self):
+        """The author's right to read the entity a leaf names is asked at every check: once it
+        is gone (the author left the private entity), or the entity is, the leaf is false."""
+        owner, author, member = [self.pool.pop() for _ in range(3)]
+        p = self.entity(owner, public=False)
+        self.force_add(owner, p, author, member)
+        gone = self.entity(owner)
+        self.force_add(owner, gone, member)
+        a = self.entity(author)
+        self.assertOk(self.set_rule(author, a, {'any': [role(p, 'member'),
+                                                        role(gone, 'member')]}))
+        d = self.leaves(self.check(author, a, member.address))
+        self.assertEqual([x['ok'] for x in d['leaves']], [True, True])
+        self.assertOk(self.req('POST', '/api/entities/%s/leave' % p, author, {}))
+        self.assertOk(self.req('DELETE', '/api/entities/%s' % gone, owner))
+        time.sleep(1.6)  # past the check cache
+        d = self.leaves(self.check(author, a, member.address))
+        self.assertIs(d['eligible'], False, d)
+        self.assertEqual(d['leaves'], [
+            {'path': 'rule.any[0]', 'ok': False, 'have': None, 'need': 'member'},
+            {'path': 'rule.any[1]', 'ok': False, 'have': None, 'need': 'member'}])
+
     def test_check_is_cached(self):
         a, b, owner, admin, member, stranger = self.setup_pair()
         self.assertOk(self.set_rule(owner, a, role(b, 'member')))
@@ -300,6 +324,135 @@ class JoinRulesTest(harness.ServiceTestCase):
         resp = join(other)
         self.assertNotEqual(resp[0], 200, resp)
         self.assertEqual(len(self.users(owner, a)), 1)
+
+
+CHAIN = 1337
+RPC_TIMEOUT_MS = 1500
+
+
+class JoinRulesChainTest(harness.ServiceTestCase):
+    """Token and native leaves through the routes, read from a real chain."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not harness.chain_available():
+            raise harness.unittest.SkipTest('tests/node has no ganache or solc')
+        cls.chain = harness.JoinChain()
+        cls.proxy = cls.chain.proxy()
+        cls.pool = harness.Wallet.random(30)
+        cls.r = cls.class_redis()
+        cls.svc = cls.class_entityd(redis=cls.r, env={
+            'RATE_WRITES_PER_MINUTE': '0', 'JOIN_CHECK_CACHE_MS': '0',
+            'ETH_RPC_URLS': '%d=%s' % (CHAIN, harness.proxy_url(cls.proxy)),
+            'MULTICALL3_ADDRESS': cls.chain.multicall,
+            'ETH_RPC_TIMEOUT_MS': str(RPC_TIMEOUT_MS), 'JOIN_RPC_MAX_PER_SECOND': '1000'})
+        cls.port = cls.svc.port
+        cls.signer = harness.Signer(harness.current_message(cls.port)[0])
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.chain.stop()
+
+    req = JoinRulesTest.req
+    entity = JoinRulesTest.entity
+    set_rule = JoinRulesTest.set_rule
+    check = JoinRulesTest.check
+    join = JoinRulesTest.join
+    users = JoinRulesTest.users
+
+    def setup_rule(self, rule):
+        owner, holder, other = [self.pool.pop() for _ in range(3)]
+        a = self.entity(owner)
+        got = self.assertOk(self.set_rule(owner, a, rule))['data']
+        self.assertEqual(got['rule'], rule)
+        return a, owner, holder, other
+
+    def leaf(self, owner, a, w):
+        d = self.assertOk(self.check(owner, a, w.address))['data']
+        self.assertEqual(len(d['leaves']), 1, d)
+        return d['eligible'], d['leaves'][0], d['blocks']
+
+    def assert_leaf_kind(self, rule, give, have_yes, have_no, need):
+        a, owner, holder, other = self.setup_rule(rule)
+        give(holder.address)
+        block = self.chain.block()
+        ok, leaf, blocks = self.leaf(owner, a, holder)
+        self.assertIs(ok, True, leaf)
+        self.assertEqual(leaf, {'path': 'rule', 'ok': True, 'have': have_yes, 'need': need})
+        self.assertEqual(blocks, {str(CHAIN): block})
+        ok, leaf, _ = self.leaf(owner, a, other)
+        self.assertIs(ok, False, leaf)
+        self.assertEqual(leaf, {'path': 'rule', 'ok': False, 'have': have_no, 'need': need})
+        # joining by it: the holder joins, the other is refused with the leaf
+        self.assertEqual(self.assertOk(self.join(holder, a))['joined'], 1)
+        err = self.assertEnvelope(self.join(other, a), 403, 'forbidden')
+        self.assertEqual(err['details'], [leaf])
+        via = {u['address']: u['via'] for u in self.users(owner, a)}
+        self.assertEqual(via[holder.address], 'rules')
+        self.assertNotIn(other.address, via)
+
+    def test_erc20_leaf(self):
+        c = self.chain
+        self.assert_leaf_kind({'erc20': {'chainId': CHAIN, 'contract': c.erc20, 'min': '50'}},
+                              lambda addr: c.mint('erc20', addr, amount=60), '60', '0', '50')
+
+    def test_erc721_leaf_any_token(self):
+        c = self.chain
+        self.assert_leaf_kind({'erc721': {'chainId': CHAIN, 'contract': c.erc721}},
+                              lambda addr: c.mint('erc721', addr, token_id=7001), '1', '0', '1')
+
+    def test_erc721_leaf_one_token(self):
+        c = self.chain
+        self.assert_leaf_kind({'erc721': {'chainId': CHAIN, 'contract': c.erc721,
+                                          'tokenId': '7101'}},
+                              lambda addr: c.mint('erc721', addr, token_id=7101), '1', '0', '1')
+
+    def test_erc1155_leaf(self):
+        c = self.chain
+        self.assert_leaf_kind({'erc1155': {'chainId': CHAIN, 'contract': c.erc1155,
+                                           'tokenId': '9', 'min': '2'}},
+                              lambda addr: c.mint('erc1155', addr, token_id=9, amount=2), '2',
+                              '0', '2')
+
+    def test_native_leaf(self):
+        c = self.chain
+        self.assert_leaf_kind({'native': {'chainId': CHAIN, 'min': str(10 ** 18)}},
+                              lambda addr: c.set_balance(addr, 10 ** 18), str(10 ** 18), '0',
+                              str(10 ** 18))
+
+    def test_chain_without_url_refused(self):
+        owner = self.pool.pop()
+        a = self.entity(owner)
+        resp = self.set_rule(owner, a, {'any': [
+            {'native': {'chainId': CHAIN, 'min': '1'}},
+            {'native': {'chainId': 999, 'min': '1'}}]})
+        self.assertEqual(resp[0], 400, resp)
+        self.assertTrue(resp[2]['error']['field'].startswith('rule.any[1].native'), resp)
+
+    def test_stalled_chain_is_503(self):
+        c = self.chain
+        a, owner, holder, other = self.setup_rule(
+            {'erc20': {'chainId': CHAIN, 'contract': c.erc20, 'min': '1'}})
+        c.mint('erc20', holder.address, amount=1)
+        self.proxy.stall()
+        try:
+            t0 = time.monotonic()
+            st, headers, body = self.join(holder, a)
+            self.assertEqual(st, 503, body)
+            self.assertEqual(body['error']['code'], 'unavailable')
+            self.assertGreaterEqual(int(headers.get('retry-after', '0')), 1)
+            self.assertLess(time.monotonic() - t0, RPC_TIMEOUT_MS / 1000.0 + scaled(5))
+            # the check answers, the rule erring: eligible null, the leaf's error
+            d = self.assertOk(self.check(owner, a, holder.address))['data']
+            self.assertIsNone(d['eligible'])
+            self.assertEqual(set(d['leaves'][0]), {'path', 'error'})
+        finally:
+            self.proxy.release()
+        self.assertEqual(self.users(owner, a), [])
+        self.assertEqual(self.assertOk(self.join(holder, a))['joined'], 1)
 
 
 if __name__ == '__main__':
