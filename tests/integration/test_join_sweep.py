@@ -6,6 +6,9 @@ after t + JOIN_GRACE_SECONDS, not before; a pass in between resets t; a member f
 the grace after joining goes at once; force-added members (and a rules member force-added
 since) are never checked; an instance killed (SIGKILL) mid-sweep leaves its entity's lease, and
 another instance finishes the sweep once the lease has run out, each member lapsing once.
+On a ganache chain with an ERC-20 leaf: a token transferred away lapses its member after the
+grace and not before; a chain that stalls, then dies (connections refused), during the
+re-checks removes nobody and starts no grace, and the next period after it is back catches up.
 Every wait is on the service's own answers (the events list, the users list), with deadlines
 that have slack."""
 
@@ -13,6 +16,7 @@ import json
 import os
 import sys
 import time
+import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -270,6 +274,95 @@ class JoinSweepKillTest(JoinSweepBase):
                 self.assertGreaterEqual(_parse(e['at']), expires - 0.2, e)
                 self.assertGreater(_parse(e['at']), killed)
         self.assertEqual([u for u in self.users(a) if u in set(addrs)], [])
+
+
+@unittest.skipUnless(harness.chain_available(), 'the test chain (tests/node) is not installed')
+class JoinSweepChainTest(JoinSweepBase):
+    """An ERC-20 leaf on a ganache chain behind a fault proxy; JOIN_RECHECK_SECONDS=2,
+    JOIN_GRACE_SECONDS=3."""
+
+    @classmethod
+    def env_for(cls, **more):
+        env = super().env_for(ETH_RPC_URLS='%d=%s' % (cls.chain.chain_id,
+                                                      harness.proxy_url(cls.proxy)),
+                              MULTICALL3_ADDRESS=cls.chain.multicall, ETH_RPC_TIMEOUT_MS='1000')
+        env.update(more)
+        return env
+
+    @classmethod
+    def setUpClass(cls):
+        cls.chain = harness.JoinChain()
+        cls.proxy = cls.chain.proxy()
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.proxy.stop()
+        cls.chain.stop()
+
+    def tearDown(self):
+        self.proxy.release()
+        super().tearDown()
+
+    def token_gated(self):
+        a = self.entity()
+        self.assertOk(self.call('POST', '/api/entities/%s/join-rules' % a, {
+            'rule': {'erc20': {'chainId': self.chain.chain_id, 'contract': self.chain.erc20,
+                               'min': '5'}}}))
+        return a
+
+    def holder(self, a):
+        """A wallet holding 10 tokens, joined by the rule, past the grace after joining."""
+        w = self.pool.pop()
+        self.chain.mint('erc20', w.address, amount=10)
+        self.join(a, w)
+        joined = self.joined_at(a, w.address)
+        time.sleep(max(0.0, joined + self.GRACE + 0.3 - time.time()))
+        return w
+
+    def due(self, a, addr):
+        v = self.r.cli('ZSCORE', 'ent:{%s}:join:due' % a, addr)
+        return int(float(v)) if v is not None else None
+
+    def test_a_token_transferred_away_lapses_after_the_grace(self):
+        a = self.token_gated()
+        w = self.holder(a)
+        away = time.time()
+        self.chain.transfer('erc20', w.address, self.pool.pop().address, amount=10)
+        ev = self.wait_lapsed(a, w.address, 30)
+        self.assertGreaterEqual(_parse(ev['at']), away + self.GRACE - SKEW)
+        self.assertEqual(ev['data']['leaves'], [{'path': ev['data']['leaves'][0]['path'],
+                                                 'ok': False, 'have': '0', 'need': '5'}])
+        self.assertNotIn(w.address, self.users(a))
+
+    def test_a_stalled_or_dead_chain_removes_nobody_and_the_next_period_catches_up(self):
+        a = self.token_gated()
+        w = self.holder(a)
+        failing_key = 'ent:{%s}:join:failing' % a
+        self.proxy.stall()
+        # fails from now on, but no check can tell while the chain does not answer
+        self.chain.transfer('erc20', w.address, self.pool.pop().address, amount=10)
+
+        def checked_past(t_ms):
+            return lambda: (self.due(a, w.address) or 0) > t_ms + PERIOD * 1000
+
+        # two periods of erring checks on the stalled chain, then one on a dead one
+        for _ in range(2):
+            harness.wait_for(checked_past(int(time.time() * 1000)), scaled(30),
+                             interval=0.1, what='an erring check on the stalled chain')
+        self.proxy.release()
+        self.proxy.cut(refuse_s=600)
+        harness.wait_for(checked_past(int(time.time() * 1000)), scaled(30), interval=0.1,
+                         what='an erring check on the dead chain')
+        self.assertIn(w.address, self.users(a))
+        self.assertEqual(self.r.cli('HGET', failing_key, w.address), None)
+        self.assertEqual(self.lapses(a), [])
+        back = time.time()
+        self.proxy.release()
+        ev = self.wait_lapsed(a, w.address, 30)
+        # the first failing check counted is the first after the chain came back
+        self.assertGreaterEqual(_parse(ev['at']), back + self.GRACE - SKEW)
 
 
 if __name__ == '__main__':
