@@ -69,7 +69,7 @@ struct joinsweep {
     bool worked;     /* a batch ran since the poll */
     batch b;
     uint64_t batches, checked, lapsed, held, stale, failures;
-    int64_t pending; /* members due at the last take (of its batch) */
+    int64_t last_batch; /* members in the last batch taken */
 };
 
 static void on_timer(uv_timer_t *t);
@@ -448,7 +448,7 @@ static void on_taken(void *data, int status, redisReply *r)
             b->leaves[b->n++] = NULL;
     s->worked = true;
     s->batches++;
-    s->pending = (int64_t)b->n;
+    s->last_batch = (int64_t)b->n;
     if (b->n == 0) { /* nothing the service wrote: left to the next period's look */
         s->next++;
         schedule(s, pause_after(us));
@@ -621,5 +621,5 @@ void joinsweep_render_metrics(buf *out, void *ctx)
                     "re-check commands that got no answer or an error (retried later)",
                     s->failures);
     metrics_gauge(out, "entityd_join_recheck_last_batch",
-                  "members in the last batch this process took", (double)s->pending);
+                  "members in the last batch this process took", (double)s->last_batch);
 }
