@@ -236,40 +236,52 @@ class JoinSweepAtOnceTest(JoinSweepBase):
 
 
 class JoinSweepKillTest(JoinSweepBase):
-    """An instance killed (SIGKILL) mid-sweep: another takes over once its lease has run out,
-    and every failing member lapses exactly once."""
+    """An instance killed (SIGKILL) mid-sweep, some of its entity's failing members lapsed by it
+    and others due: the entity's lease stays with the dead instance until it runs out, then
+    another instance finishes, every failing member lapsing exactly once."""
     GRACE = 60
-    MEMBERS = 400
+    FIRST, REST = 100, 600  # REST: more than one batch
+
+    def redis_ms(self):
+        sec, usec = self.r.cli('TIME')
+        return int(sec) * 1000 + int(usec) // 1000
 
     def test_another_instance_finishes_a_killed_ones_sweep(self):
         a, b = self.gated()
-        ws = harness.Wallet.random(self.MEMBERS)
+        ws = harness.Wallet.random(self.FIRST + self.REST)
         addrs = [w.address for w in ws]
+        first, rest = addrs[:self.FIRST], addrs[self.FIRST:]
         self.force_add(b, addrs)
-        for w in ws:  # joins spread over a few periods: their checks spread over each period
+        for w in ws:
             self.join(a, w)
-        self.remove(b, addrs)
-        harness.wait_for(lambda: self.lapses(a), scaled(30), interval=0.05,
-                         what='the first lapse')
-        lease = 'ent:{%s}:join:lease' % a
+        # the first part fails and lapses, by this instance
+        self.remove(b, first)
+        harness.wait_for(lambda: len(self.lapses(a)) >= self.FIRST, scaled(30), interval=0.1,
+                         what='the first part lapsed')
+        # just after one of its batches (every member due a good second on), the rest fails
+        # and the instance dies before its next batch
+        due = 'ent:{%s}:join:due' % a
+
+        def after_a_batch():
+            got = self.r.cli('ZRANGE', due, 0, 0, 'WITHSCORES')
+            return got and int(float(got[1])) - self.redis_ms() > 1200
+        harness.wait_for(after_a_batch, scaled(30), interval=0.02, what='a batch just ran')
+        self.remove(b, rest)
         self.svc.kill()  # SIGKILL: no goodbye, the lease stays
         killed = time.time()
-        pttl = int(self.r.cli('PTTL', lease))
+        pttl = int(self.r.cli('PTTL', 'ent:{%s}:join:lease' % a))
         self.assertGreater(pttl, 0)
         expires = time.time() + pttl / 1000.0
         before = self.lapsed_kept(a)  # read from Redis: no instance is up now
-        self.assertLess(len(before), self.MEMBERS, 'the killed instance finished the sweep')
+        self.assertEqual(before, set(first))
         other = self.class_entityd(redis=self.r, env=self.env_for())
         self.port = other.port
-
-        def all_gone():
-            return len(self.lapses(a)) >= self.MEMBERS
-        harness.wait_for(all_gone, scaled(60) + pttl / 1000.0, interval=0.2,
-                         what='every lapse')
+        harness.wait_for(lambda: len(self.lapses(a)) >= len(addrs), scaled(60) + pttl / 1000.0,
+                         interval=0.2, what='every lapse')
         got = self.lapses(a)
         self.assertEqual(sorted(e['data']['address'] for e in got), sorted(addrs))
         for e in got:
-            if e['data']['address'] not in before:
+            if e['data']['address'] in set(rest):
                 # the other instance's: none before the killed one's lease ran out
                 self.assertGreaterEqual(_parse(e['at']), expires - 0.2, e)
                 self.assertGreater(_parse(e['at']), killed)
