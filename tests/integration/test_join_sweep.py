@@ -3,7 +3,8 @@
 wallet is a member of B, and removing it from B makes it fail. A member failing since a check
 at t is removed (event member.lapsed with the failing leaves) at the first failing check at or
 after t + JOIN_GRACE_SECONDS, not before; a pass in between resets t; a member failing within
-the grace after joining goes at once; force-added members (and a rules member force-added
+the grace after joining goes at once; a rule changed since the join is the one every member is
+checked by next; force-added members (and a rules member force-added
 since) are never checked; an instance killed (SIGKILL) mid-sweep leaves its entity's lease, and
 another instance finishes the sweep once the lease has run out, each member lapsing once.
 On a ganache chain with an ERC-20 leaf: a token transferred away lapses its member after the
@@ -233,6 +234,20 @@ class JoinSweepAtOnceTest(JoinSweepBase):
         self.assertGreaterEqual(_parse(ev['at']), joined + PERIOD - SKEW)
         self.assertNotIn(w.address, self.users(a))
         self.assertEqual(self.r.cli('ZSCORE', 'ent:{%s}:join:due' % a, w.address), None)
+
+    def test_a_rule_change_checks_every_member_by_the_new_rule(self):
+        a, b = self.gated()
+        c = self.entity()
+        w = self.pool.pop()
+        self.force_add(b, [w.address])
+        self.join(a, w)
+        # the new rule asks for membership in C, which w never had
+        self.assertOk(self.call('POST', '/api/entities/%s/join-rules' % a, {
+            'rule': {'any': [{'role': {'entityID': c, 'role': 'member'}},
+                             {'role': {'entityID': c, 'role': 'owner'}}]}}))
+        ev = self.wait_lapsed(a, w.address, 30)
+        self.assertEqual([(l['path'], l['need']) for l in ev['data']['leaves']],
+                         [('rule.any[0]', 'member'), ('rule.any[1]', 'owner')])
 
 
 class JoinSweepKillTest(JoinSweepBase):
