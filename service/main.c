@@ -26,7 +26,10 @@
 #include "core/workers.h"
 #include "http/http.h"
 #include "jobs/erasure.h"
+#include "jobs/joinsweep.h"
+#include "rpc/joinread.h"
 #include "jobs/sweeper.h"
+#include "api/joinrule_eval.h"
 #include "push/webhook.h"
 #include "net/server.h"
 #include "redis/group.h"
@@ -71,6 +74,24 @@ static void on_worker_exit(int index)
     metrics_shared_clear((size_t)index);
 }
 
+/* The re-check's rule from its stored JSON (jobs/joinsweep.h): the rule is the api's, above
+ * the jobs in the layers. */
+static int joinsweep_rule_build(void *ctx, const char *json, size_t len, const char *author,
+                                joinsweep_rule *out)
+{
+    app *a = ctx;
+    joinrule *r = malloc(sizeof *r);
+    if (!r || joinrule_eval_parse(json, len, r) != 0) {
+        free(r);
+        return -1;
+    }
+    joinrule_eval_fill(r, author, auth_is_platform_admin(a->auth, author), &out->eval);
+    out->tree_mem = r; /* out->eval.tree points at it */
+    for (int i = 0; i < r->leaves && i < JOINEVAL_MAX_LEAVES; i++)
+        snprintf(out->path[i], sizeof out->path[i], "%s", r->node[r->leaf_node[i]].path);
+    return 0;
+}
+
 /* The leases are handed back: now the store may close. */
 static void on_limits_closed(void *ctx)
 {
@@ -81,6 +102,8 @@ static void on_limits_closed(void *ctx)
     group_close(a->groups);
     erasure_close(a->erasure);
     sweeper_close(a->sweeper);
+    joinsweep_close(a->joinsweep);
+    joinread_close(a->joinread);
     webhooks_close(a->webhooks);
     streams_close(a->streams);
     watch_close(a->watch);
@@ -250,6 +273,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "entityd: %s\n", err);
         return 1;
     }
+    if (joinread_new(&a->joinread, a->loop, &a->cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "entityd: %s\n", err);
+        return 1;
+    }
     a->groups = group_new(a->loop, a->store);
     if (!a->groups) {
         fprintf(stderr, "entityd: cannot set up the script groups: out of memory\n");
@@ -281,6 +308,12 @@ int main(int argc, char **argv)
         return 1;
     }
     metrics_register(sweeper_render_metrics, a->sweeper);
+    a->joinsweep = joinsweep_new(a, a->joinread, joinsweep_rule_build, a);
+    if (!a->joinsweep) {
+        fprintf(stderr, "entityd: cannot set up the re-check of rules members\n");
+        return 1;
+    }
+    metrics_register(joinsweep_render_metrics, a->joinsweep);
     a->watch = watch_new(a);
     a->streams = a->watch ? streams_new(a, a->watch) : NULL;
     if (!a->streams) {
@@ -338,6 +371,8 @@ int main(int argc, char **argv)
     group_free(a->groups);
     erasure_free(a->erasure);
     sweeper_free(a->sweeper);
+    joinsweep_free(a->joinsweep);
+    joinread_free(a->joinread);
     webhooks_free(a->webhooks);
     streams_free(a->streams);
     watch_free(a->watch);

@@ -156,6 +156,14 @@ static const opt opts[] = {
     {"BOARD_REBUILD_PAUSE_FACTOR", OPT_INT, OFF(board_rebuild_pause_factor), "15", 0, 1000,
      "the pause after a rebuild's step is this many times the step's own time in Redis: the "
      "rebuild takes about 1 / (1 + this) of Redis's time, so reads beside it keep their pace"},
+    {"JOIN_RECHECK_SECONDS", OPT_INT, OFF(join_recheck_seconds), "3600", 1, 31536000,
+     "every member who joined by an entity's join rule is checked again this often"},
+    {"JOIN_GRACE_SECONDS", OPT_INT, OFF(join_grace_seconds), "86400", 0, 31536000,
+     "a rules member failing its checks since t is removed at the first failing check at or "
+     "after t + this"},
+    {"JOIN_CHECK_CACHE_MS", OPT_INT, OFF(join_check_cache_ms), "5000", 0, 3600000,
+     "a join rule check's answer is kept this long per (entity, address) in the process (0: "
+     "not kept)"},
     {"SWEEP_PAUSED", OPT_BOOL, OFF(sweep_paused), "false", 0, 0,
      "hold the sweeper off (tests, maintenance): removed members' entries stay tombstoned, and "
      "every read stays exact"},

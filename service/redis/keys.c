@@ -37,6 +37,13 @@ KEYS_PUT(apikeys, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:apikeys")
 KEYS_PUT(webhooks, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:webhooks")
 KEYS_PUT(events, KEYS_ENTITY_SIZE, entity_id, "ent:{", "}:events")
 
+size_t keys_join(char out[KEYS_ENTITY_SIZE], const char *entity_id, const char *suffix)
+{
+    char tail[32];
+    snprintf(tail, sizeof tail, "}:join%s", suffix);
+    return put(out, KEYS_ENTITY_SIZE, "ent:{", entity_id, tail);
+}
+
 size_t keys_webhook(char out[KEYS_WEBHOOK_SIZE], const char *entity_id, const char *wid,
                     const char *suffix)
 {

@@ -23,7 +23,10 @@
  *   ent:{c-…}:owners          set     owner addresses (lowercase)
  *   ent:{c-…}:admins          set     admin addresses
  *   ent:{c-…}:members         hash    address -> its member entry, "<addedAt ms, 16 digits>:
- *                                     <address>:<addedBy>:<chain>" (the one exception to stored
+ *                                     <address>:<addedBy>:<chain>[:rules]" (":rules": joined by
+ *                                     the join rule, join_add.lua, with addedBy itself and chain
+ *                                     ""; none: added by force-add; the users list's "via")
+ *                                     (the one exception to stored
  *                                     JSON: a page of 100 copies half the bytes this way, and
  *                                     entityd renders it; the first storage format's entries,
  *                                     "<addedAt>:<address>:<member JSON>", are still read)
@@ -39,6 +42,23 @@
  *                                     (the entity's skillSeq since): creation order, the
  *                                     order of siblings in op 5's parents-first walk
  *   ent:{c-…}:skills:names    hash    normalized name (trimmed, ASCII lowercase) -> skill id
+ *   Join rules (CONTRACT section 16):
+ *   ent:{c-…}:join            hash    rule (the rule as joinrule_render writes it), updatedAt
+ *                                     (ISO), updatedBy (the author's address), ver (bumped at
+ *                                     each set: join_add.lua adds only under the ver judged by).
+ *                                     join_rule_set.lua writes it, join_rule_delete.lua unlinks
+ *                                     it with the two below
+ *   ent:{c-…}:join:due        zset    rules members (address) -> ms their next re-check is due
+ *                                     (at a join: now + JOIN_RECHECK_SECONDS)
+ *   ent:{c-…}:join:failing    hash    address -> ms of its first failing check since its last
+ *                                     pass. Any removal of a member (members_remove.lua), and a
+ *                                     force-add making it manual (force_add.lua), takes it off
+ *                                     both (_prelude.lua, join_forget); an erasure unlinks all
+ *                                     three with the entity's other keys
+ *   ent:{c-…}:join:lease      string  the token of the instance re-checking the entity's rules
+ *                                     members, PX 10000 on Redis's clock, renewed at each batch
+ *                                     (join_take.lua, join_verdicts.lua; jobs/joinsweep.h):
+ *                                     another instance takes over once a dead one's ran out
  *   ent:{c-…}:levels          hash    level id -> Level JSON
  *   ent:{c-…}:levels:order    zset    Level JSONs scored by XP; a Level JSON begins with its id,
  *                                     so ties sort by id
@@ -237,6 +257,14 @@
  *                                     it read (sweep_forget.lua). So no crash between the two
  *                                     slots can leave tombstones nobody finds.
  *
+ * The re-check of rules members (CONTRACT section 16; jobs/joinsweep.h):
+ *   joins                     zset    entity id -> its earliest join:due ms, in a slot of its
+ *                                     own: a join lists it (ZADD LT, after its script), the
+ *                                     re-check sets it after each batch (its earliest due, or a
+ *                                     period on when none is due: dropping it would race a join)
+ *                                     and drops it once the entity or its rule is gone, unless
+ *                                     a join lowered the score since (joins_forget.lua)
+ *
  * Sign-in:
  *   auth:revoked:<r||s hex>   string  "1", expiring when the signature would have (EXAT)
  *   auth:revoked:<address>:<epoch>  the same for every sign-in a contract wallet (EIP-1271)
@@ -407,6 +435,11 @@ size_t keys_erasure(char out[KEYS_ENTITY_SIZE], const char *entity_id);
  * cluster). */
 #define KEYS_ERASE_SCAN "erase:scan"
 #define KEYS_ERASE_IDS  "erase:ids"
+/* An entity's join rule keys, "ent:{<entity id>}:join" + suffix ("", ":due", ":failing");
+ * returns its length. */
+size_t keys_join(char out[KEYS_ENTITY_SIZE], const char *entity_id, const char *suffix);
+/* The entities with rules members to re-check (one key, its own slot). */
+#define KEYS_JOINS "joins"
 /* The entities whose removed members wait for the sweeper (one key, its own slot). */
 #define KEYS_SWEEPS "sweeps"
 /* The alias index key of a validated alias; returns its length. */

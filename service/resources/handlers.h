@@ -35,6 +35,11 @@ void entity_force_add(request *req);
 void members_delete(request *req);
 void members_remove_post(request *req);
 void entity_leave(request *req);
+void joinrules_post(request *req);
+void joinrules_get(request *req);
+void joinrules_delete(request *req);
+void joinrules_check(request *req);
+void joinrules_join(request *req);
 
 /* apikeys.c: entity API keys made, listed and ended (CONTRACT section 13) */
 void apikeys_post(request *req);

@@ -31,12 +31,13 @@ static bool is_platform(request *req)
 
 /* ---- GET /api/entities/{id}/users ---- */
 
-/* A member entry (keys.h): "<addedAt ms, 16 digits>:<address>:<addedBy>:<chain>". Its first
+/* A member entry (keys.h): "<addedAt ms, 16 digits>:<address>:<addedBy>:<chain>[:rules]". Its first
  * ORDER_ENTRY_LEN bytes are the page cursor. */
 #define ORDER_ENTRY_LEN 59 /* 16 digits + ':' + 42-character address */
 #define ENTRY_BY_AT     (ORDER_ENTRY_LEN + 1)
 #define ENTRY_CHAIN_AT  (ENTRY_BY_AT + 42 + 1)
 #define CHAIN_MAX       32
+#define RULES_LEN       6 /* ":rules" */
 
 static bool valid_order_entry(const char *s, size_t len)
 {
@@ -77,11 +78,20 @@ static bool render_member(buf *b, const char *e, size_t len, member_time *t)
     if (len <= ENTRY_BY_AT || e[16] != ':' || e[ORDER_ENTRY_LEN] != ':')
         return false;
     if (e[ENTRY_BY_AT] == '{') {
-        buf_append(b, e + ENTRY_BY_AT, len - ENTRY_BY_AT);
+        if (e[len - 1] != '}')
+            return false;
+        buf_append(b, e + ENTRY_BY_AT, len - ENTRY_BY_AT - 1);
+        buf_append_str(b, ",\"via\":\"manual\"}");
         return true;
     }
-    if (len <= ENTRY_CHAIN_AT || e[ENTRY_CHAIN_AT - 1] != ':' ||
-        !valid_chain(e + ENTRY_CHAIN_AT, len - ENTRY_CHAIN_AT))
+    if (len < ENTRY_CHAIN_AT || e[ENTRY_CHAIN_AT - 1] != ':')
+        return false;
+    /* a join's entry ends ":rules", its chain "" (keys.h) */
+    size_t clen = len - ENTRY_CHAIN_AT;
+    bool rules = clen >= RULES_LEN && memcmp(e + len - RULES_LEN, ":rules", RULES_LEN) == 0;
+    if (rules)
+        clen -= RULES_LEN;
+    if (!(rules && clen == 0) && !valid_chain(e + ENTRY_CHAIN_AT, clen))
         return false;
     if (memcmp(t->ms, e, 16) != 0) {
         int64_t ms = 0;
@@ -96,12 +106,12 @@ static bool render_member(buf *b, const char *e, size_t len, member_time *t)
     buf_append_str(b, "{\"address\":\"");
     buf_append(b, e + 17, 42);
     buf_append_str(b, "\",\"chain\":\"");
-    buf_append(b, e + ENTRY_CHAIN_AT, len - ENTRY_CHAIN_AT);
+    buf_append(b, e + ENTRY_CHAIN_AT, clen);
     buf_append_str(b, "\",\"addedAt\":\"");
     buf_append_str(b, t->iso);
     buf_append_str(b, "\",\"addedBy\":\"");
     buf_append(b, e + ENTRY_BY_AT, 42);
-    buf_append(b, "\"}", 2);
+    buf_append_str(b, rules ? "\",\"via\":\"rules\"}" : "\",\"via\":\"manual\"}");
     return true;
 }
 

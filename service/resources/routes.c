@@ -103,6 +103,13 @@ const route router_routes[] = {
     {HTTP_POST, "/api/entities/{id}/members/remove", members_remove_post, AUTH_REQUIRED,
      ROUTE_WRITE | ROUTE_KEY_ADMIN},
     {HTTP_POST, "/api/entities/{id}/leave", entity_leave, AUTH_REQUIRED, ROUTE_WRITE},
+    /* Join rules (CONTRACT section 16): set, read and deleted by owners and admins. */
+    {HTTP_POST, "/api/entities/{id}/join-rules", joinrules_post, AUTH_REQUIRED, ROUTE_WRITE},
+    {HTTP_GET, "/api/entities/{id}/join-rules", joinrules_get, AUTH_REQUIRED, 0},
+    {HTTP_DELETE, "/api/entities/{id}/join-rules", joinrules_delete, AUTH_REQUIRED, ROUTE_WRITE},
+    /* A check spends the caller's write budget: each may cost the chains a read. */
+    {HTTP_GET, "/api/entities/{id}/join-rules/check", joinrules_check, AUTH_REQUIRED, ROUTE_WRITE},
+    {HTTP_POST, "/api/entities/{id}/join", joinrules_join, AUTH_REQUIRED, ROUTE_WRITE},
     {HTTP_POST, "/api/entities/{id}/skills/{skillId}/update", skill_update, AUTH_REQUIRED,
      ROUTE_WRITE | ROUTE_KEY_ADMIN},
     {HTTP_DELETE, "/api/entities/{id}/skills/{skillId}", skill_delete, AUTH_REQUIRED,

@@ -124,6 +124,22 @@ private:         400   401   401       401    200      200    200   200   200
 disabled:        400   401   401       401    404      404    403   403   200
 missing:         400   401   401       401    404      404    404   404   404
 ''')
+# GET join-rules/check for the caller's own address: any signed caller; a disabled entity as
+# every write's check.
+JOIN_CHECK = parse('''
+public:          400   401   401       401    200      200    200   200   200
+private:         400   401   401       401    200      200    200   200   200
+disabled:        400   401   401       401    404      404    403   403   200
+missing:         400   401   401       401    404      404    404   404   404
+''')
+# POST join under the rule "an owner of this entity": a member already joins 0, the owner
+# joins, anyone else is refused by the rule (403 with its failing leaf).
+JOIN = parse('''
+public:          400   401   401       401    403      200    403   200   403
+private:         400   401   401       401    403      200    403   200   403
+disabled:        400   401   401       401    404      404    403   403   403
+missing:         400   401   401       401    404      404    404   404   404
+''')
 
 # Sessions (CONTRACT section 13). POST /api/auth/challenge and /api/auth/session are signed by
 # their body, not the query: every caller gets a challenge, and a session of the body's
@@ -229,6 +245,13 @@ TABLE = [
     ('GET', '/api/entities/by-alias/{alias}', 'by-alias', READ_ENTITY, 200),
     ('GET', '/api/wallets/{address}/entities', 'wallet-entities', READ_WALLET, 200),
     ('GET', '/api/entities', 'directory', READ_DIRECTORY, 200),
+    # Join rules (CONTRACT section 16): the last rule set (by the platform admin) is "an owner
+    # of this entity".
+    ('POST', '/api/entities/{id}/join-rules', 'joinrules-post', WRITE_OWNERS_ADMINS, 200),
+    ('GET', '/api/entities/{id}/join-rules', 'joinrules-get', READ_ADMINS, 200),
+    ('GET', '/api/entities/{id}/join-rules/check', 'joinrules-check', JOIN_CHECK, 200),
+    ('POST', '/api/entities/{id}/join', 'join', JOIN, 200),
+    ('DELETE', '/api/entities/{id}/join-rules', 'joinrules-delete', WRITE_OWNERS_ADMINS, 200),
     # Last: the member leaves, and is no member for any cell after it.
     ('POST', '/api/entities/{id}/leave', 'leave', LEAVE, 200),
 ]
@@ -530,6 +553,31 @@ class AuthzTest(harness.ServiceTestCase):
                     port)
         if case == 'leave':
             return 'POST', '/api/entities/%s/leave' % eid, None, port
+        if case.startswith('joinrules') or case == 'join':
+            return self.build_join(case, variant, role, eid) + (port,)
+        raise AssertionError(case)
+
+    def build_join(self, case, variant, role, eid):
+        """(method, path, body) of a join rule cell."""
+        rules = '/api/entities/%s/join-rules' % eid
+        rule = {'rule': {'role': {'entityID': eid, 'role': 'owner'}}}
+        if case == 'joinrules-post':
+            return 'POST', rules, rule
+        if case == 'joinrules-get':
+            return 'GET', rules, None
+        if case == 'joinrules-check':
+            who = self.w.get(role, self.w['stranger'])
+            if role in ('unsig-owner', 'badsig'):
+                who = self.w['owner']
+            return 'GET', '%s/check?for=%s' % (rules, who.address), None
+        if case == 'join':
+            return 'POST', '/api/entities/%s/join' % eid, {}
+        if case == 'joinrules-delete':
+            # a rule for each cell to delete
+            if variant != 'missing':
+                st, _, b = self.call('platform', 'POST', rules, rule)
+                assert st == 200, (st, b)
+            return 'DELETE', rules, None
         raise AssertionError(case)
 
     def build_webhook(self, case, variant, role, eid, n):

@@ -18,6 +18,7 @@ import test_authz  # noqa: E402
 import test_bounds  # noqa: E402
 import test_contrib_write  # noqa: E402
 import test_entities  # noqa: E402
+import test_join_rules  # noqa: E402
 import test_level_requires  # noqa: E402
 import test_progress_read  # noqa: E402
 import test_progression  # noqa: E402
@@ -131,6 +132,14 @@ class ClusterTendTest(OnCluster, test_tend.TendTest):
 
 
 class ClusterSweepTest(OnCluster, test_sweep.SweepTest):
+    pass
+
+
+class ClusterJoinRulesTest(OnCluster, test_join_rules.JoinRulesTest):
+    pass
+
+
+class ClusterJoinRulesChainTest(OnCluster, test_join_rules.JoinRulesChainTest):
     pass
 
 

@@ -33,7 +33,7 @@ STORED_FIELDS = {
     'instagram', 'openseaSlug', 'defaultDyNftThemeId', 'bannerURL', 'contracts',
     'communityURLAlias', 'public', 'isEnabled', '__v', 'createdAt', 'createdBy', 'modifiedAt',
 }
-USER_FIELDS = {'address', 'chain', 'addedAt', 'addedBy'}
+USER_FIELDS = {'address', 'chain', 'addedAt', 'addedBy', 'via'}
 REQUIRED_BODY_FIELDS = ('name', 'description', 'ownerAddresses', 'twitter', 'discord', 'website',
                         'imageUrl')
 
@@ -950,8 +950,8 @@ class EntityApiTest(EntityCase):
         users = self.assertOk(self.users(eid, c['owner']))['users']
         self.assertEqual(users[:2], [
             {'address': a[0], 'chain': 'chain_A-9', 'addedAt': '2025-11-21T10:00:00.123Z',
-             'addedBy': by},
-            json.loads(legacy)])
+             'addedBy': by, 'via': 'manual'},
+            dict(json.loads(legacy), via='manual')])
         self.assertEqual([u['address'] for u in users[2:]], [c['member'].address])
 
     def test_users_page_cache_follows_every_change(self):

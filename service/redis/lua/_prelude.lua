@@ -959,3 +959,133 @@ local function webhook_disable(entity, hooks, wid, reason, limits, now)
     '{"webhookId":' .. jstr(wid) .. ',"reason":' .. jstr(reason) .. '}')
   return true
 end
+
+-- A member added again (force_add.lua, join_add.lua) comes back on the boards with the XP and
+-- scores it kept, its entries still waiting for the sweeper taken back (member_boards). A
+-- removal by an earlier version left a sweep record instead: its tombstones go with it, and an
+-- entry its progress no longer holds (a revocation since) goes too. Adds the boards it went back
+-- on to out, each once (seen).
+local function member_back(entity, a, tree_of, seen, out)
+  local rec = sweep_record(entity, a)
+  if rec then
+    local pk = prog_key(entity, a)
+    for by, inv in string.gmatch(rec, ' ([^ =]+)=(%d+)') do
+      local e = inv .. ':' .. a
+      redis.call('ZREM', gone_key(entity, by), e)
+      local v
+      if by == 'xp' then
+        v = tonumber(redis.call('HGET', pk, 'xp')) or 0
+      else -- its total once a skill below gave it one (board_value)
+        local got = redis.call('HMGET', pk, 't:' .. by, 's:' .. by)
+        v = tonumber(got[1] or got[2] or '0') or 0
+      end
+      if v <= 0 or lb_inv(v) ~= inv then redis.call('ZREM', lb_key(entity, by), e) end
+    end
+    redis.call('ZREM', entity .. ':sweep', rec)
+  end
+  for _, by in ipairs(member_boards(entity, a, tree_of)) do
+    if not seen[by] then
+      seen[by] = true
+      out[#out + 1] = by
+    end
+  end
+end
+
+-- A rules member (CONTRACT section 16) is re-checked from its entity's join:due zset and
+-- join:failing hash (keys.h); a removal, or a force-add making it a manual member, takes it off
+-- both.
+local function join_forget(entity, addrs)
+  local due, failing = entity .. ':join:due', entity .. ':join:failing'
+  -- most entities have no rules members: one EXISTS, no writes
+  if #addrs == 0 or redis.call('EXISTS', due, failing) == 0 then return end
+  call_many('ZREM', due, addrs, 4000)
+  call_many('HDEL', failing, addrs, 4000)
+end
+
+-- The skill tree of an entity for member_boards, read once and only for a member added again
+-- with progress (board_tree).
+local function tree_reader(entity)
+  local tree, read
+  return function(even_flat)
+    if not read then
+      read = true
+      tree = board_tree_read(entity)
+    end
+    if not tree and even_flat then
+      return board_tree(redis.call('HGET', entity, 'progtpl'), true)
+    end
+    return tree
+  end
+end
+
+-- Section 8's removal of members, shared by every script that takes members off an entity
+-- (members_remove.lua: owners, admins and leaving callers; join_verdicts.lua: the re-check of
+-- join rules). A removed member leaves the members hash and the order zset (so the users list)
+-- at once. Its board entries are not taken off the big boards here: a ZREM at a random place of
+-- a board of a million entries, one per board the member is on, was most of a removal's cost.
+-- Nor are they tombstoned one by one: an insert into a board's ordered gone zset costs nearly
+-- as much, 11 of them were more than half of a removal's Redis time (bench/RESULTS.md,
+-- 2026-11-27 22:48). Only its XP entry is tombstoned, in the XP board's gone zset: progress
+-- ranks and the XP board's counts subtract those. For its skill boards the member joins the
+-- entity's unswept set, one O(1) write whatever its skills: skill board reads skip entries
+-- whose address is no member, and the sweeper (jobs/sweeper.h, sweep_step.lua) takes the
+-- member's entries off later, from its prog hash. An entry left so is always the entry of the
+-- member's progress as it is now (contrib_revoke.lua keeps it so), so force_add.lua finds a
+-- re-added member's entries from its prog hash, with no record of them. The service lists the
+-- entity in the sweeps set (keys.h) before sending such a script. Its prog hash, contributions
+-- and reachedAt fields stay, so a force-add lists it again with what it had. A removed member
+-- is no longer re-checked by the entity's join rule (keys.h: join:due, join:failing).
+-- Each key's writes are gathered over the removal's members and sent once, by removal_finish,
+-- sorted: the inserts into a big zset then walk it near one another, in the CPU's caches.
+-- Nothing in between reads them back (taken stands in for the members hash).
+local function removal_new(entity)
+  return {E = entity, taken = {}, addrs = {}, order = {}, tombs = {}, unswept = {}}
+end
+
+-- Takes member a (its entry as the members hash holds it) off: false when it is no member or
+-- this removal took it already. out lists the boards whose reads changed beyond the entity
+-- hash and the unswept set ('xp' when its XP entry was tombstoned), seen the ones listed.
+local function removal_take(rm, a, entry, seen, out)
+  if not entry or rm.taken[a] then return false end
+  rm.taken[a] = true
+  rm.addrs[#rm.addrs + 1] = a
+  rm.order[#rm.order + 1] = entry
+  local pk = prog_key(rm.E, a)
+  local v = tonumber(redis.call('HGET', pk, 'xp'))
+  if v and v > 0 then
+    rm.tombs[#rm.tombs + 1] = lb_member(v, a)
+    if not seen.xp then
+      seen.xp = true
+      out[#out + 1] = 'xp'
+    end
+  elseif redis.call('EXISTS', pk) == 0 then
+    return true -- no progress at all: on no board
+  end
+  rm.unswept[#rm.unswept + 1] = a
+  return true
+end
+
+-- Writes what the removal took: members hash, order zset, tombstones, unswept set, the join
+-- rule's re-check, and a fresh membersVersion (cached users pages hold only under the version
+-- they were rendered from). Nothing when it took no one.
+local function removal_finish(rm, members, order, version)
+  if #rm.addrs == 0 then return end
+  local E = rm.E
+  call_many('HDEL', members, rm.addrs, 4000)
+  table.sort(rm.order)
+  call_many('ZREM', order, rm.order, 4000)
+  if #rm.tombs > 0 then
+    -- score 0 before each entry, sorted first
+    table.sort(rm.tombs)
+    local args = {}
+    for k, m in ipairs(rm.tombs) do
+      args[2 * k - 1] = '0'
+      args[2 * k] = m
+    end
+    call_many('ZADD', gone_key(E, 'xp'), args, 4000)
+    redis.call('SADD', tombstoned_key(E), 'xp')
+  end
+  call_many('SADD', unswept_key(E), rm.unswept, 4000)
+  join_forget(E, rm.addrs)
+  redis.call('HSET', E, 'membersVersion', version)
+end

@@ -9,20 +9,9 @@
 -- group_now_ms); the number of removals; then each removal's key count (0), argument count and
 -- arguments: caller, platform, mode, a fresh random version, address... (lowercase,
 -- deduplicated).
--- A removed member leaves the members hash and the order zset (so the users list) at once. Its
--- board entries are not taken off the big boards here: a ZREM at a random place of a board of a
--- million entries, one per board the member is on, was most of a removal's cost. Nor are they
--- tombstoned one by one: an insert into a board's ordered gone zset costs nearly as much, 11 of
--- them were more than half of a removal's Redis time (bench/RESULTS.md, 2026-11-27 22:48). Only
--- its XP entry is tombstoned, in the XP board's gone zset: progress ranks and the XP board's
--- counts subtract those. For its skill boards the member joins the entity's unswept set, one
--- O(1) write whatever its skills: skill board reads skip entries whose address is no member,
--- and the sweeper (jobs/sweeper.h, sweep_step.lua) takes the member's entries off later, from
--- its prog hash. An entry left so is always the entry of the member's progress as it is now
--- (contrib_revoke.lua keeps it so), so force_add.lua finds a re-added member's entries from its
--- prog hash, with no record of them. The service listed the entity in the sweeps set (keys.h)
--- before sending this. Its prog hash, contributions and reachedAt fields stay, so a force-add
--- lists it again with what it had.
+-- What a removal writes is _prelude.lua's (removal_new, removal_take, removal_finish): the
+-- member list at once, its board entries left for the sweeper (the service listed the entity
+-- in the sweeps set, keys.h, before sending this), its join rule's re-check ended.
 -- A removal that removes someone renews membersVersion (cached users pages hold only under the
 -- version they were rendered from) and writes one event: member.removed {addresses (those
 -- removed)}, or member.left {address}.
@@ -49,29 +38,9 @@ local function gate(caller, platform, mode)
   return g or nil
 end
 
--- Each key's writes are gathered over the group's members and sent once, at the end, sorted:
--- the inserts into a big zset then walk it near one another, in the CPU's caches. Nothing in
--- the group reads them back (taken stands in for the members hash).
-local taken, gone_addrs, order, tombs, unswept = {}, {}, {}, {}, {}
+local rm = removal_new(E)
 local version
 local replies = {}
-
--- A removed member's XP entry, tombstoned, and the member in the unswept set unless it has no
--- progress at all (then it is on no board); out lists the boards its removal changed.
-local function tombstone(a, seen, out)
-  local pk = prog_key(E, a)
-  local v = tonumber(redis.call('HGET', pk, 'xp'))
-  if v and v > 0 then
-    tombs[#tombs + 1] = lb_member(v, a)
-    if not seen.xp then
-      seen.xp = true
-      out[#out + 1] = 'xp'
-    end
-  elseif redis.call('EXISTS', pk) == 0 then
-    return
-  end
-  unswept[#unswept + 1] = a
-end
 
 local at = 4
 for c = 1, tonumber(ARGV[3]) do
@@ -86,12 +55,7 @@ for c = 1, tonumber(ARGV[3]) do
     local entries = call_many('HMGET', KEYS[4], addrs, 2000)
     local removed, missing, list, out, seen = 0, 0, {}, {}, {}
     for i, a in ipairs(addrs) do
-      local entry = entries[i]
-      if entry and not taken[a] then
-        taken[a] = true
-        gone_addrs[#gone_addrs + 1] = a
-        order[#order + 1] = entry
-        tombstone(a, seen, out)
+      if removal_take(rm, a, entries[i], seen, out) then
         removed = removed + 1
         -- an address (0x and 40 hex digits, checked by the service) needs no escaping
         list[removed] = '"' .. a .. '"'
@@ -114,26 +78,5 @@ for c = 1, tonumber(ARGV[3]) do
   end
 end
 
--- Score 0 before each member: the list ZADD takes, sorted first.
-local function scored(members)
-  table.sort(members)
-  local args = {}
-  for k, m in ipairs(members) do
-    args[2 * k - 1] = '0'
-    args[2 * k] = m
-  end
-  return args
-end
-
-if version then
-  call_many('HDEL', KEYS[4], gone_addrs, 4000)
-  table.sort(order)
-  call_many('ZREM', KEYS[5], order, 4000)
-  if #tombs > 0 then
-    call_many('ZADD', gone_key(E, 'xp'), scored(tombs), 4000)
-    redis.call('SADD', tombstoned_key(E), 'xp')
-  end
-  call_many('SADD', unswept_key(E), unswept, 4000)
-  redis.call('HSET', E, 'membersVersion', version)
-end
+if version then removal_finish(rm, KEYS[4], KEYS[5], version) end
 return replies
