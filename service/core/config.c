@@ -161,6 +161,9 @@ static const opt opts[] = {
     {"JOIN_GRACE_SECONDS", OPT_INT, OFF(join_grace_seconds), "86400", 0, 31536000,
      "a rules member failing its checks since t is removed at the first failing check at or "
      "after t + this"},
+    {"JOIN_POLL_MS", OPT_INT, OFF(join_poll_ms), "60000", 10, 31536000000LL,
+     "the re-check of rules members looks at the registry of entities at least this often "
+     "(and at most once a period), its first look this long after start"},
     {"JOIN_CHECK_CACHE_MS", OPT_INT, OFF(join_check_cache_ms), "5000", 0, 3600000,
      "a join rule check's answer is kept this long per (entity, address) in the process (0: "
      "not kept)"},

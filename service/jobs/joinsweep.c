@@ -81,6 +81,13 @@ static int64_t period_ms(const joinsweep *s)
     return s->a->cfg.join_recheck_seconds * 1000;
 }
 
+/* The longest sleep between two looks at the registry (JOIN_POLL_MS, at most a period). */
+static int64_t poll_ms(const joinsweep *s)
+{
+    int64_t p = period_ms(s);
+    return s->a->cfg.join_poll_ms < p ? s->a->cfg.join_poll_ms : p;
+}
+
 static void schedule(joinsweep *s, uint64_t ms)
 {
     s->state = JS_WAITING;
@@ -492,8 +499,9 @@ static void try_next(joinsweep *s)
     }
     /* Asleep until the earliest due the registry holds, or a period on when it holds none: a
      * join lists its entity a period after it at the earliest, and a re-check moves a score
-     * only later, so nothing comes due before that. */
-    int64_t now = isotime_now_ms(), most = period_ms(s);
+     * only later, so nothing comes due before that. JOIN_POLL_MS bounds the sleep, so that
+     * what another instance left overdue (it died) waits no longer than that. */
+    int64_t now = isotime_now_ms(), most = poll_ms(s);
     int64_t wait = s->wake_ms < 0 ? most : s->wake_ms - now;
     if (wait > most)
         wait = most;
@@ -581,7 +589,9 @@ joinsweep *joinsweep_new(app *a, joinread *jr, joinsweep_build build, void *buil
     }
     uv_timer_init(a->loop, &s->timer);
     s->timer.data = s;
-    schedule(s, 100);
+    /* Not at once: instances started together (a rollout) look at the registry when their
+     * poll comes, and a test counting a request's Redis commands can push the look out. */
+    schedule(s, (uint64_t)poll_ms(s));
     return s;
 }
 

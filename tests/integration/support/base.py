@@ -51,6 +51,8 @@ SERVICE_ENV_KEYS = (
     'ATTESTATION_EAS_VERSION', 'ATTESTATION_CACHE_SIZE',
     'AUTH_URI', 'AUTH_CHAIN_ID', 'ETH_RPC_URL', 'ETH_RPC_TIMEOUT_MS', 'ETH_RPC_MAX_INFLIGHT',
     'ETH_RPC_CODE_TTL_SECONDS', 'ETH_RPC_MAX_PER_SECOND',
+    'ETH_RPC_URLS', 'MULTICALL3_ADDRESS', 'JOIN_RPC_MAX_PER_SECOND', 'JOIN_RECHECK_SECONDS',
+    'JOIN_GRACE_SECONDS', 'JOIN_CHECK_CACHE_MS', 'JOIN_POLL_MS',
 )
 # ENTITYD_TEST_WORKERS=N runs every instance with WORKERS=N unless its test sets WORKERS.
 TEST_WORKERS = os.environ.get('ENTITYD_TEST_WORKERS')
@@ -70,7 +72,11 @@ LIMITS_OFF = {'RATE_WRITES_PER_MINUTE': '0', 'ENTITY_CREATE_PER_DAY': '0',
               'SWEEP_POLL_MS': '3600000',
               # And for the webhook engine's pass over the endpoint lists (every 10 s while none
               # is listed): a new endpoint still kicks one. The webhook suites set their own.
-              'WEBHOOK_POLL_MS': '60000', 'WEBHOOK_LEASE_MS': '600000'}
+              'WEBHOOK_POLL_MS': '60000', 'WEBHOOK_LEASE_MS': '600000',
+              # And for the re-check's first look at the registry of join rule entities (a
+              # minute after start by default); the join suites set short periods, which bound
+              # it too.
+              'JOIN_POLL_MS': '3600000'}
 
 SANITIZER_MARKERS = ('ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:',
                      'ERROR: ThreadSanitizer', 'ERROR: UndefinedBehaviorSanitizer')
