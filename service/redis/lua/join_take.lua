@@ -28,15 +28,18 @@ local now = tonumber(t0[1]) * 1000 + math.floor(tonumber(t0[2]) / 1000)
 -- Members due a little ahead come along: as many as come due in the time a full batch takes to
 -- come due, were the entity's dues spread evenly over the period (at most half of it), so a
 -- period takes about one batch per ARGV[3] members, not one per member woken alone.
+-- A batch is taken only once its earliest member is due: a take as soon as the last one ended
+-- would bring along only the members come due ahead in between (bench-join: 795 eth_calls for
+-- 100,000 members, 126 a call), where waiting for the earliest brings a window's worth.
 local most, period = tonumber(ARGV[3]), tonumber(ARGV[4])
+local first = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
+if not first[2] or tonumber(first[2]) > now then
+  return {'IDLE', first[2] and tonumber(first[2]) or -1}
+end
 local ahead = math.floor(period * most / math.max(redis.call('ZCARD', DUE), most))
 ahead = math.min(ahead, math.floor(period / 2))
 local upto = now + ahead
 local due = redis.call('ZRANGEBYSCORE', DUE, '-inf', upto, 'LIMIT', 0, most)
-if #due == 0 then
-  local first = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
-  return {'IDLE', first[2] and tonumber(first[2]) or -1}
-end
 redis.call('SET', LEASE, ARGV[1], 'PX', ARGV[2])
 local t1 = redis.call('TIME')
 local us = (tonumber(t1[1]) - tonumber(t0[1])) * 1000000 + tonumber(t1[2]) - tonumber(t0[2])
