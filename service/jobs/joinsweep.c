@@ -225,8 +225,15 @@ static void on_applied(void *data, int status, redisReply *r)
         s->lapsed += gone->elements;
         sweeper_kick(s->a->sweeper);
     }
-    registry_set(s, b->id, earliest);
-    /* The same entity again: more of it may be due. */
+    /* The entity's next batch no sooner than the end of the window this one took (upto: its
+     * take's time plus the time 500 of its members take to come due, spread evenly over the
+     * period): members whose dues bunched (many joins at once) are re-checked spread over a
+     * period, 500 a window, rather than all at once at the pace of the Redis pauses. */
+    long long next = earliest >= 0 && earliest < b->upto ? b->upto : earliest;
+    registry_set(s, b->id, next);
+    if (next >= 0 && (s->wake_ms < 0 || next < s->wake_ms))
+        s->wake_ms = next;
+    s->next++;
     schedule(s, pause_after(b->redis_us));
 }
 
@@ -566,7 +573,8 @@ static void on_timer(uv_timer_t *t)
     joinsweep *s = t->data;
     if (s->closed || s->state != JS_WAITING)
         return;
-    /* after a batch: the same entity again, else a fresh look at the registry */
+    /* after a batch: the next entity due (or the same, its batch dropped as stale), else a
+     * fresh look at the registry */
     if (s->worked && s->next < s->ncand)
         take(s);
     else

@@ -256,6 +256,13 @@ class JoinSweepKillTest(JoinSweepBase):
     another instance finishes, every failing member lapsing exactly once."""
     GRACE = 60
     FIRST, REST = 100, 600  # REST: more than one batch
+    KILL_PERIOD = 4  # the rest's two batches two seconds apart (paced over the period)
+
+    @classmethod
+    def env_for(cls, **more):
+        env = super().env_for(JOIN_RECHECK_SECONDS=str(cls.KILL_PERIOD))
+        env.update(more)
+        return env
 
     def redis_ms(self):
         sec, usec = self.r.cli('TIME')
