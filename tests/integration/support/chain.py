@@ -45,7 +45,34 @@ def proxy_url(proxy):
     return 'http://127.0.0.1:%d' % proxy.port
 
 
-class JoinChain:
+class _NodeProcess:
+    """A child process of a test (self.proc) killed and reaped by its PID, its pipes closed."""
+
+    def _force_kill(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._reap()
+
+    def _reap(self):
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except Exception:
+                pass
+        if self in _live:
+            _live.remove(self)
+
+
+class JoinChain(_NodeProcess):
     """ganache with the join-rule test contracts, on a free loopback port."""
 
     def __init__(self, timeout=None):
@@ -150,29 +177,6 @@ class JoinChain:
         self.proxies.append(p)
         return p
 
-    def _force_kill(self):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self._reap()
-
-    def _reap(self):
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                f.close()
-            except Exception:
-                pass
-        if self in _live:
-            _live.remove(self)
-
     def stop(self):
         """Ends the proxies, then the chain: asked to stop, SIGKILL by PID past 10 s."""
         for p in self.proxies:
@@ -194,7 +198,7 @@ class JoinChain:
         self._force_kill()
 
 
-class JoinReader:
+class JoinReader(_NodeProcess):
     """entityd-joinread with the given settings (the rest from the defaults), driven by JSON
     lines: each read() sends one request and returns its answer; send() and answers() overlap
     reads as the service does."""
@@ -272,23 +276,3 @@ class JoinReader:
                                (self.proc.returncode, self.stderr[-4000:]))
         return self.stderr
 
-    def _force_kill(self):
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self._reap()
-
-    def _reap(self):
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                f.close()
-            except Exception:
-                pass
-        if self in _live:
-            _live.remove(self)
