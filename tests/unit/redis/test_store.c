@@ -911,32 +911,45 @@ static struct {
     uv_timer_t timer;
     int what; /* 0: a command to the store; 1: an award to a group */
     int timeout_before, timeout_after;
+    int attempt;
 } TQ;
 
 static void on_queue_timer(uv_timer_t *t)
 {
     (void)t;
+    char id[16];
+    snprintf(id, sizeof id, "t%d", TQ.attempt);
     TQ.timeout_before = uv_backend_timeout(&T.loop);
     if (TQ.what == 0)
         CMD(&R[0], "INCR", "timer:sent");
     else
-        group_award(&R[0], "ent:{g1}", "m0", "t0");
+        group_award(&R[0], "ent:{g1}", "m0", id);
     TQ.timeout_after = uv_backend_timeout(&T.loop);
 }
 
+/* The measurement says something only when nothing else was due as the timer ran: on a loaded
+ * machine the 1 ms timer can run so late that the store's tick (or a connection's callback) is
+ * due beside it, and then the poll would not block either way. Such a turn is measured again,
+ * a bounded number of times; the queued call must clear the poll's timeout in every one. */
 static void queue_from_timer(int what)
 {
     TQ.what = what;
-    TQ.timeout_before = TQ.timeout_after = -2;
-    uv_timer_init(&T.loop, &TQ.timer);
-    uv_timer_start(&TQ.timer, on_queue_timer, 1, 0);
-    WAIT_FOR(R[0].calls == 1, 3000);
-    uv_close((uv_handle_t *)&TQ.timer, NULL);
-    assert_int_equal(R[0].status, STORE_OK);
+    for (TQ.attempt = 0; TQ.attempt < 8; TQ.attempt++) {
+        memset(&R[0], 0, sizeof R[0]);
+        TQ.timeout_before = TQ.timeout_after = -2;
+        uv_timer_init(&T.loop, &TQ.timer);
+        uv_timer_start(&TQ.timer, on_queue_timer, 1, 0);
+        WAIT_FOR(R[0].calls == 1, 3000);
+        uv_close((uv_handle_t *)&TQ.timer, NULL);
+        uv_run(&T.loop, UV_RUN_NOWAIT); /* the close completes before the timer is used again */
+        assert_int_equal(R[0].status, STORE_OK);
+        assert_int_equal(TQ.timeout_after, 0);
+        if (TQ.timeout_before != 0)
+            break;
+    }
     /* Nothing else was due, so the poll would have blocked: for the store's tick once the
      * command is in flight (20 ms), or without end before it. */
     assert_true(TQ.timeout_before != 0);
-    assert_int_equal(TQ.timeout_after, 0);
 }
 
 static void test_command_queued_by_timer_does_not_wait_for_poll(void **state)
@@ -958,7 +971,8 @@ static void test_group_award_queued_by_timer_does_not_wait_for_poll(void **state
     queue_from_timer(1);
     assert_int_equal(R[0].type, REDIS_REPLY_STRING);
     assert_string_equal(R[0].str, "OK");
-    assert_int_equal(evalsha_calls(), 1);
+    /* One script call per measured turn: the award left alone in its turn each time. */
+    assert_int_equal(evalsha_calls(), TQ.attempt + 1);
     pump(30);
     assert_true(uv_backend_timeout(&T.loop) != 0);
 }
