@@ -207,11 +207,16 @@ wait_http() {
 }
 
 # bench_redis: a private redis-server (loopback, no persistence); sets REDIS_PORT, REDIS_PID.
+# BENCH_REDIS_NICE=N renices it (as root): a Redis with a CPU of its own, as it is deployed, on
+# a machine whose other CPU time wrk and entityd share.
 bench_redis() {
   REDIS_PORT=$(free_port)
   bench_start redis redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" \
     --appendonly no --daemonize no --dir "$BENCH_TMP" --logfile "" --loglevel warning
   REDIS_PID=$LAST_PID
+  if [ -n "${BENCH_REDIS_NICE:-}" ]; then
+    renice -n "$BENCH_REDIS_NICE" -p "$REDIS_PID" >/dev/null
+  fi
   local i
   for i in $(seq 1 100); do
     redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null 2>&1 && return 0

@@ -98,6 +98,11 @@ def rule(base, auth, a, chain):
         {"native": {"chainId": chain, "min": "1"}}]}})
 
 
+def unrule(base, auth, a):
+    """Deletes A's rule: self-joining ends and the members are no longer re-checked."""
+    Api(base).call("DELETE", "/api/entities/%s/join-rules?%s" % (a, auth))
+
+
 def members(base, auth, a):
     api, n, cursor = Api(base), 0, None
     for _ in range(100000):
@@ -113,7 +118,7 @@ def members(base, auth, a):
 
 
 def main(argv):
-    cmds = {"setup": (setup, 3), "seed": (seed, 6), "rule": (rule, 4), "members": (members, 3)}
+    cmds = {"setup": (setup, 3), "seed": (seed, 6), "rule": (rule, 4), "unrule": (unrule, 3), "members": (members, 3)}
     if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
         die("usage: see the module's text")
     cmds[argv[1]][0](*argv[2:])
