@@ -150,7 +150,7 @@ static const opt opts[] = {
     {"BOARD_REBUILD_LEASE_MS", OPT_INT, OFF(board_rebuild_lease_ms), "10000", 50, 3600000,
      "a board rebuild's lease (after a move in a skill tree): after a crash, another instance "
      "takes the rebuild over once it has run out"},
-    {"BOARD_REBUILD_STEP_ENTRIES", OPT_INT, OFF(board_rebuild_step_entries), "64", 4, 100000,
+    {"BOARD_REBUILD_STEP_ENTRIES", OPT_INT, OFF(board_rebuild_step_entries), "32", 4, 100000,
      "board entries one step of a board rebuild may set (2 per board a member is rebuilt on): "
      "bounds each step's time in Redis"},
     {"BOARD_REBUILD_PAUSE_FACTOR", OPT_INT, OFF(board_rebuild_pause_factor), "15", 0, 1000,
