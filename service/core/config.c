@@ -164,6 +164,10 @@ static const opt opts[] = {
     {"JOIN_POLL_MS", OPT_INT, OFF(join_poll_ms), "60000", 10, 31536000000LL,
      "the re-check of rules members looks at the registry of entities at least this often "
      "(and at most once a period), its first look this long after start"},
+    {"JOIN_LEASE_MS", OPT_INT, OFF(join_lease_ms), "10000", 1000, 3600000,
+     "an entity's re-check lease, renewed at each batch: it must cover one batch's evaluation "
+     "(ETH_RPC_TIMEOUT_MS and the wait for the RPC cap); a dead instance's entities go on to "
+     "another once it runs out"},
     {"JOIN_CHECK_CACHE_MS", OPT_INT, OFF(join_check_cache_ms), "5000", 0, 3600000,
      "a join rule check's answer is kept this long per (entity, address) in the process (0: "
      "not kept)"},

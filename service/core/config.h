@@ -69,6 +69,7 @@ typedef struct config {
     int64_t sweep_poll_ms;
     bool sweep_paused;
     int64_t join_recheck_seconds, join_grace_seconds, join_check_cache_ms, join_poll_ms;
+    int64_t join_lease_ms; /* an entity's re-check lease, renewed at each batch */
     int64_t board_rebuild_lease_ms;
     int64_t board_rebuild_step_entries; /* entries one rebuild step sets */
     int64_t board_rebuild_pause_factor; /* its pause, in round trips */

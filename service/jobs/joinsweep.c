@@ -23,9 +23,6 @@
 
 /* Entities of the registry read per poll, the earliest due first. */
 #define JS_CANDIDATES 16
-/* An entity's re-check lease: renewed at each batch, so it covers one batch's evaluation (a
- * chain's deadline, and the wait for the RPC cap); a dead instance's entities go on after it. */
-#define JS_LEASE_MS 10000
 /* The pause after a batch is this many times its scripts' own time in Redis: the re-check
  * takes about 1 / (1 + this) of Redis's time, so the GET path keeps 90% of its rate. */
 #define JS_PAUSE_FACTOR 9
@@ -251,7 +248,7 @@ static void apply(joinsweep *s)
     char limits[48], lease_ms[24], period[24], grace[24], taken[24], version[17];
     snprintf(limits, sizeof limits, "%lld:%lld", (long long)s->a->cfg.events_max,
              (long long)s->a->cfg.events_max_bytes);
-    snprintf(lease_ms, sizeof lease_ms, "%d", JS_LEASE_MS);
+    snprintf(lease_ms, sizeof lease_ms, "%lld", (long long)s->a->cfg.join_lease_ms);
     snprintf(period, sizeof period, "%lld", (long long)period_ms(s));
     snprintf(grace, sizeof grace, "%lld", (long long)s->a->cfg.join_grace_seconds * 1000);
     snprintf(taken, sizeof taken, "%lld", b->upto);
@@ -481,7 +478,7 @@ static void take(joinsweep *s)
     int dl = snprintf(due, sizeof due, "%s:join:due", k.entity);
     int ll = snprintf(lease, sizeof lease, "%s:join:lease", k.entity);
     char lease_ms[24], most[24];
-    snprintf(lease_ms, sizeof lease_ms, "%d", JS_LEASE_MS);
+    snprintf(lease_ms, sizeof lease_ms, "%lld", (long long)s->a->cfg.join_lease_ms);
     snprintf(most, sizeof most, "%d", JOINEVAL_MAX_ADDRS);
     char period[24];
     snprintf(period, sizeof period, "%lld", (long long)period_ms(s));

@@ -260,7 +260,9 @@ class JoinSweepKillTest(JoinSweepBase):
 
     @classmethod
     def env_for(cls, **more):
-        env = super().env_for(JOIN_RECHECK_SECONDS=str(cls.KILL_PERIOD))
+        # a lease of twice the batches' spacing: the other instance takes over 4 s after the
+        # kill at most, not 10
+        env = super().env_for(JOIN_RECHECK_SECONDS=str(cls.KILL_PERIOD), JOIN_LEASE_MS='4000')
         env.update(more)
         return env
 
