@@ -327,7 +327,7 @@ class SkillBoardsTest(SkillBoardsBase):
         # awards land meanwhile, on the tree as it is now
         self.award_ok(owner, eid, self.contrib(ms[0], [deep], [2]))
         self.award_ok(owner, eid, self.contrib(ms[2], [back], [6]))
-        self.sweeper()
+        sweeper = self.sweeper()
         self.wait_rebuilt(eid)
         for by in (eng, back, ops, rust):
             self.assertNotIn('rebuilding', self.page(owner, eid, by))
@@ -335,9 +335,12 @@ class SkillBoardsTest(SkillBoardsBase):
                          {ms[0]: 7, ms[1]: 3, ms[3]: 4})
         self.assertEqual(self.board_map(owner, eid, eng), {ms[1]: 1, ms[2]: 8})
         self.assertBoardsExact(owner, eid, ms)
-        # made a root: its old place's boards rebuilt again
+        # made a root: its old place's boards rebuilt again (with no sweeper running, so
+        # the rebuild cannot end before the page is read)
+        self.assertEqual(sweeper.stop(), 0)
         self.move(owner, eid, rust, None)
         self.assertIs(self.page(owner, eid, ops)['rebuilding'], True)
+        self.sweeper()
         self.wait_rebuilt(eid)
         self.assertEqual(self.board_map(owner, eid, ops), {ms[3]: 4})
         self.assertBoardsExact(owner, eid, ms)
