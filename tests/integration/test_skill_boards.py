@@ -419,7 +419,7 @@ class SkillBoardsTest(SkillBoardsBase):
             self.award_ok(owner, eid, {'contributions': [
                 self.contrib(m, [rust], [1 + j % 7]) for j, m in enumerate(ms[i:i + 100])]})
         # one member a step, a pause between steps: the rebuild takes a few seconds
-        slow = self.sweeper(SWEEP_STEP_ENTRIES='4', SWEEP_PAUSE_MS='20',
+        slow = self.sweeper(BOARD_REBUILD_STEP_ENTRIES='4', SWEEP_PAUSE_MS='20',
                             BOARD_REBUILD_LEASE_MS='1000')
         self.move(owner, eid, rust, ops, api=Api(slow.port))
         key = 'ent:{%s}:lb:rebuild' % eid
