@@ -208,15 +208,24 @@ wait_http() {
 
 # bench_redis: a private redis-server (loopback, no persistence); sets REDIS_PORT, REDIS_PID.
 # BENCH_REDIS_NICE=N renices it (as root): a Redis with a CPU of its own, as it is deployed, on
-# a machine whose other CPU time wrk and entityd share.
+# a machine whose other CPU time wrk and entityd share. BENCH_REDIS_CPU=N gives it CPU N
+# alone: this shell, and so every process it starts after, keeps to the other CPUs (taskset),
+# and every thread of redis-server to CPU N; SLOWLOG then times Redis's work, not the
+# scheduler's turns between it and wrk or entityd.
 bench_redis() {
   REDIS_PORT=$(free_port)
+  if [ -n "${BENCH_REDIS_CPU:-}" ]; then
+    local others
+    others=$(seq 0 $(($(nproc) - 1)) | grep -vx "$BENCH_REDIS_CPU" | paste -sd,)
+    taskset -pc "$others" $$ >/dev/null
+  fi
   bench_start redis redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" \
     --appendonly no --daemonize no --dir "$BENCH_TMP" --logfile "" --loglevel warning
   REDIS_PID=$LAST_PID
   if [ -n "${BENCH_REDIS_NICE:-}" ]; then
     renice -n "$BENCH_REDIS_NICE" -p "$REDIS_PID" >/dev/null
   fi
+  [ -z "${BENCH_REDIS_CPU:-}" ] || taskset -apc "$BENCH_REDIS_CPU" "$REDIS_PID" >/dev/null
   local i
   for i in $(seq 1 100); do
     redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null 2>&1 && return 0
@@ -363,6 +372,9 @@ raw_recover() {
 ratio() {
   awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f", a / b }'
 }
+
+# steal_s: the CPU time the host has taken from this machine since boot (/proc/stat), seconds.
+steal_s() { awk '/^cpu / {printf "%.2f", $9 / 100; exit}' /proc/stat; }
 
 machine_line() {
   local cpu
