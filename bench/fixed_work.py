@@ -11,10 +11,13 @@ run, so a run much longer than the median was held by the machine, not by its wo
 share of such runs is what the machine alone does to a command of that length. Prints one
 line: the loop's turns, the median, and the runs over 1 ms and 3 ms, the p99 and the longest.
 """
-import socket
+import os
 import statistics
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from seed import Redis  # noqa: E402
 
 SCRIPT = b"""local t0 = redis.call('TIME')
 local x = 0
@@ -24,55 +27,19 @@ return (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])
 """
 
 
-class Resp:
-    """The few RESP commands this needs, on one connection."""
-
-    def __init__(self, port):
-        self.sock = socket.create_connection(('127.0.0.1', port), timeout=30)
-        self.buf = b''
-
-    def line(self):
-        while b'\r\n' not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError('Redis closed the connection')
-            self.buf += chunk
-        head, _, self.buf = self.buf.partition(b'\r\n')
-        return head
-
-    def call(self, *args):
-        out = [b'*%d\r\n' % len(args)]
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b'$%d\r\n%s\r\n' % (len(a), a))
-        self.sock.sendall(b''.join(out))
-        head = self.line()
-        if head[:1] == b'-':
-            raise RuntimeError(head.decode())
-        if head[:1] == b':':
-            return int(head[1:])
-        if head[:1] == b'$':
-            n = int(head[1:])
-            while len(self.buf) < n + 2:
-                self.buf += self.sock.recv(65536)
-            value, self.buf = self.buf[:n], self.buf[n + 2:]
-            return value
-        return head[1:]
-
-
 def main():
     port, seconds, work_us, factor = (int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]),
                                       float(sys.argv[4]))
-    r = Resp(port)
+    r = Redis(port)
     sha = r.call('SCRIPT', 'LOAD', SCRIPT)
     turns = 1000
     for _ in range(6):  # bounded: each round scales the loop to the target
-        median = statistics.median(r.call('EVALSHA', sha, 0, turns) for _ in range(15))
+        median = statistics.median(r.call('EVALSHA', sha, '0', str(turns)) for _ in range(15))
         turns = max(1, int(turns * work_us / max(median, 1)))
     times = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        us = r.call('EVALSHA', sha, 0, turns)
+        us = r.call('EVALSHA', sha, '0', str(turns))
         times.append(us)
         time.sleep(us * factor / 1e6)
     times.sort()
